@@ -1,0 +1,16 @@
+/* cairn.h — the whole public API of cairn.
+ * Link with: cc prog.c $(pkg-config --cflags --libs cairn) */
+#ifndef CAIRN_H
+#define CAIRN_H
+
+#include "cairn/status.h"
+#include "cairn/runtime.h"
+#include "cairn/tensor.h"
+#include "cairn/rng.h"
+#include "cairn/var.h"
+#include "cairn/nn.h"
+#include "cairn/optim.h"
+#include "cairn/data.h"
+#include "cairn/model.h"
+
+#endif

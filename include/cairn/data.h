@@ -1,0 +1,92 @@
+/* cairn/data.h — IDX files and an in-memory dataset iterator.
+ *
+ * IDX is the MNIST family's format (LeCun): a big-endian header
+ *   0x00 0x00 <type> <rank>   then rank × u32 dimensions, then the data,
+ * with type 0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32, 0x0E f64.
+ * Files may be gzip-compressed (detected from the content, not the name).
+ *
+ * The dataset iterator serves batches of (features, labels) from tensors in
+ * memory, shuffling each epoch with a permutation that is a pure function
+ * of (seed, epoch); its position is therefore two integers, which can be
+ * exported and imported to resume exactly where a run stopped.
+ */
+#ifndef CAIRN_DATA_H
+#define CAIRN_DATA_H
+
+#include <stdint.h>
+
+#include "cairn/status.h"
+#include "cairn/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads an IDX file (plain or gzip) into a new tensor of the file's dtype
+ * (U8, I8, I16, I32, F32 or F64) and shape. max_bytes bounds the data size
+ * (0: 4 GiB). Errors name the file and the offset: CAIRN_E_IO (cannot open
+ * or read), CAIRN_E_FORMAT (bad magic, unknown type, rank 0 or > 8),
+ * CAIRN_E_TRUNCATED (fewer bytes than the header promises), CAIRN_E_LIMIT
+ * (bigger than max_bytes), CAIRN_E_NOMEM. Trailing bytes are an error. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_idx_read(const char *path, uint64_t max_bytes,
+                                                   cairn_tensor **out);
+
+/* Converts an integer or float tensor to a new f32 tensor of the same shape,
+ * each element multiplied by `scale` (1/255 maps u8 pixels to [0, 1]). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_tensor_to_f32(const cairn_tensor *src, float scale,
+                                                        cairn_tensor **out);
+/* Converts an integer tensor of class ids to a new i32 tensor; every value
+ * must be in [0, num_classes) (num_classes 0: no check). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_tensor_to_labels(const cairn_tensor *src, int32_t num_classes,
+                                                           cairn_tensor **out);
+
+typedef struct cairn_dataset cairn_dataset;
+
+typedef struct cairn_dataset_config {
+  int64_t batch_size;   /* > 0 */
+  int shuffle;          /* 1: new permutation each epoch */
+  uint64_t seed;        /* shuffle seed */
+  int drop_remainder;   /* 1: skip the last partial batch of an epoch */
+  int64_t num_epochs;   /* 0: repeat forever; else OUT_OF_RANGE after that many */
+} cairn_dataset_config;
+
+/* x is (N, ...) f32 features, y is (N) i32 labels or NULL. The dataset
+ * keeps pointers to x and y (it does not copy them): they must outlive it.
+ * Errors: CAIRN_E_SHAPE (x and y disagree on N), CAIRN_E_DTYPE,
+ * CAIRN_E_INVALID (batch_size <= 0, N == 0, negative num_epochs). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_dataset_new(const cairn_tensor *x, const cairn_tensor *y,
+                                                      const cairn_dataset_config *cfg,
+                                                      cairn_dataset **out);
+CAIRN_API void cairn_dataset_free(cairn_dataset *d);
+
+/* Copies the next batch into xb (batch_size, ...) and yb (batch_size) (yb
+ * may be NULL); their shape[0] is set to the rows delivered, which is
+ * smaller for the last batch of an epoch unless drop_remainder.
+ * Returns CAIRN_E_OUT_OF_RANGE (TF's OutOfRangeError) once num_epochs are
+ * done; the iterator stays there until reset. Errors: CAIRN_E_SHAPE when xb
+ * or yb cannot hold a full batch. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_dataset_next(cairn_dataset *d, cairn_tensor *xb,
+                                                       cairn_tensor *yb);
+/* Back to the start of epoch 0. */
+CAIRN_API void cairn_dataset_reset(cairn_dataset *d);
+/* Number of examples N, and batches per epoch. */
+CAIRN_API int64_t cairn_dataset_size(const cairn_dataset *d);
+CAIRN_API int64_t cairn_dataset_batches_per_epoch(const cairn_dataset *d);
+
+/* Everything needed to resume: the position and what the shuffle depends on. */
+typedef struct cairn_dataset_state {
+  uint64_t seed;     /* must match the dataset's on import */
+  int64_t size;      /* N; must match on import */
+  int64_t epoch;     /* epochs completed */
+  int64_t position;  /* examples consumed in the current epoch */
+} cairn_dataset_state;
+
+CAIRN_API void cairn_dataset_export(const cairn_dataset *d, cairn_dataset_state *st);
+/* Errors: CAIRN_E_INVALID when the state belongs to another dataset
+ * (seed or size differ; says which) or the position is out of range. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_dataset_import(cairn_dataset *d, const cairn_dataset_state *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,117 @@
+/* cairn/optim.h — optimizers with TF 1.x update rules and slot names.
+ *
+ * An optimizer is created for a list of trainable f32 variables and creates
+ * its slots at once, as real variables in the same registry (GLOBAL, not
+ * TRAINABLE, zero-initialized unless stated), so that a checkpoint carries
+ * them and a Saver made afterwards sees them. Slot names follow TF:
+ * "<var>/<Name>", "<var>/<Name>_1", where <Name> is the optimizer's name
+ * (default below). Update rules, with g the (clipped) gradient:
+ *
+ *   SGD       w -= lr·g                                         (no slots)
+ *   Momentum  a = μ·a + g;  w -= lr·a,  or with Nesterov
+ *             w -= lr·g + lr·μ·a                          slot <v>/Momentum
+ *   Adam      TF's formulation (Kingma & Ba §2, "efficient version"):
+ *             m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+ *             lr_t = lr·√(1 − β2^t) / (1 − β1^t)
+ *             w -= lr_t · m / (√v + ε)
+ *             β1^t, β2^t live in the non-slot GLOBAL variables
+ *             "beta1_power", "beta2_power" (initialized to β1, β2, multiplied
+ *             by β1, β2 after each step); ε is TF's "epsilon hat", so results
+ *             differ slightly from PyTorch's ε placement.
+ *                                               slots <v>/Adam (m), <v>/Adam_1 (v)
+ *   AdamW     Adam, then decoupled weight decay on the pre-update weights, as
+ *             TF's contrib AdamWOptimizer and Loshchilov & Hutter (η_t = 1):
+ *             w ← w − wd·w_old − lr_t·m/(√v + ε)   (wd is NOT multiplied by lr)
+ *                                               slots <v>/AdamW, <v>/AdamW_1
+ *   RMSProp   ms = ρ·ms + (1−ρ)·g²;  mom = μ·mom + lr·g/√(ms + ε);  w -= mom
+ *                   slots <v>/RMSProp (ms, initialized to ONES as TF 1.x),
+ *                         <v>/RMSProp_1 (mom)
+ *   Adagrad   acc += g²;  w -= lr·g/√acc
+ *                   slot <v>/Adagrad initialized to initial_accumulator (0.1)
+ *
+ * Gradient clipping by global norm (TF's clip_by_global_norm): with
+ * N = √(Σ_i ||g_i||²), every g_i is scaled by clip_norm / max(N, clip_norm).
+ * An optimizer does not own the variables; free it before the registry.
+ */
+#ifndef CAIRN_OPTIM_H
+#define CAIRN_OPTIM_H
+
+#include <stddef.h>
+
+#include "cairn/status.h"
+#include "cairn/tensor.h"
+#include "cairn/var.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cairn_optim_kind {
+  CAIRN_OPTIM_SGD = 0,
+  CAIRN_OPTIM_MOMENTUM,
+  CAIRN_OPTIM_ADAM,
+  CAIRN_OPTIM_ADAMW,
+  CAIRN_OPTIM_RMSPROP,
+  CAIRN_OPTIM_ADAGRAD
+} cairn_optim_kind;
+
+typedef struct cairn_optim_config {
+  cairn_optim_kind kind;
+  float learning_rate;
+  float momentum;            /* Momentum μ; RMSProp μ */
+  int nesterov;              /* Momentum only */
+  float beta1, beta2;        /* Adam, AdamW */
+  float epsilon;             /* Adam, AdamW, RMSProp */
+  float weight_decay;        /* AdamW */
+  float decay;               /* RMSProp ρ */
+  float initial_accumulator; /* Adagrad */
+  float clip_norm;           /* > 0: clip gradients by global norm first */
+  const char *name;          /* slot-name suffix; NULL: the kind's TF name */
+} cairn_optim_config;
+
+/* TF 1.x defaults for `kind`: learning_rate 0.001 (Adam, AdamW, RMSProp),
+ * 0.01 (SGD, Momentum, Adagrad); momentum 0.9 for Momentum, 0 for RMSProp;
+ * beta1 0.9, beta2 0.999, epsilon 1e-8 (Adam/AdamW), 1e-10 (RMSProp);
+ * weight_decay 0.01 (AdamW); decay 0.9; initial_accumulator 0.1;
+ * clip_norm 0 (off). */
+CAIRN_API cairn_optim_config cairn_optim_defaults(cairn_optim_kind kind);
+
+typedef struct cairn_optim cairn_optim;
+
+/* Creates the optimizer for vars[0..n) (f32 variables) and its slot and
+ * non-slot variables in r (uninitialized, like every new variable).
+ * Errors: CAIRN_E_INVALID (bad hyper-parameter: lr <= 0, β outside [0,1),
+ * ...; names it), CAIRN_E_DTYPE (a non-f32 variable), CAIRN_E_EXISTS (slots
+ * already exist: give the second optimizer another name), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_optim_new(cairn_registry *r, const cairn_optim_config *cfg,
+                                                    cairn_var *const *vars, size_t n,
+                                                    cairn_optim **out);
+CAIRN_API void cairn_optim_free(cairn_optim *o);
+
+/* Applies grads[i] (same shape as vars[i]) to every variable, then, if
+ * global_step is not NULL, increments it by one (TF's
+ * minimize(loss, global_step=...)). Gradients are read-only unless clipping
+ * is on, in which case they are scaled in place. Errors: CAIRN_E_SHAPE
+ * (names the variable), CAIRN_E_UNINITIALIZED (a variable or slot is not
+ * initialized: names it). Allocates nothing. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_optim_apply(cairn_optim *o, cairn_tensor *const *grads,
+                                                      cairn_var *global_step);
+
+CAIRN_API void cairn_optim_set_learning_rate(cairn_optim *o, float lr);
+CAIRN_API const cairn_optim_config *cairn_optim_get_config(const cairn_optim *o);
+
+/* TF's get_slot(var, slot_name); slot names: "momentum" (Momentum), "m",
+ * "v" (Adam, AdamW), "rms", "momentum" (RMSProp), "accumulator" (Adagrad).
+ * CAIRN_E_NOT_FOUND if var is not optimized here or has no such slot. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_optim_get_slot(const cairn_optim *o, const cairn_var *var,
+                                                         const char *slot_name, cairn_var **out);
+
+/* Scales grads[0..n) in place by clip_norm / max(N, clip_norm), N their
+ * global norm, written to *global_norm if not NULL. clip_norm must be > 0. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_clip_by_global_norm(cairn_tensor *const *grads, size_t n,
+                                                              float clip_norm, float *global_norm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

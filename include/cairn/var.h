@@ -1,0 +1,145 @@
+/* cairn/var.h — variables, collections, initializers and the registry.
+ *
+ * A registry is the model's variable store (TF's graph collections). Each
+ * variable has a TF-style name ("dense/kernel", "dense/bias",
+ * "global_step"), a tensor it owns, an initializer, an "initialized" flag and
+ * a set of collections:
+ *   GLOBAL     saved in checkpoints, initialized by the chief (TF's
+ *              tf.global_variables());
+ *   LOCAL      per-process, not saved (tf.local_variables());
+ *   TRAINABLE  updated by optimizers (tf.trainable_variables()).
+ * A trainable model weight is GLOBAL|TRAINABLE (CAIRN_COLL_MODEL); an
+ * optimizer slot is GLOBAL only; a metric accumulator is LOCAL.
+ *
+ * Random initializers are counter-based: element i of variable `name` gets
+ * philox(counter = (i, attempt), key = seed ^ hash(name)), so values depend
+ * only on the registry seed, the name and the shape — not on the thread count
+ * or on the order in which variables were created.
+ *
+ * A registry is not thread-safe: create and initialize variables from one
+ * thread. Variable pointers stay valid until cairn_registry_free().
+ */
+#ifndef CAIRN_VAR_H
+#define CAIRN_VAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cairn/status.h"
+#include "cairn/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cairn_collection {
+  CAIRN_COLL_GLOBAL = 1u << 0,
+  CAIRN_COLL_LOCAL = 1u << 1,
+  CAIRN_COLL_TRAINABLE = 1u << 2,
+  CAIRN_COLL_MODEL = CAIRN_COLL_GLOBAL | CAIRN_COLL_TRAINABLE,
+  CAIRN_COLL_ALL = 0x7
+} cairn_collection;
+
+typedef enum cairn_init_kind {
+  CAIRN_INIT_ZEROS = 0,
+  CAIRN_INIT_ONES,
+  CAIRN_INIT_CONSTANT,          /* a */
+  CAIRN_INIT_UNIFORM,           /* [a, b) */
+  CAIRN_INIT_NORMAL,            /* mean a, stddev b */
+  CAIRN_INIT_TRUNCATED_NORMAL,  /* mean a, stddev b, redrawn outside a ± 2b (TF) */
+  CAIRN_INIT_GLOROT_UNIFORM,    /* U(-l, l), l = sqrt(6 / (fan_in + fan_out)) (TF's dense default) */
+  CAIRN_INIT_HE_NORMAL          /* truncated normal, stddev sqrt(2 / fan_in) / 0.87962566 (TF ≥ 1.13) */
+} cairn_init_kind;
+
+/* Fans follow TF's VarianceScaling: for shape (..., in, out) the receptive
+ * field r is the product of the leading dimensions, fan_in = in·r,
+ * fan_out = out·r; a vector (n) has fan_in = fan_out = n; a scalar 1. */
+typedef struct cairn_init {
+  cairn_init_kind kind;
+  double a, b;
+} cairn_init;
+
+static inline cairn_init cairn_init_zeros(void) { cairn_init i = {CAIRN_INIT_ZEROS, 0, 0}; return i; }
+static inline cairn_init cairn_init_ones(void) { cairn_init i = {CAIRN_INIT_ONES, 0, 0}; return i; }
+static inline cairn_init cairn_init_constant(double v) { cairn_init i = {CAIRN_INIT_CONSTANT, v, 0}; return i; }
+static inline cairn_init cairn_init_uniform(double lo, double hi) { cairn_init i = {CAIRN_INIT_UNIFORM, lo, hi}; return i; }
+static inline cairn_init cairn_init_normal(double mean, double stddev) { cairn_init i = {CAIRN_INIT_NORMAL, mean, stddev}; return i; }
+static inline cairn_init cairn_init_truncated_normal(double mean, double stddev) { cairn_init i = {CAIRN_INIT_TRUNCATED_NORMAL, mean, stddev}; return i; }
+static inline cairn_init cairn_init_glorot_uniform(void) { cairn_init i = {CAIRN_INIT_GLOROT_UNIFORM, 0, 0}; return i; }
+static inline cairn_init cairn_init_he_normal(void) { cairn_init i = {CAIRN_INIT_HE_NORMAL, 0, 0}; return i; }
+
+/* Fills an existing tensor as `init` would a variable named `name` in a
+ * registry seeded with `seed`. f32 and f64 take every kind; integer dtypes
+ * take ZEROS, ONES and CONSTANT. Errors: CAIRN_E_INVALID (bad parameters,
+ * e.g. stddev < 0 or hi < lo), CAIRN_E_DTYPE. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_init_fill(cairn_tensor *t, cairn_init init, uint64_t seed,
+                                                    const char *name);
+
+typedef struct cairn_registry cairn_registry;
+typedef struct cairn_var cairn_var;
+
+/* A registry whose random initializers are keyed by `seed`. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_new(uint64_t seed, cairn_registry **out);
+CAIRN_API void cairn_registry_free(cairn_registry *r);
+CAIRN_API uint64_t cairn_registry_seed(const cairn_registry *r);
+
+/* Creates an uninitialized variable (storage is allocated and zeroed, the
+ * initializer runs in cairn_var_initialize()). Names: 1..255 bytes of
+ * [A-Za-z0-9_.-/], not starting or ending with '/', no "//".
+ * Errors: CAIRN_E_EXISTS (name taken), CAIRN_E_INVALID (bad name, empty
+ * collection mask, both GLOBAL and LOCAL, bad shape), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_var_create(cairn_registry *r, const char *name,
+                                                     cairn_dtype dt, int rank, const int64_t *shape,
+                                                     cairn_init init, unsigned collections,
+                                                     cairn_var **out);
+
+/* TF's get_or_create_global_step: the int64 scalar "global_step", GLOBAL
+ * and not trainable, initialized to 0. Returns the existing one if present;
+ * CAIRN_E_DTYPE/CAIRN_E_SHAPE if a variable of that name is not an int64
+ * scalar. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_global_step(cairn_registry *r, cairn_var **out);
+
+/* Finds a variable by exact name; CAIRN_E_NOT_FOUND names the missing one. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_find(const cairn_registry *r, const char *name,
+                                                        cairn_var **out);
+
+/* Number of variables in any of the collections of `mask`. */
+CAIRN_API size_t cairn_registry_count(const cairn_registry *r, unsigned mask);
+/* The variables in any collection of `mask`, in creation order: writes at
+ * most `cap` pointers to out and the total count to *n (call with cap 0 to
+ * size the array). */
+CAIRN_API size_t cairn_registry_list(const cairn_registry *r, unsigned mask, cairn_var **out, size_t cap);
+
+/* TF's report_uninitialized_variables(var_list): writes to `out` (capacity
+ * n) the variables among vars[0..n) that are not initialized, in the order
+ * given, and returns how many. vars == NULL means every GLOBAL and LOCAL
+ * variable. */
+CAIRN_API size_t cairn_registry_report_uninitialized(const cairn_registry *r, cairn_var *const *vars,
+                                                     size_t n, cairn_var **out);
+/* Same, as text for error messages: "a, b, c" (truncated with "..." to
+ * fit len). Returns the count. */
+CAIRN_API size_t cairn_registry_uninitialized_str(const cairn_registry *r, cairn_var *const *vars,
+                                                  size_t n, char *buf, size_t len);
+
+/* Runs the initializers of vars[0..n) and marks them initialized (TF's
+ * variables_initializer). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_initialize(cairn_registry *r, cairn_var *const *vars,
+                                                              size_t n);
+/* Initializes every variable in any collection of `mask`. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_initialize_collection(cairn_registry *r,
+                                                                         unsigned mask);
+
+CAIRN_API const char *cairn_var_name(const cairn_var *v);
+CAIRN_API cairn_tensor *cairn_var_tensor(const cairn_var *v);
+CAIRN_API unsigned cairn_var_collections(const cairn_var *v);
+CAIRN_API cairn_init cairn_var_initializer(const cairn_var *v);
+CAIRN_API int cairn_var_is_initialized(const cairn_var *v);
+/* Sets the flag without touching the values (a restore that wrote them). */
+CAIRN_API void cairn_var_set_initialized(cairn_var *v, int initialized);
+/* Runs v's initializer and marks it initialized. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_var_initialize(cairn_var *v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,45 @@
+/* Private helpers shared by the lib sources; never installed. */
+#ifndef CAIRN_INTERNAL_H
+#define CAIRN_INTERNAL_H
+
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cairn/status.h"
+#include "cairn/tensor.h"
+
+/* Sets the calling thread's error detail (printf-style) and returns s. */
+cairn_status cairn__fail(cairn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void cairn__clear_error(void);
+
+/* Argument checks that produce the standard messages. `fn` and `what` name
+ * the call and the argument: "dense_forward: X is NULL". */
+cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t);
+cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_tensor *t, int rank);
+
+/* ---- Parallel loops -----------------------------------------------------
+ * [0, n) is cut into chunks whose size depends on n only (never on the
+ * thread count), so per-chunk partial sums added in chunk order give the
+ * same bits for any number of threads. Work below CAIRN__PAR_MIN elements
+ * stays on the calling thread. Never call BLAS from `fn`. */
+#define CAIRN__PAR_MIN 32768
+#define CAIRN__PAR_MAX_CHUNKS 256
+
+typedef void (*cairn__range_fn)(void *ctx, size_t lo, size_t hi);
+typedef double (*cairn__range_sum_fn)(void *ctx, size_t lo, size_t hi);
+
+void cairn__par_for(size_t n, cairn__range_fn fn, void *ctx);
+/* Σ over chunks of fn(chunk), added in chunk order. */
+double cairn__par_sum(size_t n, cairn__range_sum_fn fn, void *ctx);
+/* Like cairn__par_for over `rows` rows of `cols` elements: chunks are whole
+ * rows (for row-wise ops such as softmax). */
+void cairn__par_rows(size_t rows, size_t cols, cairn__range_fn fn, void *ctx);
+double cairn__par_rows_sum(size_t rows, size_t cols, cairn__range_sum_fn fn, void *ctx);
+
+#endif

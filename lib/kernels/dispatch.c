@@ -1,0 +1,81 @@
+/* Kernel selection: the reference table, overwritten by the AVX2 one when
+ * cpuid says AVX2+FMA and XGETBV says the OS saves YMM state; chosen once
+ * (pthread_once), CAIRN_ISA=ref|avx2 forces a choice. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#define CAIRN__KERNEL_TABLE(isa_)                                                   \
+  {                                                                                 \
+    .isa = #isa_, .relu_fwd = cairn_relu_fwd_##isa_, .relu_bwd = cairn_relu_bwd_##isa_, \
+    .leaky_relu_fwd = cairn_leaky_relu_fwd_##isa_, .leaky_relu_bwd = cairn_leaky_relu_bwd_##isa_, \
+    .sigmoid_fwd = cairn_sigmoid_fwd_##isa_, .sigmoid_bwd = cairn_sigmoid_bwd_##isa_, \
+    .tanh_fwd = cairn_tanh_fwd_##isa_, .tanh_bwd = cairn_tanh_bwd_##isa_,           \
+    .gelu_fwd = cairn_gelu_fwd_##isa_, .gelu_bwd = cairn_gelu_bwd_##isa_,           \
+    .gelu_tanh_fwd = cairn_gelu_tanh_fwd_##isa_, .gelu_tanh_bwd = cairn_gelu_tanh_bwd_##isa_, \
+    .exp = cairn_exp_##isa_, .log = cairn_log_##isa_,                               \
+    .softmax_row = cairn_softmax_row_##isa_, .log_softmax_row = cairn_log_softmax_row_##isa_, \
+    .softmax_bwd_row = cairn_softmax_bwd_row_##isa_,                                \
+    .log_softmax_bwd_row = cairn_log_softmax_bwd_row_##isa_,                        \
+    .sparse_xent_row = cairn_sparse_xent_row_##isa_, .xent_row = cairn_xent_row_##isa_, \
+    .sigmoid_xent = cairn_sigmoid_xent_##isa_, .mse = cairn_mse_##isa_,             \
+    .sum = cairn_sum_##isa_, .sumsq = cairn_sumsq_##isa_, .add = cairn_add_##isa_,  \
+    .scale = cairn_scale_##isa_, .sgd = cairn_sgd_##isa_, .momentum = cairn_momentum_##isa_, \
+    .adam = cairn_adam_##isa_, .rmsprop = cairn_rmsprop_##isa_, .adagrad = cairn_adagrad_##isa_, \
+  }
+
+static const cairn__kernel_table table_ref = CAIRN__KERNEL_TABLE(ref);
+#ifdef CAIRN_HAVE_AVX2
+static const cairn__kernel_table table_avx2 = CAIRN__KERNEL_TABLE(avx2);
+#endif
+
+const cairn__kernel_table *cairn__kernels_ref(void) { return &table_ref; }
+
+const cairn__kernel_table *cairn__kernels_avx2(void) {
+#ifdef CAIRN_HAVE_AVX2
+  return cairn__cpu_has_avx2_fma() ? &table_avx2 : NULL;
+#else
+  return NULL;
+#endif
+}
+
+int cairn__cpu_has_avx2_fma(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  const unsigned fma = 1u << 12, osxsave = 1u << 27, avx = 1u << 28;
+  if ((c & (fma | osxsave | avx)) != (fma | osxsave | avx)) return 0;
+  /* XCR0 bits 1 (SSE) and 2 (AVX/YMM) must be enabled by the OS. */
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 6u) != 6u) return 0;
+  if (__get_cpuid_max(0, NULL) < 7) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  return (b & (1u << 5)) != 0; /* AVX2 */
+#else
+  return 0;
+#endif
+}
+
+static const cairn__kernel_table *chosen = &table_ref;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose(void) {
+  const char *want = getenv("CAIRN_ISA");
+  const cairn__kernel_table *avx2 = cairn__kernels_avx2();
+  if (want && strcmp(want, "ref") == 0) return;
+  if (avx2) chosen = avx2;
+}
+
+const cairn__kernel_table *cairn__kernels(void) {
+  pthread_once(&chosen_once, choose);
+  return chosen;
+}

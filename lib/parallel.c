@@ -1,0 +1,82 @@
+/* Chunked parallel loops with thread-count-independent results. */
+#include "internal.h"
+
+#ifdef CAIRN_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+/* Chunk length for n items: at least CAIRN__PAR_MIN / 4, at most
+ * CAIRN__PAR_MAX_CHUNKS chunks, a multiple of 64 — a function of n only. */
+static size_t chunk_len(size_t n) {
+  size_t c = CAIRN__PAR_MIN / 4;
+  size_t need = (n + CAIRN__PAR_MAX_CHUNKS - 1) / CAIRN__PAR_MAX_CHUNKS;
+  if (need > c) c = (need + 63) & ~(size_t)63;
+  return c;
+}
+
+void cairn__par_for(size_t n, cairn__range_fn fn, void *ctx) {
+  if (n == 0) return;
+  if (n < CAIRN__PAR_MIN) {
+    fn(ctx, 0, n);
+    return;
+  }
+  size_t c = chunk_len(n), k = (n + c - 1) / c;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < k; i++) {
+    size_t lo = i * c, hi = lo + c < n ? lo + c : n;
+    fn(ctx, lo, hi);
+  }
+}
+
+double cairn__par_sum(size_t n, cairn__range_sum_fn fn, void *ctx) {
+  if (n == 0) return 0.0;
+  size_t c = chunk_len(n), k = (n + c - 1) / c;
+  double part[CAIRN__PAR_MAX_CHUNKS];
+  /* The same chunks whether or not threads are used: bits do not change
+   * with the thread count or across the CAIRN__PAR_MIN threshold. */
+#pragma omp parallel for schedule(static) if (n >= CAIRN__PAR_MIN)
+  for (size_t i = 0; i < k; i++) {
+    size_t lo = i * c, hi = lo + c < n ? lo + c : n;
+    part[i] = fn(ctx, lo, hi);
+  }
+  double s = 0.0;
+  for (size_t i = 0; i < k; i++) s += part[i];
+  return s;
+}
+
+/* Rows per chunk: enough rows for ~chunk_len elements, at most
+ * CAIRN__PAR_MAX_CHUNKS chunks. */
+static size_t rows_per_chunk(size_t rows, size_t cols) {
+  size_t per = cols ? (CAIRN__PAR_MIN / 4 + cols - 1) / cols : rows;
+  size_t need = (rows + CAIRN__PAR_MAX_CHUNKS - 1) / CAIRN__PAR_MAX_CHUNKS;
+  if (per < need) per = need;
+  return per ? per : 1;
+}
+
+void cairn__par_rows(size_t rows, size_t cols, cairn__range_fn fn, void *ctx) {
+  if (rows == 0) return;
+  if (rows * cols < CAIRN__PAR_MIN || rows == 1) {
+    fn(ctx, 0, rows);
+    return;
+  }
+  size_t c = rows_per_chunk(rows, cols), k = (rows + c - 1) / c;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < k; i++) {
+    size_t lo = i * c, hi = lo + c < rows ? lo + c : rows;
+    fn(ctx, lo, hi);
+  }
+}
+
+double cairn__par_rows_sum(size_t rows, size_t cols, cairn__range_sum_fn fn, void *ctx) {
+  if (rows == 0) return 0.0;
+  size_t c = rows_per_chunk(rows, cols), k = (rows + c - 1) / c;
+  double part[CAIRN__PAR_MAX_CHUNKS];
+#pragma omp parallel for schedule(static) if (rows * cols >= CAIRN__PAR_MIN)
+  for (size_t i = 0; i < k; i++) {
+    size_t lo = i * c, hi = lo + c < rows ? lo + c : rows;
+    part[i] = fn(ctx, lo, hi);
+  }
+  double s = 0.0;
+  for (size_t i = 0; i < k; i++) s += part[i];
+  return s;
+}

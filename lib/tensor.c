@@ -1,0 +1,182 @@
+/* Tensors: allocation, views, shape helpers and argument checks. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t cairn_dtype_size(cairn_dtype dt) {
+  switch (dt) {
+    case CAIRN_DTYPE_F64: case CAIRN_DTYPE_I64: case CAIRN_DTYPE_U64: return 8;
+    case CAIRN_DTYPE_F32: case CAIRN_DTYPE_I32: case CAIRN_DTYPE_U32: return 4;
+    case CAIRN_DTYPE_F16: case CAIRN_DTYPE_BF16: case CAIRN_DTYPE_I16: case CAIRN_DTYPE_U16: return 2;
+    case CAIRN_DTYPE_I8: case CAIRN_DTYPE_U8: case CAIRN_DTYPE_BOOL: return 1;
+  }
+  return 0;
+}
+
+const char *cairn_dtype_name(cairn_dtype dt) {
+  static const char *const names[] = {"?",   "f32", "f64", "f16", "bf16", "i8",  "i16",
+                                      "i32", "i64", "u8",  "u16", "u32",  "u64", "bool"};
+  return (unsigned)dt < sizeof names / sizeof names[0] ? names[dt] : "?";
+}
+
+void *cairn_alloc(size_t bytes) {
+  /* aligned_alloc wants a multiple of the alignment; 0 bytes still gets a
+   * unique pointer so that callers need no special case. */
+  size_t rounded = (bytes + CAIRN_ALIGNMENT - 1) & ~(size_t)(CAIRN_ALIGNMENT - 1);
+  if (rounded < bytes) return NULL;
+  return aligned_alloc(CAIRN_ALIGNMENT, rounded ? rounded : CAIRN_ALIGNMENT);
+}
+
+void cairn_free(void *p) { free(p); }
+
+/* Validates rank/shape/dtype and computes the element count. */
+static cairn_status shape_size(const char *fn, cairn_dtype dt, int rank, const int64_t *shape,
+                               int64_t *size) {
+  if (cairn_dtype_size(dt) == 0) return cairn__fail(CAIRN_E_INVALID, "%s: unknown dtype %d", fn, (int)dt);
+  if (rank < 0 || rank > CAIRN_MAX_RANK)
+    return cairn__fail(CAIRN_E_INVALID, "%s: rank %d is outside 0..%d", fn, rank, CAIRN_MAX_RANK);
+  if (rank > 0 && !shape) return cairn__fail(CAIRN_E_NULL, "%s: shape is NULL for rank %d", fn, rank);
+  int64_t n = 1;
+  const int64_t limit = INT64_MAX / 8;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0)
+      return cairn__fail(CAIRN_E_INVALID, "%s: dimension %d is negative (%lld)", fn, i,
+                         (long long)shape[i]);
+    if (shape[i] > 0 && n > limit / shape[i])
+      return cairn__fail(CAIRN_E_LIMIT, "%s: element count overflows at dimension %d", fn, i);
+    n *= shape[i];
+  }
+  *size = n;
+  return CAIRN_OK;
+}
+
+static void set_shape(cairn_tensor *t, cairn_dtype dt, int rank, const int64_t *shape, int64_t size) {
+  t->dtype = dt;
+  t->rank = rank;
+  for (int i = 0; i < CAIRN_MAX_RANK; i++) t->shape[i] = i < rank ? shape[i] : 1;
+  t->size = size;
+  t->capacity = size;
+}
+
+cairn_status cairn_tensor_new(cairn_dtype dt, int rank, const int64_t *shape, cairn_tensor **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "tensor_new: out is NULL");
+  *out = NULL;
+  int64_t size;
+  cairn_status s = shape_size("tensor_new", dt, rank, shape, &size);
+  if (s) return s;
+  size_t bytes = (size_t)size * cairn_dtype_size(dt);
+  cairn_tensor *t = calloc(1, sizeof *t);
+  void *data = t ? cairn_alloc(bytes) : NULL;
+  if (!data) {
+    free(t);
+    return cairn__fail(CAIRN_E_NOMEM, "tensor_new: cannot allocate %zu bytes", bytes);
+  }
+  memset(data, 0, bytes);
+  set_shape(t, dt, rank, shape, size);
+  t->data = data;
+  t->owns_data = 1;
+  *out = t;
+  return CAIRN_OK;
+}
+
+void cairn_tensor_free(cairn_tensor *t) {
+  if (!t) return;
+  if (t->owns_data) cairn_free(t->data);
+  free(t);
+}
+
+cairn_status cairn_tensor_view(cairn_tensor *t, void *data, cairn_dtype dt, int rank,
+                               const int64_t *shape) {
+  if (!t) return cairn__fail(CAIRN_E_NULL, "tensor_view: tensor is NULL");
+  int64_t size;
+  cairn_status s = shape_size("tensor_view", dt, rank, shape, &size);
+  if (s) return s;
+  if (!data && size > 0) return cairn__fail(CAIRN_E_NULL, "tensor_view: data is NULL");
+  memset(t, 0, sizeof *t);
+  set_shape(t, dt, rank, shape, size);
+  t->data = data;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_tensor_set_rows(cairn_tensor *t, int64_t rows) {
+  if (!t) return cairn__fail(CAIRN_E_NULL, "tensor_set_rows: tensor is NULL");
+  if (t->rank < 1) return cairn__fail(CAIRN_E_SHAPE, "tensor_set_rows: tensor is a scalar");
+  if (rows < 0) return cairn__fail(CAIRN_E_INVALID, "tensor_set_rows: rows %lld < 0", (long long)rows);
+  int64_t per_row = 1;
+  for (int i = 1; i < t->rank; i++) per_row *= t->shape[i];
+  if (per_row > 0 && rows > t->capacity / per_row)
+    return cairn__fail(CAIRN_E_SHAPE, "tensor_set_rows: %lld rows of %lld elements exceed the %lld allocated",
+                       (long long)rows, (long long)per_row, (long long)t->capacity);
+  t->shape[0] = rows;
+  t->size = rows * per_row;
+  return CAIRN_OK;
+}
+
+size_t cairn_tensor_nbytes(const cairn_tensor *t) {
+  return t ? (size_t)t->size * cairn_dtype_size(t->dtype) : 0;
+}
+
+int cairn_tensor_same_shape(const cairn_tensor *a, const cairn_tensor *b) {
+  if (!a || !b || a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->shape[i] != b->shape[i]) return 0;
+  return 1;
+}
+
+char *cairn_tensor_shape_str(const cairn_tensor *t, char *buf, size_t len) {
+  if (!buf || len == 0) return buf;
+  if (!t) {
+    snprintf(buf, len, "(null)");
+    return buf;
+  }
+  size_t used = (size_t)snprintf(buf, len, "(");
+  for (int i = 0; i < t->rank && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+  if (used < len) snprintf(buf + used, len - used, ")");
+  return buf;
+}
+
+cairn_status cairn_tensor_copy(cairn_tensor *dst, const cairn_tensor *src) {
+  if (!dst || !src) return cairn__fail(CAIRN_E_NULL, "tensor_copy: %s is NULL", dst ? "src" : "dst");
+  if (dst->dtype != src->dtype)
+    return cairn__fail(CAIRN_E_DTYPE, "tensor_copy: dst is %s, src is %s", cairn_dtype_name(dst->dtype),
+                       cairn_dtype_name(src->dtype));
+  if (!cairn_tensor_same_shape(dst, src)) {
+    char a[96], b[96];
+    return cairn__fail(CAIRN_E_SHAPE, "tensor_copy: dst is %s, src is %s",
+                       cairn_tensor_shape_str(dst, a, sizeof a), cairn_tensor_shape_str(src, b, sizeof b));
+  }
+  if (dst->data != src->data) memmove(dst->data, src->data, cairn_tensor_nbytes(src));
+  return CAIRN_OK;
+}
+
+cairn_status cairn_tensor_fill(cairn_tensor *t, float v) {
+  cairn_status s = cairn__check_f32("tensor_fill", "t", t);
+  if (s) return s;
+  float *p = t->data;
+  for (int64_t i = 0; i < t->size; i++) p[i] = v;
+  return CAIRN_OK;
+}
+
+float *cairn_tensor_f32(const cairn_tensor *t) { return t && t->dtype == CAIRN_DTYPE_F32 ? t->data : NULL; }
+int32_t *cairn_tensor_i32(const cairn_tensor *t) { return t && t->dtype == CAIRN_DTYPE_I32 ? t->data : NULL; }
+int64_t *cairn_tensor_i64(const cairn_tensor *t) { return t && t->dtype == CAIRN_DTYPE_I64 ? t->data : NULL; }
+
+cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t) {
+  if (!t) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, what);
+  if (t->dtype != CAIRN_DTYPE_F32)
+    return cairn__fail(CAIRN_E_DTYPE, "%s: %s is %s, expected f32", fn, what, cairn_dtype_name(t->dtype));
+  if (!t->data && t->size > 0) return cairn__fail(CAIRN_E_NULL, "%s: %s has no data", fn, what);
+  return CAIRN_OK;
+}
+
+cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_tensor *t, int rank) {
+  if (t->rank != rank) {
+    char b[96];
+    return cairn__fail(CAIRN_E_SHAPE, "%s: %s is %s, expected rank %d", fn, what,
+                       cairn_tensor_shape_str(t, b, sizeof b), rank);
+  }
+  return CAIRN_OK;
+}
