@@ -12,9 +12,10 @@
  * optimizer slot is GLOBAL only; a metric accumulator is LOCAL.
  *
  * Random initializers are counter-based: element i of variable `name` gets
- * philox(counter = (i, attempt), key = seed ^ hash(name)), so values depend
- * only on the registry seed, the name and the shape — not on the thread count
- * or on the order in which variables were created.
+ * philox(counter = (i low, i high, attempt, kind), key = seed ^ hash(name)),
+ * so values depend only on the registry seed, the name, the shape and the
+ * initializer — not on the thread count or on the order in which variables
+ * were created (lib/init.c details the sampling).
  *
  * A registry is not thread-safe: create and initialize variables from one
  * thread. Variable pointers stay valid until cairn_registry_free().
@@ -69,9 +70,13 @@ static inline cairn_init cairn_init_glorot_uniform(void) { cairn_init i = {CAIRN
 static inline cairn_init cairn_init_he_normal(void) { cairn_init i = {CAIRN_INIT_HE_NORMAL, 0, 0}; return i; }
 
 /* Fills an existing tensor as `init` would a variable named `name` in a
- * registry seeded with `seed`. f32 and f64 take every kind; integer dtypes
- * take ZEROS, ONES and CONSTANT. Errors: CAIRN_E_INVALID (bad parameters,
- * e.g. stddev < 0 or hi < lo), CAIRN_E_DTYPE. */
+ * registry seeded with `seed` (name NULL is treated as ""). f32 and f64 take
+ * every kind; f16, bf16 and the integer dtypes take ZEROS, ONES and
+ * CONSTANT; bool takes ZEROS, ONES and CONSTANT 0 or 1. A constant must be
+ * finite and fit the dtype (integers exactly: 2.5 is refused for i32, as TF
+ * refuses it). Errors: CAIRN_E_INVALID (bad parameters: stddev < 0, hi < lo,
+ * a non-finite value, unknown kind), CAIRN_E_DTYPE (a random kind on a
+ * non-float dtype), CAIRN_E_NULL. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_init_fill(cairn_tensor *t, cairn_init init, uint64_t seed,
                                                     const char *name);
 
@@ -85,16 +90,21 @@ CAIRN_API uint64_t cairn_registry_seed(const cairn_registry *r);
 
 /* Creates an uninitialized variable (storage is allocated and zeroed, the
  * initializer runs in cairn_var_initialize()). Names: 1..255 bytes of
- * [A-Za-z0-9_.-/], not starting or ending with '/', no "//".
+ * [A-Za-z0-9_.-/], not starting or ending with '/', no "//". The
+ * initializer is checked against dt here, as cairn_init_fill() would.
  * Errors: CAIRN_E_EXISTS (name taken), CAIRN_E_INVALID (bad name, empty
- * collection mask, both GLOBAL and LOCAL, bad shape), CAIRN_E_NOMEM. */
+ * collection mask, both GLOBAL and LOCAL, unknown collection bits, bad
+ * shape or dtype, bad initializer parameters), CAIRN_E_DTYPE (initializer
+ * not valid for dt), CAIRN_E_LIMIT (size overflows), CAIRN_E_NULL,
+ * CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_var_create(cairn_registry *r, const char *name,
                                                      cairn_dtype dt, int rank, const int64_t *shape,
                                                      cairn_init init, unsigned collections,
                                                      cairn_var **out);
 
 /* TF's get_or_create_global_step: the int64 scalar "global_step", GLOBAL
- * and not trainable, initialized to 0. Returns the existing one if present;
+ * and not trainable, with a zeros initializer (like every new variable it is
+ * uninitialized until initialized). Returns the existing one if present;
  * CAIRN_E_DTYPE/CAIRN_E_SHAPE if a variable of that name is not an int64
  * scalar. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_global_step(cairn_registry *r, cairn_var **out);
@@ -106,23 +116,27 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_find(const cairn_registry 
 /* Number of variables in any of the collections of `mask`. */
 CAIRN_API size_t cairn_registry_count(const cairn_registry *r, unsigned mask);
 /* The variables in any collection of `mask`, in creation order: writes at
- * most `cap` pointers to out and the total count to *n (call with cap 0 to
- * size the array). */
+ * most `cap` pointers to out and returns the total count (call with out
+ * NULL, cap 0 to size the array). */
 CAIRN_API size_t cairn_registry_list(const cairn_registry *r, unsigned mask, cairn_var **out, size_t cap);
 
-/* TF's report_uninitialized_variables(var_list): writes to `out` (capacity
- * n) the variables among vars[0..n) that are not initialized, in the order
- * given, and returns how many. vars == NULL means every GLOBAL and LOCAL
- * variable. */
+/* TF's report_uninitialized_variables(var_list): writes to `out` the
+ * variables among vars[0..n) that are not initialized, in the order given
+ * (NULL entries skipped), and returns how many. vars == NULL means every
+ * GLOBAL and LOCAL variable of r in creation order; n is then the capacity
+ * of out, and the return value (the total) may exceed it. out may be NULL
+ * to count only. */
 CAIRN_API size_t cairn_registry_report_uninitialized(const cairn_registry *r, cairn_var *const *vars,
                                                      size_t n, cairn_var **out);
-/* Same, as text for error messages: "a, b, c" (truncated with "..." to
- * fit len). Returns the count. */
+/* Same, as text for error messages: "a, b, c" in buf (capacity len bytes,
+ * NUL included), cut after a whole name with ", ..." when it does not fit.
+ * Returns the count, as cairn_registry_report_uninitialized(). */
 CAIRN_API size_t cairn_registry_uninitialized_str(const cairn_registry *r, cairn_var *const *vars,
                                                   size_t n, char *buf, size_t len);
 
-/* Runs the initializers of vars[0..n) and marks them initialized (TF's
- * variables_initializer). */
+/* Runs the initializers of vars[0..n) (variables of r) and marks them
+ * initialized (TF's variables_initializer). Stops at the first error:
+ * CAIRN_E_NULL, CAIRN_E_INVALID (a variable of another registry). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_initialize(cairn_registry *r, cairn_var *const *vars,
                                                               size_t n);
 /* Initializes every variable in any collection of `mask`. */
