@@ -23,6 +23,11 @@ void cairn__clear_error(void);
 cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t);
 cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_tensor *t, int rank);
 
+/* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
+ * instead of adding to them (the model's step, which saves a zeroing pass). */
+cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,
+                                   cairn_tensor *dX, cairn_tensor *dW, cairn_tensor *db, int accumulate);
+
 /* ---- Parallel loops -----------------------------------------------------
  * [0, n) is cut into chunks whose size depends on n only (never on the
  * thread count), so per-chunk partial sums added in chunk order give the

@@ -1,1 +1,249 @@
-/* placeholder: being written */
+/* Sequential MLP: forward through dense layers and one activation, a loss,
+ * backward, and the optimizer — with workspace reused across steps. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cairn/model.h"
+
+struct cairn_mlp {
+  int n;                                  /* dense layers */
+  int64_t sizes[CAIRN_MLP_MAX_LAYERS + 1];
+  cairn_act act;
+  float alpha;
+  cairn_loss_kind loss;
+  cairn_var *W[CAIRN_MLP_MAX_LAYERS];     /* (sizes[i], sizes[i+1]) */
+  cairn_var *b[CAIRN_MLP_MAX_LAYERS];     /* (sizes[i+1]) */
+  cairn_tensor *grad[2 * CAIRN_MLP_MAX_LAYERS]; /* dW0, db0, dW1, db1, ... */
+  cairn_optim *opt;
+  cairn_var *step;
+  /* Workspace for `cap` rows: Z[i] is layer i's pre-activation (B, sizes[i+1]),
+   * A[i] = act(Z[i]) for i < n-1; pp[0], pp[1] are (B, max width) buffers
+   * that backward alternates between for dZ and dA. */
+  int64_t cap;
+  float *Z[CAIRN_MLP_MAX_LAYERS], *A[CAIRN_MLP_MAX_LAYERS], *pp[2];
+  int64_t max_width;
+  cairn_tensor logits; /* what cairn_mlp_forward hands out */
+};
+
+static void free_workspace(cairn_mlp *m) {
+  for (int i = 0; i < m->n; i++) {
+    cairn_free(m->Z[i]);
+    cairn_free(m->A[i]);
+    m->Z[i] = m->A[i] = NULL;
+  }
+  cairn_free(m->pp[0]);
+  cairn_free(m->pp[1]);
+  m->pp[0] = m->pp[1] = NULL;
+  m->cap = 0;
+}
+
+void cairn_mlp_free(cairn_mlp *m) {
+  if (!m) return;
+  free_workspace(m);
+  for (int i = 0; i < 2 * m->n; i++) cairn_tensor_free(m->grad[i]);
+  cairn_optim_free(m->opt);
+  free(m);
+}
+
+cairn_status cairn_mlp_new(cairn_registry *r, const cairn_mlp_config *cfg, cairn_mlp **out) {
+  const char *fn = "mlp_new";
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  *out = NULL;
+  if (!r || !cfg) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, r ? "cfg" : "registry");
+  if (cfg->n_layers < 1 || cfg->n_layers > CAIRN_MLP_MAX_LAYERS)
+    return cairn__fail(CAIRN_E_INVALID, "%s: %d layers; need 1..%d", fn, cfg->n_layers, CAIRN_MLP_MAX_LAYERS);
+  if (!cfg->sizes) return cairn__fail(CAIRN_E_NULL, "%s: sizes is NULL", fn);
+  for (int i = 0; i <= cfg->n_layers; i++)
+    if (cfg->sizes[i] < 1 || cfg->sizes[i] > (1 << 24))
+      return cairn__fail(CAIRN_E_INVALID, "%s: width %d is %lld; need 1..%d", fn, i, (long long)cfg->sizes[i], 1 << 24);
+  if ((unsigned)cfg->hidden_act > CAIRN_ACT_GELU_TANH)
+    return cairn__fail(CAIRN_E_INVALID, "%s: hidden activation must be elementwise, got %s", fn,
+                       cairn_act_name(cfg->hidden_act));
+  if ((unsigned)cfg->loss > CAIRN_LOSS_MSE) return cairn__fail(CAIRN_E_INVALID, "%s: unknown loss %d", fn, (int)cfg->loss);
+
+  cairn_mlp *m = calloc(1, sizeof *m);
+  if (!m) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  m->n = cfg->n_layers;
+  m->act = cfg->hidden_act;
+  m->alpha = cfg->act_alpha;
+  m->loss = cfg->loss;
+  memcpy(m->sizes, cfg->sizes, (size_t)(m->n + 1) * sizeof m->sizes[0]);
+  for (int i = 0; i <= m->n; i++)
+    if (m->sizes[i] > m->max_width) m->max_width = m->sizes[i];
+
+  cairn_status s = CAIRN_OK;
+  cairn_var *vars[2 * CAIRN_MLP_MAX_LAYERS];
+  for (int i = 0; i < m->n && !s; i++) {
+    /* tf.layers.dense names successive layers dense, dense_1, dense_2, ... */
+    char layer[200], name[256];
+    if (i == 0)
+      snprintf(layer, sizeof layer, "%s%sdense", cfg->scope ? cfg->scope : "", cfg->scope ? "/" : "");
+    else
+      snprintf(layer, sizeof layer, "%s%sdense_%d", cfg->scope ? cfg->scope : "", cfg->scope ? "/" : "", i);
+    int64_t wshape[2] = {m->sizes[i], m->sizes[i + 1]};
+    snprintf(name, sizeof name, "%s/kernel", layer);
+    s = cairn_var_create(r, name, CAIRN_DTYPE_F32, 2, wshape, cairn_init_glorot_uniform(), CAIRN_COLL_MODEL, &m->W[i]);
+    if (s) break;
+    snprintf(name, sizeof name, "%s/bias", layer);
+    s = cairn_var_create(r, name, CAIRN_DTYPE_F32, 1, &wshape[1], cairn_init_zeros(), CAIRN_COLL_MODEL, &m->b[i]);
+    if (s) break;
+    vars[2 * i] = m->W[i];
+    vars[2 * i + 1] = m->b[i];
+    if ((s = cairn_tensor_new(CAIRN_DTYPE_F32, 2, wshape, &m->grad[2 * i])) ||
+        (s = cairn_tensor_new(CAIRN_DTYPE_F32, 1, &wshape[1], &m->grad[2 * i + 1])))
+      break;
+  }
+  if (!s) s = cairn_optim_new(r, &cfg->optim, vars, (size_t)(2 * m->n), &m->opt);
+  if (!s) s = cairn_registry_global_step(r, &m->step);
+  if (s) {
+    cairn_mlp_free(m);
+    return s; /* the failing call set the message */
+  }
+  *out = m;
+  return CAIRN_OK;
+}
+
+/* Makes the workspace hold B rows; allocates only when B exceeds it. */
+static cairn_status ensure_workspace(cairn_mlp *m, int64_t B) {
+  if (B <= m->cap) return CAIRN_OK;
+  free_workspace(m);
+  for (int i = 0; i < m->n; i++) {
+    size_t bytes = (size_t)B * (size_t)m->sizes[i + 1] * sizeof(float);
+    m->Z[i] = cairn_alloc(bytes);
+    m->A[i] = i < m->n - 1 ? cairn_alloc(bytes) : NULL;
+    if (!m->Z[i] || (i < m->n - 1 && !m->A[i])) goto nomem;
+  }
+  for (int j = 0; j < 2; j++)
+    if (!(m->pp[j] = cairn_alloc((size_t)B * (size_t)m->max_width * sizeof(float)))) goto nomem;
+  m->cap = B;
+  return CAIRN_OK;
+nomem:
+  free_workspace(m);
+  return cairn__fail(CAIRN_E_NOMEM, "mlp: cannot allocate workspace for a batch of %lld", (long long)B);
+}
+
+/* A (rows, cols) f32 view; cannot fail for the shapes used here. */
+static cairn_tensor view2(float *p, int64_t rows, int64_t cols) {
+  cairn_tensor t;
+  int64_t shape[2] = {rows, cols};
+  cairn_status s = cairn_tensor_view(&t, p, CAIRN_DTYPE_F32, 2, shape);
+  (void)s;
+  return t;
+}
+
+static cairn_status check_ready(const cairn_mlp *m, const char *fn, const cairn_tensor *X) {
+  cairn_status s;
+  if ((s = cairn__check_f32(fn, "X", X)) || (s = cairn__check_rank(fn, "X", X, 2))) return s;
+  if (X->shape[1] != m->sizes[0]) {
+    char b[96];
+    return cairn__fail(CAIRN_E_SHAPE, "%s: X is %s, the model takes (B, %lld)", fn, cairn_tensor_shape_str(X, b, sizeof b),
+                       (long long)m->sizes[0]);
+  }
+  if (X->shape[0] == 0) return cairn__fail(CAIRN_E_INVALID, "%s: empty batch", fn);
+  for (int i = 0; i < m->n; i++) {
+    const cairn_var *v = !cairn_var_is_initialized(m->W[i]) ? m->W[i] : !cairn_var_is_initialized(m->b[i]) ? m->b[i] : NULL;
+    if (v)
+      return cairn__fail(CAIRN_E_UNINITIALIZED, "%s: variable '%s' is not initialized (run the initializers or restore)",
+                         fn, cairn_var_name(v));
+  }
+  return CAIRN_OK;
+}
+
+/* Z[i] = in·W + b, A[i] = act(Z[i]); the logits are Z[n-1]. */
+static cairn_status forward(cairn_mlp *m, const cairn_tensor *X) {
+  int64_t B = X->shape[0];
+  cairn_status s = ensure_workspace(m, B);
+  cairn_tensor in = *X;
+  for (int i = 0; !s && i < m->n; i++) {
+    cairn_tensor z = view2(m->Z[i], B, m->sizes[i + 1]);
+    s = cairn_dense_forward(&in, cairn_var_tensor(m->W[i]), cairn_var_tensor(m->b[i]), &z);
+    if (s || i == m->n - 1) break;
+    in = view2(m->A[i], B, m->sizes[i + 1]);
+    s = cairn_act_forward(m->act, m->alpha, &z, &in);
+  }
+  return s;
+}
+
+static cairn_status loss_of(const cairn_mlp *m, const cairn_tensor *logits, const cairn_tensor *labels, float *loss,
+                            cairn_tensor *dlogits) {
+  switch (m->loss) {
+    case CAIRN_LOSS_SPARSE_SOFTMAX_XENT: return cairn_loss_sparse_softmax_xent(logits, labels, loss, dlogits);
+    case CAIRN_LOSS_SOFTMAX_XENT: return cairn_loss_softmax_xent(logits, labels, loss, dlogits);
+    case CAIRN_LOSS_SIGMOID_XENT: return cairn_loss_sigmoid_xent(logits, labels, loss, dlogits);
+    case CAIRN_LOSS_MSE: return cairn_loss_mse(logits, labels, loss, dlogits);
+  }
+  return cairn__fail(CAIRN_E_INVALID, "mlp: unknown loss %d", (int)m->loss);
+}
+
+cairn_status cairn_mlp_forward(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor **logits) {
+  if (!m || !logits) return cairn__fail(CAIRN_E_NULL, "mlp_forward: %s is NULL", m ? "logits" : "model");
+  cairn_status s = check_ready(m, "mlp_forward", X);
+  if (!s) s = forward(m, X);
+  if (s) return s;
+  /* The returned view lives in the model so the pointer stays valid. */
+  m->logits = view2(m->Z[m->n - 1], X->shape[0], m->sizes[m->n]);
+  *logits = &m->logits;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *loss) {
+  if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_train_step: model is NULL");
+  cairn_status s = check_ready(m, "mlp_train_step", X);
+  if (!s) s = forward(m, X);
+  if (s) return s;
+  const int64_t B = X->shape[0];
+  const int n = m->n;
+  /* dZ of the last layer = dLoss/dlogits, in pp[0]. */
+  int cur = 0;
+  cairn_tensor logits = view2(m->Z[n - 1], B, m->sizes[n]);
+  cairn_tensor dz = view2(m->pp[cur], B, m->sizes[n]);
+  float l;
+  if ((s = loss_of(m, &logits, labels, &l, &dz))) return s;
+  for (int i = n - 1; i >= 0; i--) {
+    cairn_tensor in = i == 0 ? *X : view2(m->A[i - 1], B, m->sizes[i]);
+    cairn_tensor da = view2(m->pp[cur ^ 1], B, m->sizes[i]);
+    /* dA_{i-1} = dZ_i·W_iᵀ (not needed below the first layer),
+     * dW_i = A_{i-1}ᵀ·dZ_i, db_i = Σ_B dZ_i (overwritten, no zeroing pass). */
+    s = cairn__dense_backward(&in, cairn_var_tensor(m->W[i]), &dz, i > 0 ? &da : NULL, m->grad[2 * i],
+                              m->grad[2 * i + 1], 0);
+    if (s) return s;
+    if (i == 0) break;
+    /* dZ_{i-1} = dA_{i-1} ⊙ act'(Z_{i-1}), in place */
+    cairn_tensor z = view2(m->Z[i - 1], B, m->sizes[i]);
+    if ((s = cairn_act_backward(m->act, m->alpha, &z, &in, &da, &da))) return s;
+    dz = da;
+    cur ^= 1;
+  }
+  if ((s = cairn_optim_apply(m->opt, m->grad, m->step))) return s;
+  if (loss) *loss = l;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_mlp_evaluate(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *loss,
+                                float *accuracy) {
+  if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_evaluate: model is NULL");
+  cairn_status s = check_ready(m, "mlp_evaluate", X);
+  if (!s) s = forward(m, X);
+  if (s) return s;
+  cairn_tensor logits = view2(m->Z[m->n - 1], X->shape[0], m->sizes[m->n]);
+  float l = 0.0f, acc = 0.0f;
+  if ((s = loss_of(m, &logits, labels, &l, NULL))) return s;
+  if (m->loss == CAIRN_LOSS_SPARSE_SOFTMAX_XENT && (s = cairn_metric_accuracy(&logits, labels, &acc))) return s;
+  if (loss) *loss = l;
+  if (accuracy) *accuracy = acc;
+  return CAIRN_OK;
+}
+
+cairn_optim *cairn_mlp_optimizer(const cairn_mlp *m) { return m ? m->opt : NULL; }
+cairn_var *cairn_mlp_global_step(const cairn_mlp *m) { return m ? m->step : NULL; }
+cairn_var *cairn_mlp_kernel(const cairn_mlp *m, int i) { return m && i >= 0 && i < m->n ? m->W[i] : NULL; }
+cairn_var *cairn_mlp_bias(const cairn_mlp *m, int i) { return m && i >= 0 && i < m->n ? m->b[i] : NULL; }
+
+int64_t cairn_mlp_num_params(const cairn_mlp *m) {
+  int64_t p = 0;
+  for (int i = 0; m && i < m->n; i++) p += m->sizes[i] * m->sizes[i + 1] + m->sizes[i + 1];
+  return p;
+}

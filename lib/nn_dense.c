@@ -1,1 +1,131 @@
-/* placeholder: being written */
+/* Dense layer on cblas_sgemm: Y = X·W + b and its backward pass. */
+#include "internal.h"
+
+#include <cblas.h>
+#include <string.h>
+
+#include "cairn/nn.h"
+#include "kernels/kernels.h"
+
+/* Shapes for X (B, in), W (in, out), b (out), Y-like (B, out). */
+static cairn_status check_dense(const char *fn, const cairn_tensor *X, const cairn_tensor *W,
+                                const cairn_tensor *b, const char *yname, const cairn_tensor *Y) {
+  cairn_status s;
+  if ((s = cairn__check_f32(fn, "X", X)) || (s = cairn__check_f32(fn, "W", W)) ||
+      (s = cairn__check_f32(fn, yname, Y)))
+    return s;
+  if (b && (s = cairn__check_f32(fn, "b", b))) return s;
+  if ((s = cairn__check_rank(fn, "X", X, 2)) || (s = cairn__check_rank(fn, "W", W, 2)) ||
+      (s = cairn__check_rank(fn, yname, Y, 2)))
+    return s;
+  char bx[96], bw[96], by[96];
+  if (X->shape[1] != W->shape[0])
+    return cairn__fail(CAIRN_E_SHAPE, "%s: X is %s but W is %s: X.cols != W.rows", fn,
+                       cairn_tensor_shape_str(X, bx, sizeof bx), cairn_tensor_shape_str(W, bw, sizeof bw));
+  if (Y->shape[0] != X->shape[0] || Y->shape[1] != W->shape[1])
+    return cairn__fail(CAIRN_E_SHAPE, "%s: %s is %s, expected (%lld, %lld) from X %s and W %s", fn, yname,
+                       cairn_tensor_shape_str(Y, by, sizeof by), (long long)X->shape[0],
+                       (long long)W->shape[1], cairn_tensor_shape_str(X, bx, sizeof bx),
+                       cairn_tensor_shape_str(W, bw, sizeof bw));
+  if (b && (b->rank != 1 || b->shape[0] != W->shape[1]))
+    return cairn__fail(CAIRN_E_SHAPE, "%s: b is %s, expected (%lld) to match W %s", fn,
+                       cairn_tensor_shape_str(b, by, sizeof by), (long long)W->shape[1],
+                       cairn_tensor_shape_str(W, bw, sizeof bw));
+  return CAIRN_OK;
+}
+
+struct rows_ctx {
+  const float *b; /* (out) */
+  float *y;       /* (B, out) */
+  size_t out;
+};
+
+/* Y[r, :] = b for rows [lo, hi) */
+static void broadcast_rows(void *p, size_t lo, size_t hi) {
+  struct rows_ctx *c = p;
+  for (size_t r = lo; r < hi; r++) memcpy(c->y + r * c->out, c->b, c->out * sizeof(float));
+}
+
+cairn_status cairn_dense_forward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *b,
+                                 cairn_tensor *Y) {
+  cairn_status s = check_dense("dense_forward", X, W, b, "Y", Y);
+  if (s) return s;
+  const int B = (int)X->shape[0], in = (int)X->shape[1], out = (int)W->shape[1];
+  if (B == 0 || out == 0) return CAIRN_OK;
+  float beta = 0.0f;
+  if (b) {
+    /* Y starts as b in every row and the GEMM accumulates onto it
+     * (beta = 1): the bias costs no extra pass over Y. */
+    struct rows_ctx c = {b->data, Y->data, (size_t)out};
+    cairn__par_rows((size_t)B, (size_t)out, broadcast_rows, &c);
+    beta = 1.0f;
+  } else if (in == 0) {
+    memset(Y->data, 0, cairn_tensor_nbytes(Y));
+  }
+  if (in > 0)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, out, in, 1.0f, X->data, in, W->data, out, beta,
+                Y->data, out);
+  return CAIRN_OK;
+}
+
+struct colsum_ctx {
+  const float *dy; /* (B, out) */
+  float *db;       /* (out) */
+  size_t rows, out;
+};
+
+/* db[lo:hi] += Σ_r dY[r, lo:hi], rows in order: each thread owns columns. */
+static void colsum(void *p, size_t lo, size_t hi) {
+  struct colsum_ctx *c = p;
+  const cairn__kernel_table *k = cairn__kernels();
+  for (size_t r = 0; r < c->rows; r++) k->add(c->dy + r * c->out + lo, c->db + lo, hi - lo);
+}
+
+cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,
+                                   cairn_tensor *dX, cairn_tensor *dW, cairn_tensor *db, int accumulate) {
+  const char *fn = "dense_backward";
+  cairn_status s = check_dense(fn, X, W, db, "dY", dY);
+  if (s) return s;
+  if ((s = cairn__check_f32(fn, "dW", dW))) return s;
+  char bw[96], bd[96];
+  if (!cairn_tensor_same_shape(dW, W))
+    return cairn__fail(CAIRN_E_SHAPE, "%s: dW is %s, W is %s", fn, cairn_tensor_shape_str(dW, bd, sizeof bd),
+                       cairn_tensor_shape_str(W, bw, sizeof bw));
+  if (dX) {
+    if ((s = cairn__check_f32(fn, "dX", dX))) return s;
+    if (!cairn_tensor_same_shape(dX, X))
+      return cairn__fail(CAIRN_E_SHAPE, "%s: dX is %s, X is %s", fn,
+                         cairn_tensor_shape_str(dX, bd, sizeof bd), cairn_tensor_shape_str(X, bw, sizeof bw));
+  }
+  const int B = (int)X->shape[0], in = (int)X->shape[1], out = (int)W->shape[1];
+  const float beta = accumulate ? 1.0f : 0.0f;
+  if (!accumulate) {
+    memset(dW->data, 0, cairn_tensor_nbytes(dW));
+    if (db) memset(db->data, 0, cairn_tensor_nbytes(db));
+  }
+  if (dX && out == 0) memset(dX->data, 0, cairn_tensor_nbytes(dX));
+  if (B == 0 || out == 0) return CAIRN_OK;
+  /* dX = dY·Wᵀ: (B, out)·(out, in) */
+  if (dX && in > 0)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, in, out, 1.0f, dY->data, out, W->data, out, 0.0f,
+                dX->data, in);
+  /* dW (+)= Xᵀ·dY: (in, B)·(B, out) */
+  if (in > 0)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, B, 1.0f, X->data, in, dY->data, out, beta,
+                dW->data, out);
+  /* db (+)= Σ_B dY */
+  if (db) {
+    struct colsum_ctx c = {dY->data, db->data, (size_t)B, (size_t)out};
+    /* Threads own blocks of columns; each column is summed over rows in
+     * order, so the bits do not depend on how the columns are split. */
+    const size_t blk = 256, nblk = ((size_t)out + blk - 1) / blk;
+#pragma omp parallel for schedule(static) if ((size_t)B * (size_t)out >= CAIRN__PAR_MIN && nblk > 1)
+    for (size_t i = 0; i < nblk; i++) colsum(&c, i * blk, i * blk + blk < (size_t)out ? i * blk + blk : (size_t)out);
+  }
+  return CAIRN_OK;
+}
+
+cairn_status cairn_dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,
+                                  cairn_tensor *dX, cairn_tensor *dW, cairn_tensor *db) {
+  return cairn__dense_backward(X, W, dY, dX, dW, db, 1);
+}

@@ -1,1 +1,26 @@
-int main(void) { return 0; }
+/* cairn-info: prints the version and the run-time configuration (kernel
+ * ISA, OpenBLAS core and threading flavour, thread budget). */
+#include <stdio.h>
+#include <string.h>
+
+#include <cairn.h>
+
+int main(int argc, char **argv) {
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: cairn-info [--version]\n"
+           "Prints cairn's run-time configuration: kernel ISA (CAIRN_ISA=ref|avx2 forces one),\n"
+           "OpenBLAS core and threading, and the thread budget (CAIRN_NUM_THREADS, OMP_NUM_THREADS).\n");
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+    printf("%s\n", cairn_version_string());
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "cairn-info: unknown option '%s' (try --help)\n", argv[1]);
+    return 2;
+  }
+  char buf[512];
+  printf("%s\n", cairn_runtime_info(buf, sizeof buf));
+  return 0;
+}

@@ -1,4 +1,85 @@
-/* cairn/model.h — placeholder, being written */
+/* cairn/model.h — a sequential MLP: dense layers, an activation between
+ * them, a loss and an optimizer, so that a training step is one call.
+ *
+ * Variables are created as TF 1.x's tf.layers.dense names them, in order:
+ *   dense/kernel (in, h1), dense/bias (h1), dense_1/kernel, dense_1/bias, ...
+ * ("<scope>/dense/kernel" with a scope), GLOBAL|TRAINABLE, kernels
+ * glorot-uniform and biases zero as TF's defaults; then the optimizer's slots
+ * and "global_step" (get-or-create). Nothing is initialized by _new: run
+ * cairn_registry_initialize_collection(r, CAIRN_COLL_GLOBAL) (or restore a
+ * checkpoint) before the first step.
+ *
+ * Workspace for activations and gradients is allocated on the first step and
+ * grown only when a larger batch arrives: steps of the same or a smaller
+ * batch allocate nothing. One model is not safe for concurrent calls.
+ */
 #ifndef CAIRN_MODEL_H
 #define CAIRN_MODEL_H
+
+#include <stdint.h>
+
+#include "cairn/nn.h"
+#include "cairn/optim.h"
+#include "cairn/status.h"
+#include "cairn/tensor.h"
+#include "cairn/var.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAIRN_MLP_MAX_LAYERS 16
+
+typedef enum cairn_loss_kind {
+  CAIRN_LOSS_SPARSE_SOFTMAX_XENT = 0, /* labels (B) i32 */
+  CAIRN_LOSS_SOFTMAX_XENT,            /* labels (B, C) f32 */
+  CAIRN_LOSS_SIGMOID_XENT,            /* labels (B, C) f32 in [0, 1] */
+  CAIRN_LOSS_MSE                      /* targets (B, C) f32 */
+} cairn_loss_kind;
+
+typedef struct cairn_mlp_config {
+  int n_layers;           /* dense layers, 1..CAIRN_MLP_MAX_LAYERS */
+  const int64_t *sizes;   /* n_layers + 1 widths: input, hidden..., output */
+  cairn_act hidden_act;   /* elementwise activation after every layer but the last */
+  float act_alpha;        /* LEAKY_RELU slope */
+  cairn_loss_kind loss;
+  cairn_optim_config optim;
+  const char *scope;      /* NULL or a name prefix */
+} cairn_mlp_config;
+
+typedef struct cairn_mlp cairn_mlp;
+
+/* Errors: CAIRN_E_INVALID (layer count, a width < 1, a row-wise hidden
+ * activation, bad optimizer settings), CAIRN_E_EXISTS (names taken: use a
+ * scope), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_new(cairn_registry *r, const cairn_mlp_config *cfg,
+                                                  cairn_mlp **out);
+CAIRN_API void cairn_mlp_free(cairn_mlp *m);
+
+/* logits = the last layer's output (B, C) for X (B, in); *logits points
+ * into the model's workspace and stays valid until the next call. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_forward(cairn_mlp *m, const cairn_tensor *X,
+                                                      const cairn_tensor **logits);
+/* One step: forward, loss, backward, optimizer update, global_step += 1.
+ * labels as the loss kind says. *loss (may be NULL) gets the batch loss
+ * before the update. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X,
+                                                         const cairn_tensor *labels, float *loss);
+/* Loss and, for the softmax losses with i32 labels, accuracy (else 0),
+ * without changing anything. Either output may be NULL. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_evaluate(cairn_mlp *m, const cairn_tensor *X,
+                                                       const cairn_tensor *labels, float *loss,
+                                                       float *accuracy);
+
+CAIRN_API cairn_optim *cairn_mlp_optimizer(const cairn_mlp *m);
+CAIRN_API cairn_var *cairn_mlp_global_step(const cairn_mlp *m);
+/* Layer i's kernel and bias (i < n_layers), NULL otherwise. */
+CAIRN_API cairn_var *cairn_mlp_kernel(const cairn_mlp *m, int i);
+CAIRN_API cairn_var *cairn_mlp_bias(const cairn_mlp *m, int i);
+/* Number of trainable parameters. */
+CAIRN_API int64_t cairn_mlp_num_params(const cairn_mlp *m);
+
+#ifdef __cplusplus
+}
+#endif
 #endif
