@@ -23,20 +23,31 @@ extern "C" {
 #endif
 
 /* Reads an IDX file (plain or gzip) into a new tensor of the file's dtype
- * (U8, I8, I16, I32, F32 or F64) and shape. max_bytes bounds the data size
- * (0: 4 GiB). Errors name the file and the offset: CAIRN_E_IO (cannot open
- * or read), CAIRN_E_FORMAT (bad magic, unknown type, rank 0 or > 8),
- * CAIRN_E_TRUNCATED (fewer bytes than the header promises), CAIRN_E_LIMIT
- * (bigger than max_bytes), CAIRN_E_NOMEM. Trailing bytes are an error. */
+ * (U8, I8, I16, I32, F32 or F64, converted to host byte order) and shape;
+ * the caller frees *out, which is NULL on error. max_bytes bounds the data
+ * size and so the allocation (0: 4 GiB). Errors name the file and the
+ * offset (for gzip, in the uncompressed stream, except damaged compressed
+ * data, which is placed in the compressed file): CAIRN_E_NULL, CAIRN_E_IO
+ * (cannot open or read), CAIRN_E_FORMAT (bad magic, unknown type, rank 0
+ * or > 8, trailing bytes after the data, invalid gzip data),
+ * CAIRN_E_CORRUPT (gzip CRC-32 or length check fails), CAIRN_E_TRUNCATED
+ * (fewer bytes than the header promises, or a gzip stream cut short),
+ * CAIRN_E_LIMIT (bigger than max_bytes, or the dimensions' product
+ * overflows), CAIRN_E_NOMEM. Thread-safe (no shared state). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_idx_read(const char *path, uint64_t max_bytes,
                                                    cairn_tensor **out);
 
-/* Converts an integer or float tensor to a new f32 tensor of the same shape,
- * each element multiplied by `scale` (1/255 maps u8 pixels to [0, 1]). */
+/* Converts a tensor of any dtype (integer, float, f16/bf16, bool as 0/1) to
+ * a new f32 tensor of the same shape, each element multiplied by `scale`
+ * (1/255 maps u8 pixels to [0, 1]); the product is rounded once. Errors:
+ * CAIRN_E_NULL, CAIRN_E_DTYPE (unknown dtype), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_tensor_to_f32(const cairn_tensor *src, float scale,
                                                         cairn_tensor **out);
-/* Converts an integer tensor of class ids to a new i32 tensor; every value
- * must be in [0, num_classes) (num_classes 0: no check). */
+/* Converts an integer tensor of class ids to a new i32 tensor of the same
+ * shape; every value must be in [0, num_classes) (num_classes 0: only that
+ * it fits in i32). Errors: CAIRN_E_INVALID (a value out of range: the
+ * message gives the first bad flat index and its value; num_classes < 0),
+ * CAIRN_E_DTYPE (not an integer dtype), CAIRN_E_NULL, CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_tensor_to_labels(const cairn_tensor *src, int32_t num_classes,
                                                            cairn_tensor **out);
 
@@ -52,19 +63,26 @@ typedef struct cairn_dataset_config {
 
 /* x is (N, ...) f32 features, y is (N) i32 labels or NULL. The dataset
  * keeps pointers to x and y (it does not copy them): they must outlive it.
- * Errors: CAIRN_E_SHAPE (x and y disagree on N), CAIRN_E_DTYPE,
- * CAIRN_E_INVALID (batch_size <= 0, N == 0, negative num_epochs). */
+ * With shuffle it allocates its (N) permutation here, once.
+ * Errors: CAIRN_E_NULL, CAIRN_E_SHAPE (x is a scalar, y is not (N)),
+ * CAIRN_E_DTYPE, CAIRN_E_INVALID (batch_size <= 0, N == 0, negative
+ * num_epochs, drop_remainder with batch_size > N), CAIRN_E_NOMEM.
+ * A dataset is not thread-safe; use one per thread. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_dataset_new(const cairn_tensor *x, const cairn_tensor *y,
                                                       const cairn_dataset_config *cfg,
                                                       cairn_dataset **out);
 CAIRN_API void cairn_dataset_free(cairn_dataset *d);
 
-/* Copies the next batch into xb (batch_size, ...) and yb (batch_size) (yb
- * may be NULL); their shape[0] is set to the rows delivered, which is
- * smaller for the last batch of an epoch unless drop_remainder.
- * Returns CAIRN_E_OUT_OF_RANGE (TF's OutOfRangeError) once num_epochs are
- * done; the iterator stays there until reset. Errors: CAIRN_E_SHAPE when xb
- * or yb cannot hold a full batch. */
+/* Copies the next batch into xb (batch_size, ...) f32 and yb (batch_size)
+ * i32 (yb may be NULL); their shape[0] is set to the rows delivered, which
+ * is smaller for the last batch of an epoch unless drop_remainder. xb's
+ * dimensions after the first must be x's; only the capacity of xb and yb
+ * matters for shape[0], so the same tensors serve every batch. Allocates
+ * nothing. Returns CAIRN_E_OUT_OF_RANGE (TF's OutOfRangeError) once
+ * num_epochs are done, and again on every call until reset or import.
+ * Errors: CAIRN_E_SHAPE when xb or yb cannot hold a full batch or xb's
+ * row shape differs, CAIRN_E_DTYPE, CAIRN_E_NULL, CAIRN_E_INVALID (yb given
+ * but the dataset has no labels). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_dataset_next(cairn_dataset *d, cairn_tensor *xb,
                                                        cairn_tensor *yb);
 /* Back to the start of epoch 0. */
@@ -83,7 +101,9 @@ typedef struct cairn_dataset_state {
 
 CAIRN_API void cairn_dataset_export(const cairn_dataset *d, cairn_dataset_state *st);
 /* Errors: CAIRN_E_INVALID when the state belongs to another dataset
- * (seed or size differ; says which) or the position is out of range. */
+ * (seed or size differ; the message gives both values) or the epoch is
+ * negative or the position outside [0, N]; CAIRN_E_NULL. The batch size
+ * may differ from the exporting dataset's: the position counts examples. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_dataset_import(cairn_dataset *d, const cairn_dataset_state *st);
 
 #ifdef __cplusplus
