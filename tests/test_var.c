@@ -679,6 +679,15 @@ Test(init, uniform_never_reaches_hi_after_rounding) {
     cr_assert(x >= 1.0f && x < 2.0f, "element %lld is %.9g", (long long)i, x);
   }
   cairn_tensor_free(t);
+  /* Near 1e8 f32 values are 8 apart: [1e8, 1e8 + 8) holds only 1e8, and
+   * about half the draws would round to hi without the correction. */
+  t = filled(CAIRN_DTYPE_F32, 1, &n, cairn_init_uniform(1e8, 1e8 + 8), 3, "coarse");
+  for (int64_t i = 0; i < n; i++) cr_assert_eq(((float *)t->data)[i], 1e8f, "element %lld", (long long)i);
+  cairn_tensor_free(t);
+  /* The same for f64 near 2^53, where doubles are 2 apart. */
+  t = filled(CAIRN_DTYPE_F64, 1, &n, cairn_init_uniform(0x1p53, 0x1p53 + 2), 3, "coarse");
+  for (int64_t i = 0; i < n; i++) cr_assert_eq(((double *)t->data)[i], 0x1p53, "element %lld", (long long)i);
+  cairn_tensor_free(t);
 }
 
 Test(init, normal_moments) {
@@ -900,12 +909,19 @@ Test(init, thread_independence) {
       cairn_tensor *two = filled(dt, 1, &n, random_inits[k], 99, "big/w");
       omp_set_num_threads(saved);
       cr_assert(same_bits(one, two), "kind %zu %s differs between 1 and 2 threads", k, cairn_dtype_name(dt));
-      /* The first and last elements agree with a small serial fill. */
-      int64_t small = 4;
-      cairn_tensor *s = filled(dt, 1, &small, random_inits[k], 99, "big/w");
-      if (random_inits[k].kind != CAIRN_INIT_GLOROT_UNIFORM && random_inits[k].kind != CAIRN_INIT_HE_NORMAL)
+      if (random_inits[k].kind != CAIRN_INIT_GLOROT_UNIFORM && random_inits[k].kind != CAIRN_INIT_HE_NORMAL) {
+        /* Nor on the chunking: a vector of 5·2^19 is cut into chunks of
+         * another length (above 2^21 elements the chunk grows with n), yet
+         * starts with the same values; and a small serial fill agrees with
+         * the first elements. */
+        int64_t longer = (int64_t)5 << 19, small = 4;
+        cairn_tensor *l = filled(dt, 1, &longer, random_inits[k], 99, "big/w");
+        cairn_tensor *s = filled(dt, 1, &small, random_inits[k], 99, "big/w");
+        cr_assert_eq(memcmp(l->data, one->data, (size_t)n * cairn_dtype_size(dt)), 0, "kind %zu", k);
         cr_assert_eq(memcmp(s->data, one->data, 4 * cairn_dtype_size(dt)), 0);
-      cairn_tensor_free(s);
+        cairn_tensor_free(l);
+        cairn_tensor_free(s);
+      }
       cairn_tensor_free(one);
       cairn_tensor_free(two);
     }
