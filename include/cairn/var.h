@@ -129,7 +129,8 @@ CAIRN_API size_t cairn_registry_list(const cairn_registry *r, unsigned mask, cai
 CAIRN_API size_t cairn_registry_report_uninitialized(const cairn_registry *r, cairn_var *const *vars,
                                                      size_t n, cairn_var **out);
 /* Same, as text for error messages: "a, b, c" in buf (capacity len bytes,
- * NUL included), cut after a whole name with ", ..." when it does not fit.
+ * NUL included); when it does not fit, cut after the last whole name that
+ * does, followed by ", ..." ("..." alone if none fits).
  * Returns the count, as cairn_registry_report_uninitialized(). */
 CAIRN_API size_t cairn_registry_uninitialized_str(const cairn_registry *r, cairn_var *const *vars,
                                                   size_t n, char *buf, size_t len);
