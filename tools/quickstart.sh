@@ -1,0 +1,126 @@
+#!/bin/sh
+# cairn quick start for a fresh Debian 12 machine, run from a checkout.
+#
+#   sh tools/quickstart.sh demo   install what is missing, build, train a small MLP
+#   sh tools/quickstart.sh test   install what is missing, build, run every test:
+#                                 make check (each Criterion test under the default
+#                                 ISA and CAIRN_ISA=ref), a build with
+#                                 --disable-openmp and its make check, make install
+#                                 into a temporary prefix + a program built with
+#                                 pkg-config, and make distcheck.
+# The test mode ends with one line "N passed, N failed" and exits non-zero
+# if anything failed. Packages are installed with apt-get (as root, or via
+# sudo when not root).
+set -u
+mode=${1:-demo}
+case $mode in demo | test) ;; *) echo "usage: sh tools/quickstart.sh demo|test" >&2; exit 2 ;; esac
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+jobs=$(nproc 2>/dev/null || echo 2)
+
+pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libcriterion-dev"
+missing=
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  sudo=
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  echo "quickstart: installing$missing"
+  $sudo apt-get update -qq || exit 1
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing || exit 1
+fi
+
+[ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi || exit 1
+
+# Out-of-tree builds, so the checkout stays clean.
+build() { # dir, configure flags...
+  dir=$1; shift
+  mkdir -p "$dir" && cd "$dir" || exit 1
+  [ -f Makefile ] || "$top/configure" -q "$@" || exit 1
+  make -j"$jobs" >make.out 2>&1 || { tail -40 make.out; exit 1; }
+  cd "$top" || exit 1
+}
+
+build _build
+if [ "$mode" = demo ]; then
+  exec _build/examples/train_mlp
+fi
+
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "PASS: $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+
+# Counts automake test results (one per TAP test point) from .trs files.
+count_trs() { # dir
+  p=$(cat $(find "$1" -name '*.trs' 2>/dev/null) /dev/null | grep -c '^:test-result: \(PASS\|XFAIL\|SKIP\)')
+  f=$(cat $(find "$1" -name '*.trs' 2>/dev/null) /dev/null | grep -c '^:test-result: \(FAIL\|XPASS\|ERROR\)')
+  passed=$((passed + p)); failed=$((failed + f))
+  echo "$1: $p passed, $f failed"
+}
+
+check() { # dir label
+  (cd "$1" && make -j"$jobs" check >check.out 2>&1)
+  rc=$?
+  count_trs "$1"
+  if [ $rc -ne 0 ]; then
+    grep -h '^FAIL\|^ERROR' "$1"/tests/*.log 2>/dev/null | head -40
+    [ -n "$(find "$1" -name '*.trs')" ] || { tail -30 "$1/check.out"; bad "$2: make check did not run"; }
+  fi
+}
+
+echo "== make check (default ISA and CAIRN_ISA=ref)"
+check _build "make check"
+
+echo "== --disable-openmp build"
+if (build _build-serial --disable-openmp); then
+  ok "build with --disable-openmp"
+  check _build-serial "make check --disable-openmp"
+else
+  bad "build with --disable-openmp"
+fi
+
+echo "== make install + pkg-config"
+prefix=$(mktemp -d "${TMPDIR:-/tmp}/cairn-prefix.XXXXXX")
+if (cd _build && make install prefix="$prefix" >install.out 2>&1); then
+  cat >"$prefix/prog.c" <<'PROG'
+#include <cairn.h>
+#include <stdio.h>
+int main(void) {
+  cairn_registry *r; cairn_var *v; char info[512];
+  if (cairn_registry_new(1, &r) || cairn_registry_global_step(r, &v)) { puts(cairn_errmsg()); return 1; }
+  printf("%s\n%s\n", cairn_runtime_info(info, sizeof info), cairn_var_name(v));
+  cairn_registry_free(r);
+  return 0;
+}
+PROG
+  if PKG_CONFIG_PATH="$prefix/lib/pkgconfig" sh -c \
+       'cc -std=c11 "$0/prog.c" -o "$0/prog" $(pkg-config --cflags --libs cairn)' "$prefix" &&
+     LD_LIBRARY_PATH="$prefix/lib" "$prefix/prog" | grep -q global_step; then
+    ok "pkg-config program links and runs against the installed library"
+  else
+    bad "pkg-config program links and runs against the installed library"
+  fi
+  if PKG_CONFIG_PATH="$prefix/lib/pkgconfig" sh -c \
+       'cc -std=c11 "$0/prog.c" -o "$0/prog-static" -static $(pkg-config --static --cflags --libs cairn) -lgomp -lpthread' "$prefix" 2>/dev/null &&
+     "$prefix/prog-static" | grep -q global_step; then
+    ok "static link with pkg-config --static"
+  else
+    bad "static link with pkg-config --static"
+  fi
+else
+  tail -20 _build/install.out
+  bad "make install"
+fi
+rm -rf "$prefix"
+
+echo "== make distcheck"
+if (cd _build && make -j"$jobs" distcheck >distcheck.out 2>&1); then
+  ok "make distcheck"
+else
+  tail -40 _build/distcheck.out
+  bad "make distcheck"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
