@@ -27,9 +27,6 @@
 #include "cairn/rng.h"
 #include "cairn/var.h"
 
-/* Also used by var.c (declared there): validates without filling. */
-cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
-
 #define TRUNC_STDDEV 0.87962566103423978 /* stddev of N(0, 1) truncated to [-2, 2] */
 #define MAX_ATTEMPTS 256u                /* P(256 rejections) = 0.0455^256: never */
 

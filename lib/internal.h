@@ -9,6 +9,7 @@
 
 #include "cairn/status.h"
 #include "cairn/tensor.h"
+#include "cairn/var.h"
 
 /* Sets the calling thread's error detail (printf-style) and returns s. */
 cairn_status cairn__fail(cairn_status s, const char *fmt, ...)
@@ -22,6 +23,11 @@ void cairn__clear_error(void);
  * the call and the argument: "dense_forward: X is NULL". */
 cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t);
 cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_tensor *t, int rank);
+
+/* Checks that `init` suits dtype `dt` and its parameters are valid,
+ * without generating anything (init.c; var.c checks at creation so that
+ * initializing later cannot fail). Messages start with "fn: 'name': ". */
+cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
 
 /* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
  * instead of adding to them (the model's step, which saves a zeroing pass). */

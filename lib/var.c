@@ -10,11 +10,6 @@
 #include "cairn/rng.h"
 #include "cairn/var.h"
 
-/* Defined in init.c: checks that `init` suits dtype `dt` (and its
- * parameters are valid) without generating anything; messages start with
- * "fn: 'name': ". Declared here because internal.h is shared by every lib
- * source and this is var.c's only client. */
-cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
 
 #define NAME_MAX_LEN 255
 
