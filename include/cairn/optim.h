@@ -16,8 +16,9 @@
  *             w -= lr_t · m / (√v + ε)
  *             β1^t, β2^t live in the non-slot GLOBAL variables
  *             "beta1_power", "beta2_power" (initialized to β1, β2, multiplied
- *             by β1, β2 after each step); ε is TF's "epsilon hat", so results
- *             differ slightly from PyTorch's ε placement.
+ *             by β1, β2 in f32 after each step, as TF does; lr_t is
+ *             computed in double from them); ε is TF's "epsilon hat", so
+ *             results differ slightly from PyTorch's ε placement.
  *                                               slots <v>/Adam (m), <v>/Adam_1 (v)
  *   AdamW     Adam, then decoupled weight decay on the pre-update weights, as
  *             TF's contrib AdamWOptimizer and Loshchilov & Hutter (η_t = 1):
@@ -29,9 +30,19 @@
  *   Adagrad   acc += g²;  w -= lr·g/√acc
  *                   slot <v>/Adagrad initialized to initial_accumulator (0.1)
  *
+ * The element-wise arithmetic is f32 in the order of TF's training_ops.cc;
+ * the AVX2 kernels contract some a·b + c into FMAs, so they differ from the
+ * scalar ones by a few ulps (never in the rules).
+ *
  * Gradient clipping by global norm (TF's clip_by_global_norm): with
  * N = √(Σ_i ||g_i||²), every g_i is scaled by clip_norm / max(N, clip_norm).
+ * When N <= clip_norm the gradients are left bit-for-bit unchanged; when N
+ * is infinite or NaN every gradient becomes NaN, as in TF. N is summed in a
+ * fixed order, so the result does not depend on the thread count.
+ *
  * An optimizer does not own the variables; free it before the registry.
+ * Not thread-safe: one thread applies an optimizer at a time (the updates
+ * themselves use the library's OpenMP threads).
  */
 #ifndef CAIRN_OPTIM_H
 #define CAIRN_OPTIM_H
@@ -66,7 +77,9 @@ typedef struct cairn_optim_config {
   float decay;               /* RMSProp ρ */
   float initial_accumulator; /* Adagrad */
   float clip_norm;           /* > 0: clip gradients by global norm first */
-  const char *name;          /* slot-name suffix; NULL: the kind's TF name */
+  const char *name;          /* slot-name suffix; NULL: the kind's TF name
+                                "GradientDescent", "Momentum", "Adam",
+                                "AdamW", "RMSProp", "Adagrad" (copied) */
 } cairn_optim_config;
 
 /* TF 1.x defaults for `kind`: learning_rate 0.001 (Adam, AdamW, RMSProp),
@@ -78,11 +91,20 @@ CAIRN_API cairn_optim_config cairn_optim_defaults(cairn_optim_kind kind);
 
 typedef struct cairn_optim cairn_optim;
 
-/* Creates the optimizer for vars[0..n) (f32 variables) and its slot and
- * non-slot variables in r (uninitialized, like every new variable).
- * Errors: CAIRN_E_INVALID (bad hyper-parameter: lr <= 0, β outside [0,1),
- * ...; names it), CAIRN_E_DTYPE (a non-f32 variable), CAIRN_E_EXISTS (slots
- * already exist: give the second optimizer another name), CAIRN_E_NOMEM. */
+/* Creates the optimizer for vars[0..n) (n >= 1 distinct f32 variables of r)
+ * and its slot and non-slot variables in r (uninitialized, like every new
+ * variable). Only the fields the kind uses are checked, each must be finite:
+ * learning_rate > 0; Momentum: momentum >= 0; Adam/AdamW: beta1, beta2 in
+ * [0, 1), epsilon > 0, weight_decay in [0, 1) (AdamW); RMSProp: decay in
+ * [0, 1), momentum >= 0, epsilon > 0; Adagrad: initial_accumulator > 0;
+ * every kind: clip_norm >= 0. (TF accepts ε = 0; it is refused here because
+ * a zero second moment then gives 0/0.)
+ * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (a bad hyper-parameter, named; bad
+ * name; no variables; a variable listed twice or not in r),
+ * CAIRN_E_DTYPE (a non-f32 variable), CAIRN_E_EXISTS (slots already exist:
+ * give the second optimizer another name), CAIRN_E_NOMEM. Every check runs
+ * before any variable is created; only CAIRN_E_NOMEM can leave some slots
+ * behind (var.h cannot delete variables). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_optim_new(cairn_registry *r, const cairn_optim_config *cfg,
                                                     cairn_var *const *vars, size_t n,
                                                     cairn_optim **out);
@@ -91,13 +113,21 @@ CAIRN_API void cairn_optim_free(cairn_optim *o);
 /* Applies grads[i] (same shape as vars[i]) to every variable, then, if
  * global_step is not NULL, increments it by one (TF's
  * minimize(loss, global_step=...)). Gradients are read-only unless clipping
- * is on, in which case they are scaled in place. Errors: CAIRN_E_SHAPE
- * (names the variable), CAIRN_E_UNINITIALIZED (a variable or slot is not
- * initialized: names it). Allocates nothing. */
+ * is on, in which case they are scaled in place (pass distinct tensors).
+ * Everything is checked first, so a failing call changes nothing.
+ * Errors: CAIRN_E_NULL, CAIRN_E_DTYPE (a non-f32 gradient, a global_step
+ * that is not an i64 scalar), CAIRN_E_SHAPE (names the variable and both
+ * shapes), CAIRN_E_UNINITIALIZED (a variable, slot, beta power or
+ * global_step is not initialized: names it). Allocates nothing. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_optim_apply(cairn_optim *o, cairn_tensor *const *grads,
                                                       cairn_var *global_step);
 
+/* Sets the learning rate used by the next apply (a schedule). lr must be
+ * finite and >= 0 (0 is allowed, e.g. at the start of a warm-up); any other
+ * value is refused: the rate stays as it was and cairn_errmsg() says why. */
 CAIRN_API void cairn_optim_set_learning_rate(cairn_optim *o, float lr);
+/* The optimizer's configuration, owned by o; name is the name in use (the
+ * kind's TF name if the config had NULL). NULL if o is NULL. */
 CAIRN_API const cairn_optim_config *cairn_optim_get_config(const cairn_optim *o);
 
 /* TF's get_slot(var, slot_name); slot names: "momentum" (Momentum), "m",
@@ -107,7 +137,10 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_optim_get_slot(const cairn_optim *o
                                                          const char *slot_name, cairn_var **out);
 
 /* Scales grads[0..n) in place by clip_norm / max(N, clip_norm), N their
- * global norm, written to *global_norm if not NULL. clip_norm must be > 0. */
+ * global norm, written to *global_norm if not NULL (see the top of this
+ * file for N <= clip_norm and a non-finite N). Errors: CAIRN_E_INVALID
+ * (clip_norm not > 0 and finite), CAIRN_E_NULL, CAIRN_E_DTYPE (a missing or
+ * non-f32 gradient); nothing is scaled on error. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_clip_by_global_norm(cairn_tensor *const *grads, size_t n,
                                                               float clip_norm, float *global_norm);
 
