@@ -1,1 +1,153 @@
-/* placeholder: being written */
+/* AVX2+FMA loss kernels. The scalar specification, with the derivation of
+ * each formula, is lib/kernels/ref/loss_ref.c. Losses are accumulated in
+ * double; gradients are formed in float. dx may be NULL (loss only) and may
+ * alias x or the labels: every pass reads element i before writing dx[i],
+ * and the exponentials are recomputed rather than kept in dx. */
+#include "config.h"
+
+#include <math.h>
+
+#include "kernels/avx2/vecmath_avx2.h"
+#include "kernels/kernels.h"
+
+/* lse(x) − x_l = log1p(S − 1) + (m − x_l),  S = Σ e^(x − m), m = max x
+ * dx = scale·(e^(x − m)/S − onehot(l));  at l: p_l − 1 = ((e_l − 1) − (S − 1))/S */
+double cairn_sparse_xent_row_avx2(const float *x, int32_t label, float *dx, size_t n, float scale) {
+  if (n == 0) return 0.0;
+  const float m = cairn__v_row_max(x, n);
+  const float xl = x[label];
+  const double sm1 = cairn__v_row_expsum_m1(x, NULL, n, m);
+  const double s = 1.0 + sm1;
+  const double loss = log1p(sm1) + ((double)m - (double)xl);
+  if (dx) {
+    const __m256 vm = _mm256_set1_ps(m);
+    const __m256 c = _mm256_set1_ps((float)((double)scale / s));
+#define CAIRN__P(v) _mm256_mul_ps(cairn__v_exp_shifted(v, vm), c)
+    CAIRN__AVX2_MAP1(x, dx, n, CAIRN__P);
+#undef CAIRN__P
+    /* e_l exactly as the vector pass computed it (1 when x_l is a maximum). */
+    const double el = _mm256_cvtss_f32(cairn__v_exp_shifted(_mm256_set1_ps(xl), vm));
+    dx[label] = (float)((double)scale * ((el - 1.0) - sm1) / s);
+  }
+  return loss;
+}
+
+/* One vector of the xent pass 2: Z += Σ z, A += Σ z·(m − x) (exact products in
+ * double), and the row exp-sum step of vecmath_avx2.h. */
+static inline int xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256i mk, __m256d acc[6]) {
+  const __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
+  const __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+  const __m256d z0 = _mm256_cvtps_pd(_mm256_castps256_ps128(zv));
+  const __m256d z1 = _mm256_cvtps_pd(_mm256_extractf128_ps(zv, 1));
+  acc[2] = _mm256_add_pd(acc[2], z0);
+  acc[3] = _mm256_add_pd(acc[3], z1);
+  /* z = 0 terms count as 0, also for x = −inf (a masked class) */
+  const __m256d zero = _mm256_setzero_pd();
+  acc[4] = _mm256_add_pd(acc[4], _mm256_and_pd(_mm256_mul_pd(z0, _mm256_sub_pd(m, x0)),
+                                               _mm256_cmp_pd(z0, zero, _CMP_NEQ_UQ)));
+  acc[5] = _mm256_add_pd(acc[5], _mm256_and_pd(_mm256_mul_pd(z1, _mm256_sub_pd(m, x1)),
+                                               _mm256_cmp_pd(z1, zero, _CMP_NEQ_UQ)));
+  return cairn__v_row_expsum_step(xv, vm, mk, NULL, &acc[0], &acc[1]);
+}
+
+/* Σ z·(lse(x) − x) = Z·log1p(S − 1) + Σ z·(m − x),  Z = Σ z: two sums of
+ * non-negative terms for z ≥ 0.
+ * dx = scale·(p·Z − z) = scale·((e·Z − z) − z·(S − 1))/S,  e = e^(x − m):
+ * for one-hot z at the row maximum e·Z − z = 0 exactly, and the gradient is
+ * −(S − 1)/S with full relative accuracy, as in the sparse kernel. */
+double cairn_xent_row_avx2(const float *x, const float *z, float *dx, size_t n, float scale) {
+  if (n == 0) return 0.0;
+  const float m = cairn__v_row_max(x, n);
+  const __m256 vm = _mm256_set1_ps(m);
+  const __m256d md = _mm256_set1_pd((double)m);
+  __m256d acc[6];
+  for (int k = 0; k < 6; k++) acc[k] = _mm256_setzero_pd();
+  long cnt = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    cnt += xent_step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(z + i), vm, md, _mm256_set1_epi32(-1), acc);
+  if (i < n) {
+    const __m256i mk = cairn__v_mask(n - i);
+    cnt += xent_step(_mm256_maskload_ps(x + i, mk), _mm256_maskload_ps(z + i, mk), vm, md, mk, acc);
+  }
+  const double sm1 = cairn__v_hsum_pd(_mm256_add_pd(acc[0], acc[1])) + (double)(cnt - 1);
+  const double zs = cairn__v_hsum_pd(_mm256_add_pd(acc[2], acc[3]));
+  const double a = cairn__v_hsum_pd(_mm256_add_pd(acc[4], acc[5]));
+  const double s = 1.0 + sm1;
+  if (dx) {
+    const __m256 vz = _mm256_set1_ps((float)zs);
+    const __m256 vsm1 = _mm256_set1_ps((float)sm1);
+    const __m256 c = _mm256_set1_ps((float)((double)scale / s));
+#define CAIRN__G(xv, zv) \
+  _mm256_mul_ps(_mm256_fnmadd_ps(zv, vsm1, _mm256_fmsub_ps(cairn__v_exp_shifted(xv, vm), vz, zv)), c)
+    CAIRN__AVX2_MAP2(x, z, dx, n, CAIRN__G);
+#undef CAIRN__G
+  }
+  return zs * log1p(sm1) + a;
+}
+
+/* One vector of sigmoid xent: returns the loss terms
+ * max(x,0) − x·z + log1p(e^−|x|) summed into lo/hi (masked lanes give 0: x = z = 0
+ * there, and the log1p term is masked), and σ(x) − z. max(x,0) − x·z is
+ * formed in double, where x·z is exact: it cancels when x(1 − z) is small. */
+static inline __m256 sigxent8(__m256 x, __m256 z, __m256 mkf, __m256d *lo, __m256d *hi) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = cairn__v_exp(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^−|x| */
+  const __m256 l = _mm256_and_ps(cairn__v_log1p_pos(e), mkf);
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+  const __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+  const __m256d t0 = _mm256_fnmadd_pd(x0, _mm256_cvtps_pd(_mm256_castps256_ps128(z)), _mm256_max_pd(x0, zero));
+  const __m256d t1 = _mm256_fnmadd_pd(x1, _mm256_cvtps_pd(_mm256_extractf128_ps(z, 1)), _mm256_max_pd(x1, zero));
+  *lo = _mm256_add_pd(*lo, _mm256_add_pd(t0, _mm256_cvtps_pd(_mm256_castps256_ps128(l))));
+  *hi = _mm256_add_pd(*hi, _mm256_add_pd(t1, _mm256_cvtps_pd(_mm256_extractf128_ps(l, 1))));
+  const __m256 num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  return _mm256_sub_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), z);
+}
+
+/* Σ max(x,0) − x·z + log1p(e^−|x|);  dx = scale·(σ(x) − z) */
+double cairn_sigmoid_xent_avx2(const float *x, const float *z, float *dx, size_t n, float scale) {
+  const __m256 c = _mm256_set1_ps(scale);
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = sigxent8(_mm256_loadu_ps(x + i), _mm256_loadu_ps(z + i),
+                              _mm256_castsi256_ps(_mm256_set1_epi32(-1)), &lo, &hi);
+    if (dx) _mm256_storeu_ps(dx + i, _mm256_mul_ps(g, c));
+  }
+  if (i < n) {
+    const __m256i mk = cairn__v_mask(n - i);
+    const __m256 g = sigxent8(_mm256_maskload_ps(x + i, mk), _mm256_maskload_ps(z + i, mk),
+                              _mm256_castsi256_ps(mk), &lo, &hi);
+    if (dx) _mm256_maskstore_ps(dx + i, mk, _mm256_mul_ps(g, c));
+  }
+  return cairn__v_hsum_pd(_mm256_add_pd(lo, hi));
+}
+
+/* One vector of mse: Σ (p − t)² into lo/hi, in double (p − t exact there). */
+static inline __m256 mse8(__m256 p, __m256 t, __m256d *lo, __m256d *hi) {
+  const __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(p)),
+                                   _mm256_cvtps_pd(_mm256_castps256_ps128(t)));
+  const __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)),
+                                   _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1)));
+  *lo = _mm256_fmadd_pd(d0, d0, *lo);
+  *hi = _mm256_fmadd_pd(d1, d1, *hi);
+  return _mm256_sub_ps(p, t);
+}
+
+/* Σ (p − t)²;  dp = (p − t)·(2·scale), the reference's float operations */
+double cairn_mse_avx2(const float *p, const float *t, float *dp, size_t n, float scale) {
+  const __m256 c = _mm256_set1_ps(2.0f * scale);
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = mse8(_mm256_loadu_ps(p + i), _mm256_loadu_ps(t + i), &lo, &hi);
+    if (dp) _mm256_storeu_ps(dp + i, _mm256_mul_ps(d, c));
+  }
+  if (i < n) {
+    const __m256i mk = cairn__v_mask(n - i);
+    const __m256 d = mse8(_mm256_maskload_ps(p + i, mk), _mm256_maskload_ps(t + i, mk), &lo, &hi);
+    if (dp) _mm256_maskstore_ps(dp + i, mk, _mm256_mul_ps(d, c));
+  }
+  return cairn__v_hsum_pd(_mm256_add_pd(lo, hi));
+}
