@@ -97,8 +97,10 @@ static inline __m256 sigxent8(__m256 x, __m256 z, __m256 mkf, __m256d *lo, __m25
   const __m256d zero = _mm256_setzero_pd();
   const __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
   const __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-  const __m256d t0 = _mm256_fnmadd_pd(x0, _mm256_cvtps_pd(_mm256_castps256_ps128(z)), _mm256_max_pd(x0, zero));
-  const __m256d t1 = _mm256_fnmadd_pd(x1, _mm256_cvtps_pd(_mm256_extractf128_ps(z, 1)), _mm256_max_pd(x1, zero));
+  const __m256d z0 = _mm256_cvtps_pd(_mm256_castps256_ps128(z));
+  const __m256d z1 = _mm256_cvtps_pd(_mm256_extractf128_ps(z, 1));
+  const __m256d t0 = _mm256_fnmadd_pd(x0, z0, _mm256_max_pd(x0, zero));
+  const __m256d t1 = _mm256_fnmadd_pd(x1, z1, _mm256_max_pd(x1, zero));
   *lo = _mm256_add_pd(*lo, _mm256_add_pd(t0, _mm256_cvtps_pd(_mm256_castps256_ps128(l))));
   *hi = _mm256_add_pd(*hi, _mm256_add_pd(t1, _mm256_cvtps_pd(_mm256_extractf128_ps(l, 1))));
   const __m256 num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
