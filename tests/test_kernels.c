@@ -427,6 +427,13 @@ static void check_specials(const cairn__kernel_table *T) {
     cr_assert(fabs(y[1] - ref) <= 1e-6 * fabs(ref), "%s: gelu_tanh(-5) = %.9g, want %.9g", T->isa,
               (double)y[1], ref);
   }
+  /* the backward gelus at ±inf: the limits 1 and 0, not inf·0 */
+  const float infs[] = {INFINITY, -INFINITY, -1e30f, 1e30f};
+  const float ones4[] = {1, 1, 1, 1};
+  T->gelu_bwd(infs, ones4, y, 4);
+  cr_assert(y[0] == 1.0f && y[1] == 0.0f && y[2] == 0.0f && y[3] == 1.0f, "%s: gelu_bwd at ±inf", T->isa);
+  T->gelu_tanh_bwd(infs, ones4, y, 4);
+  cr_assert(y[0] == 1.0f && y[1] == 0.0f && y[2] == 0.0f && y[3] == 1.0f, "%s: gelu_tanh_bwd at ±inf", T->isa);
   /* relu keeps NaN and maps -0 to +0 */
   const float rs[] = {NAN, -0.0f, -1.0f, 2.0f};
   T->relu_fwd(rs, y, 4);
