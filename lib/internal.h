@@ -29,6 +29,11 @@ cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_ten
  * initializing later cannot fail). Messages start with "fn: 'name': ". */
 cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
 
+/* C = alpha·op(A)·op(B) + beta·C, row-major, through cblas_sgemm in
+ * shape-determined blocks: same bits for any thread count (gemm.c). */
+void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+
 /* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
  * instead of adding to them (the model's step, which saves a zeroing pass). */
 cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,

@@ -1,7 +1,6 @@
-/* Dense layer on cblas_sgemm: Y = X·W + b and its backward pass. */
+/* Dense layer on cblas_sgemm (through cairn__sgemm): Y = X·W + b and its backward pass. */
 #include "internal.h"
 
-#include <cblas.h>
 #include <string.h>
 
 #include "cairn/nn.h"
@@ -63,8 +62,7 @@ cairn_status cairn_dense_forward(const cairn_tensor *X, const cairn_tensor *W, c
     memset(Y->data, 0, cairn_tensor_nbytes(Y));
   }
   if (in > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, out, in, 1.0f, X->data, in, W->data, out, beta,
-                Y->data, out);
+    cairn__sgemm(0, 0, B, out, in, 1.0f, X->data, in, W->data, out, beta, Y->data, out);
   return CAIRN_OK;
 }
 
@@ -107,12 +105,10 @@ cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W,
   if (B == 0 || out == 0) return CAIRN_OK;
   /* dX = dY·Wᵀ: (B, out)·(out, in) */
   if (dX && in > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, in, out, 1.0f, dY->data, out, W->data, out, 0.0f,
-                dX->data, in);
+    cairn__sgemm(0, 1, B, in, out, 1.0f, dY->data, out, W->data, out, 0.0f, dX->data, in);
   /* dW (+)= Xᵀ·dY: (in, B)·(B, out) */
   if (in > 0)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, B, 1.0f, X->data, in, dY->data, out, beta,
-                dW->data, out);
+    cairn__sgemm(1, 0, in, out, B, 1.0f, X->data, in, dY->data, out, beta, dW->data, out);
   /* db (+)= Σ_B dY */
   if (db) {
     struct colsum_ctx c = {dY->data, db->data, (size_t)B, (size_t)out};

@@ -28,17 +28,25 @@ static int env_threads(const char *name) {
   return (*end == '\0' || *end == ',') && n >= 1 && n <= 4096 ? (int)n : 0;
 }
 
-/* Pushes n into both pools: cairn's OpenMP loops and OpenBLAS. With
- * Debian's OpenMP flavour of OpenBLAS the two share libgomp's pool; with
- * the pthreads flavour they are separate pools, so it matters even more
- * that cairn never calls BLAS from inside its own parallel regions. */
+/* Pushes n into both pools. cairn's loops use n OpenMP threads, and its
+ * GEMMs run single-threaded BLAS on shape-determined blocks inside those
+ * loops (gemm.c). Debian's OpenMP flavour of OpenBLAS shares libgomp's pool
+ * and stays single-threaded inside a parallel region by itself; a pthreads
+ * OpenBLAS would start its own pool there, so it is held to one thread. In a
+ * serial cairn build the budget goes to BLAS alone. */
 static void apply_budget(int n) {
   budget = n;
+  int blas_threads = n;
 #ifdef CAIRN_HAVE_OPENMP
   omp_set_num_threads(n);
+#ifdef HAVE_OPENBLAS_GET_PARALLEL
+  if (openblas_get_parallel() == 1) blas_threads = 1;
+#endif
 #endif
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
-  openblas_set_num_threads(n);
+  openblas_set_num_threads(blas_threads);
+#else
+  (void)blas_threads;
 #endif
 }
 
@@ -59,9 +67,6 @@ int cairn_get_num_threads(void) {
 cairn_status cairn_set_num_threads(int n) {
   if (n < 1) return cairn__fail(CAIRN_E_INVALID, "set_num_threads: %d threads; need at least 1", n);
   pthread_once(&budget_once, budget_init);
-#ifndef CAIRN_HAVE_OPENMP
-  n = 1; /* serial build: accepted, and reported as 1 */
-#endif
   apply_budget(n);
   return CAIRN_OK;
 }

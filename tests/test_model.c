@@ -24,18 +24,20 @@ static cairn_tensor *mk(cairn_dtype dt, int rank, int64_t d0, int64_t d1) {
   return t;
 }
 
-/* Points around 4 centres in `dim` dimensions; labels i32. */
-static void blobs(cairn_tensor *x, cairn_tensor *y, uint64_t seed) {
+/* Points around `classes` centres in `dim` dimensions; labels i32. */
+static void blobs_k(cairn_tensor *x, cairn_tensor *y, uint64_t seed, int32_t classes) {
   cairn_rng r;
   cairn_rng_init(&r, seed, 0);
   int64_t n = x->shape[0], dim = x->shape[1];
   for (int64_t i = 0; i < n; i++) {
-    int32_t k = (int32_t)(i % 4);
+    int32_t k = (int32_t)(i % classes);
     cairn_tensor_i32(y)[i] = k;
     for (int64_t j = 0; j < dim; j++)
-      cairn_tensor_f32(x)[i * dim + j] = (j % 4 == k ? 2.0f : 0.0f) + 0.5f * cairn_rng_normal(&r);
+      cairn_tensor_f32(x)[i * dim + j] = (j % classes == k ? 2.0f : 0.0f) + 0.5f * cairn_rng_normal(&r);
   }
 }
+
+static void blobs(cairn_tensor *x, cairn_tensor *y, uint64_t seed) { blobs_k(x, y, seed, 4); }
 
 static cairn_mlp *build(cairn_registry *r, const int64_t *sizes, int n, cairn_optim_kind opt, const char *scope) {
   cairn_mlp_config cfg = {.n_layers = n, .sizes = sizes, .hidden_act = CAIRN_ACT_RELU,
@@ -87,7 +89,7 @@ Test(model, step_matches_primitives) {
   cr_assert_eq(cairn_mlp_new(r, &cfg, &m), CAIRN_OK, "%s", cairn_errmsg());
   cr_assert_eq(cairn_registry_initialize_collection(r, CAIRN_COLL_GLOBAL), CAIRN_OK);
   cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, B, 5), *y = mk(CAIRN_DTYPE_I32, 1, B, 0);
-  blobs(X, y, 3);
+  blobs_k(X, y, 3, 3);
   for (int i = 0; i < 2; i++) /* non-zero biases so that they matter */
     cr_assert_eq(cairn_init_fill(cairn_var_tensor(cairn_mlp_bias(m, i)), cairn_init_uniform(-1, 1), 5, "b"), CAIRN_OK);
   cairn_tensor *W0 = mk(CAIRN_DTYPE_F32, 2, 5, 6), *b0 = mk(CAIRN_DTYPE_F32, 1, 6, 0), *W1 = mk(CAIRN_DTYPE_F32, 2, 6, 3),

@@ -183,9 +183,12 @@ Test(nn, activation_gradcheck) {
   }
 }
 
-static double gelu_ref(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
+/* Written without the cancellation of 1 + erf and 1 + tanh for x << 0:
+ * 1 + erf(x/√2) = erfc(−x/√2), and 1 + tanh(v) = 2/(1 + e^−2v). */
+static double gelu_ref(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 static double gelu_tanh_ref(double x) {
-  return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  double v = sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
+  return x / (1 + exp(-2 * v));
 }
 
 Test(nn, activation_values_against_double) {
