@@ -49,7 +49,7 @@ static cairn_status make_blobs(int64_t n, int64_t dim, uint64_t seed, cairn_tens
   for (int64_t i = 0; i < n; i++) {
     int k = (int)cairn_rng_below(&noise, 10);
     yp[i] = k;
-    for (int64_t j = 0; j < dim; j++) xp[i * dim + j] = c[k][j % 64] + 1.2f * cairn_rng_normal(&noise);
+    for (int64_t j = 0; j < dim; j++) xp[i * dim + j] = c[k][j % 64] + 2.5f * cairn_rng_normal(&noise);
   }
   return CAIRN_OK;
 }
@@ -118,8 +118,8 @@ int main(int argc, char **argv) {
     CHECK(load_mnist(data, "train-images-idx3-ubyte", "train-labels-idx1-ubyte", &xtr, &ytr));
     CHECK(load_mnist(data, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", &xte, &yte));
   } else {
-    CHECK(make_blobs(8192, 64, seed, &xtr, &ytr));
-    CHECK(make_blobs(2048, 64, seed + 1, &xte, &yte));
+    CHECK(make_blobs(32768, 64, seed, &xtr, &ytr));
+    CHECK(make_blobs(4096, 64, seed + 1, &xte, &yte));
   }
   const int64_t in = xtr->shape[1];
   int64_t sizes[4] = {in, 256, 128, 10};
