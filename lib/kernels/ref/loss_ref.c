@@ -13,21 +13,7 @@
 #include <math.h>
 
 #include "kernels/kernels.h"
-
-static size_t argmax(const float *x, size_t n) {
-  size_t k = 0;
-  for (size_t i = 1; i < n; i++)
-    if (x[i] > x[k]) k = i;
-  return k;
-}
-
-static double expsum_m1(const float *x, size_t n, size_t k) {
-  const double m = x[k];
-  double s = 0.0;
-  for (size_t j = 0; j < n; j++)
-    if (j != k) s += exp((double)x[j] - m);
-  return s;
-}
+#include "kernels/ref/rows_ref.h"
 
 /* lse(x) − x_l = log1p(S − 1) + (m − x_l)   (two non-negative terms)
  * dx = scale·(p − onehot(l)),  p = e^(x − m)/S,

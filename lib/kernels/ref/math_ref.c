@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "kernels/kernels.h"
+#include "kernels/ref/rows_ref.h"
 
 /* y = e^x */
 void cairn_exp_ref(const float *x, float *y, size_t n) {
@@ -18,25 +19,6 @@ void cairn_log_ref(const float *x, float *y, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] = (float)log((double)x[i]);
 }
 
-/* Index of the first maximum of x[0..n), n ≥ 1 (NaN never wins a compare). */
-static size_t argmax(const float *x, size_t n) {
-  size_t k = 0;
-  for (size_t i = 1; i < n; i++)
-    if (x[i] > x[k]) k = i;
-  return k;
-}
-
-/* S − 1 = Σ_{j ≠ k} e^(x_j − m) for the row max m = x[k]: summing the other
- * terms alone (e^(x_k − m) = 1) gives log S = log1p(S − 1) without the
- * cancellation of log(1 + tiny) when one logit dominates. x_j − m is exact in
- * double. */
-static double expsum_m1(const float *x, size_t n, size_t k) {
-  const double m = x[k];
-  double s = 0.0;
-  for (size_t j = 0; j < n; j++)
-    if (j != k) s += exp((double)x[j] - m);
-  return s;
-}
 
 /* y = e^(x − m)/S,  m = max x,  S = Σ e^(x − m) */
 void cairn_softmax_row_ref(const float *x, float *y, size_t n) {
