@@ -94,15 +94,16 @@ int main(void) {
   return 0;
 }
 PROG
-  if PKG_CONFIG_PATH="$prefix/lib/pkgconfig" sh -c \
-       'cc -std=c11 "$0/prog.c" -o "$0/prog" $(pkg-config --cflags --libs cairn)' "$prefix" &&
+  # cairn.pc names the configured prefix; --define-variable relocates it.
+  pc="pkg-config --define-variable=prefix=$prefix"
+  export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+  if cc -std=c11 "$prefix/prog.c" -o "$prefix/prog" $($pc --cflags --libs cairn) &&
      LD_LIBRARY_PATH="$prefix/lib" "$prefix/prog" | grep -q global_step; then
     ok "pkg-config program links and runs against the installed library"
   else
     bad "pkg-config program links and runs against the installed library"
   fi
-  if PKG_CONFIG_PATH="$prefix/lib/pkgconfig" sh -c \
-       'cc -std=c11 "$0/prog.c" -o "$0/prog-static" -static $(pkg-config --static --cflags --libs cairn) -lgomp -lpthread' "$prefix" 2>/dev/null &&
+  if cc -std=c11 "$prefix/prog.c" -o "$prefix/prog-static" -static $($pc --static --cflags --libs cairn) 2>/dev/null &&
      "$prefix/prog-static" | grep -q global_step; then
     ok "static link with pkg-config --static"
   else
