@@ -12,5 +12,7 @@
 #include "cairn/optim.h"
 #include "cairn/data.h"
 #include "cairn/model.h"
+#include "cairn/ckpt.h"
+#include "cairn/saver.h"
 
 #endif

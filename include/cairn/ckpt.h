@@ -1,0 +1,200 @@
+/* cairn/ckpt.h — the cairn checkpoint file: writer, defensive reader, salvage.
+ *
+ * Format v1 in brief (the full specification is doc/checkpoint-format.md):
+ *
+ *   [superblock 64 B][data region: tensor records][metadata block][index block][footer 64 B]
+ *
+ * - Superblock: magic "\x89CRN\r\n\x1a\n", u16 major (1), u16 minor, byte-order
+ *   mark 0x01020304, required / optional feature bits (unknown required bits
+ *   are refused), alignment, chunk size, a 16-byte file id, reserved zeros,
+ *   CRC32C.
+ * - Data region: one record per tensor, in the order written: a record
+ *   header (name, dtype, shape, layout; CRC32C), then either chunks of about
+ *   1 MiB raw bytes — each with a small header (codec: stored raw or LZ4;
+ *   raw and stored sizes; CRC32C of the stored bytes) — or, for large raw
+ *   tensors, one payload aligned for mapping in place; then a trailer with
+ *   the CRC32C of the tensor's raw bytes. Records are self-describing, so a
+ *   file cut short can be salvaged record by record.
+ * - Metadata block: typed key-values (u64, i64, f64, bool, string, bytes)
+ *   sorted by key; CRC32C.
+ * - Index block: one entry per tensor sorted by name (binary search, random
+ *   access to one tensor) with its chunk table; CRC32C.
+ * - Footer: the offsets and sizes of index and metadata, the tensor count,
+ *   the file id again, a "complete" flag and CRC32C: a file without a valid
+ *   footer is incomplete.
+ * All integers are little-endian; data is stored little-endian.
+ *
+ * Writing is atomic: the writer streams into "<path>.tmp.XXXXXX" in the
+ * destination directory; commit fsyncs it, renames it over <path> and fsyncs
+ * the directory. An abort or a failed write (ENOSPC, EIO...) removes the
+ * temporary file; <path> is never half-written.
+ *
+ * The reader checks every size against caller-settable limits before
+ * allocating, every offset against the file's bounds, and every checksum
+ * before it trusts or decompresses a byte (LZ4_decompress_safe only).
+ * Errors name the file, the offset and the tensor.
+ *
+ * Thread safety: a writer or a reader handle is used by one thread at a
+ * time; different handles are independent.
+ */
+#ifndef CAIRN_CKPT_H
+#define CAIRN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cairn/status.h"
+#include "cairn/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAIRN_CKPT_VERSION_MAJOR 1
+#define CAIRN_CKPT_VERSION_MINOR 0
+
+/* ---- Writing -------------------------------------------------------------- */
+
+typedef enum cairn_ckpt_compress {
+  CAIRN_CKPT_COMPRESS_AUTO = 0, /* LZ4 per chunk, kept only when it saves enough */
+  CAIRN_CKPT_COMPRESS_NONE,     /* every chunk stored raw */
+  CAIRN_CKPT_COMPRESS_SHUFFLE   /* byte-shuffle, then LZ4, per chunk when it saves enough */
+} cairn_ckpt_compress;
+
+typedef struct cairn_ckpt_write_options {
+  uint32_t chunk_bytes;         /* raw bytes per chunk; 0: 1 MiB */
+  uint32_t alignment;           /* payload alignment of raw-layout tensors; 0: 64 */
+  uint64_t raw_layout_min_bytes; /* tensors this big that do not compress are written
+                                    as one aligned payload; 0: never */
+  cairn_ckpt_compress compress;
+  int no_fsync;                 /* 1: skip fsync (tests, scratch files); default 0 */
+} cairn_ckpt_write_options;
+
+typedef struct cairn_ckpt_writer cairn_ckpt_writer;
+
+/* Starts a checkpoint that will become `path` on commit. opts may be NULL
+ * (defaults). Errors: CAIRN_E_IO (directory missing, not writable: names
+ * the path and errno's text), CAIRN_E_INVALID (bad options). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_open(const char *path,
+                                                           const cairn_ckpt_write_options *opts,
+                                                           cairn_ckpt_writer **out);
+/* Appends tensor `t` under `name` (1..1024 bytes of UTF-8, no control
+ * characters, unique in the file: CAIRN_E_EXISTS). The bytes are copied and
+ * checksummed as they are written, so t may change after the call returns.
+ * Errors: CAIRN_E_IO / CAIRN_E_NOSPC (the writer is then failed: only
+ * abort is valid). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name,
+                                                          const cairn_tensor *t);
+/* Metadata: keys 1..255 bytes of [a-z0-9_.]; setting a key again replaces it. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_u64(cairn_ckpt_writer *w, const char *key, uint64_t v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_i64(cairn_ckpt_writer *w, const char *key, int64_t v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_f64(cairn_ckpt_writer *w, const char *key, double v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_bool(cairn_ckpt_writer *w, const char *key, int v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_str(cairn_ckpt_writer *w, const char *key,
+                                                               const char *v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_bytes(cairn_ckpt_writer *w, const char *key,
+                                                                 const void *v, size_t len);
+/* Writes metadata, index and footer, fsyncs, renames onto the final path,
+ * fsyncs the directory, and frees w (whatever the outcome). On failure the
+ * temporary file is removed and the final path is untouched. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_commit(cairn_ckpt_writer *w);
+/* Removes the temporary file and frees w. abort(NULL) does nothing. */
+CAIRN_API void cairn_ckpt_writer_abort(cairn_ckpt_writer *w);
+
+/* ---- Reading -------------------------------------------------------------- */
+
+/* Bounds checked before anything is allocated; 0 fields take the default. */
+typedef struct cairn_ckpt_limits {
+  uint64_t max_index_bytes;    /* default 256 MiB */
+  uint64_t max_meta_bytes;     /* default 16 MiB */
+  uint64_t max_tensors;        /* default 1,000,000 */
+  uint64_t max_chunk_bytes;    /* default 64 MiB (raw size of one chunk) */
+  uint64_t max_tensor_bytes;   /* default 64 GiB (raw size of one tensor) */
+} cairn_ckpt_limits;
+
+typedef enum cairn_meta_type {
+  CAIRN_META_U64 = 1,
+  CAIRN_META_I64 = 2,
+  CAIRN_META_F64 = 3,
+  CAIRN_META_BOOL = 4,
+  CAIRN_META_STR = 5,
+  CAIRN_META_BYTES = 6
+} cairn_meta_type;
+
+typedef struct cairn_ckpt cairn_ckpt;
+
+/* What the index says about one tensor. `name` is owned by the reader. */
+typedef struct cairn_ckpt_entry {
+  const char *name;
+  cairn_dtype dtype;
+  int rank;
+  int64_t shape[CAIRN_MAX_RANK];
+  uint64_t raw_bytes;     /* element count × dtype size */
+  uint64_t stored_bytes;  /* bytes in the file, chunk headers excluded */
+  uint32_t raw_crc32c;    /* CRC32C of the raw little-endian bytes */
+  uint32_t n_chunks;      /* 0 for the aligned raw layout */
+} cairn_ckpt_entry;
+
+/* Opens and validates superblock, footer, metadata and index (not the
+ * tensor data: see read and verify). limits may be NULL. Errors:
+ * CAIRN_E_IO, CAIRN_E_TRUNCATED (no valid footer: an incomplete file, which
+ * cairn_ckpt_recover can salvage), CAIRN_E_CORRUPT (a checksum fails),
+ * CAIRN_E_FORMAT (not a cairn checkpoint, or a broken rule), CAIRN_E_UNSUPPORTED
+ * (newer major version or unknown required feature), CAIRN_E_LIMIT. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits,
+                                                    cairn_ckpt **out);
+CAIRN_API void cairn_ckpt_close(cairn_ckpt *c);
+CAIRN_API const char *cairn_ckpt_path(const cairn_ckpt *c);
+/* The file's format version. */
+CAIRN_API void cairn_ckpt_version(const cairn_ckpt *c, int *major, int *minor);
+
+/* Tensors in name order: i in [0, count). */
+CAIRN_API size_t cairn_ckpt_count(const cairn_ckpt *c);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_entry_at(const cairn_ckpt *c, size_t i, cairn_ckpt_entry *e);
+/* Binary search by exact name; CAIRN_E_NOT_FOUND names it. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_find(const cairn_ckpt *c, const char *name, cairn_ckpt_entry *e);
+
+/* Decodes tensor `name` straight into dst, which must have exactly the
+ * stored dtype and shape (CAIRN_E_DTYPE / CAIRN_E_SHAPE name both), reading
+ * only that tensor's bytes; every chunk CRC is checked before decompression
+ * and the tensor CRC after. Uses no more extra memory than one chunk. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst);
+
+/* Checks every checksum and rule of the whole file, tensor data included.
+ * Returns the first failure (message names the offset and tensor). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_verify(cairn_ckpt *c);
+
+/* Metadata in key order. Values stay valid until close. */
+CAIRN_API size_t cairn_ckpt_meta_count(const cairn_ckpt *c);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_meta_at(const cairn_ckpt *c, size_t i, const char **key,
+                                                       cairn_meta_type *type);
+/* Typed getters: CAIRN_E_NOT_FOUND (no such key), CAIRN_E_DTYPE (other type). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_meta_u64(const cairn_ckpt *c, const char *key, uint64_t *v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_meta_i64(const cairn_ckpt *c, const char *key, int64_t *v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_meta_f64(const cairn_ckpt *c, const char *key, double *v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_meta_bool(const cairn_ckpt *c, const char *key, int *v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_meta_str(const cairn_ckpt *c, const char *key, const char **v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_meta_bytes(const cairn_ckpt *c, const char *key, const void **v,
+                                                          size_t *len);
+
+/* ---- Salvage ------------------------------------------------------------- */
+
+/* Copies every tensor of `in` whose record was completely written (record
+ * header, all chunks and trailer present with valid checksums), and the
+ * metadata if it survived, into a new valid checkpoint `out` (written
+ * atomically). *recovered and *lost (either may be NULL) count tensors kept
+ * and tensors found cut or corrupt. Works on complete files too (a copy).
+ * Errors: CAIRN_E_FORMAT when `in` does not even start like a checkpoint. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_recover(const char *in, const char *out, size_t *recovered,
+                                                       size_t *lost);
+
+/* ---- CRC32C ----------------------------------------------------------------- */
+
+/* CRC-32C (Castagnoli) of len bytes continuing from crc (0 to start), with
+ * the SSE4.2 instruction when the CPU has it and a table otherwise. */
+CAIRN_API uint32_t cairn_crc32c(uint32_t crc, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
