@@ -1,0 +1,46 @@
+#!/usr/bin/python3
+"""The PyTorch peer of bench_mlp_step: one training step of a 784-1024-1024-10
+MLP (ReLU, softmax cross-entropy, Adam), batch 256, float32, on the CPU, with
+the same rounds x steps timing and median. Prints JSON. Run with Debian's
+python3-torch: /usr/bin/python3 bench/torch_mlp_step.py [--threads T]"""
+import argparse, json, statistics, time
+
+import torch
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--batch", type=int, default=256)
+ap.add_argument("--rounds", type=int, default=7)
+ap.add_argument("--steps", type=int, default=10)
+ap.add_argument("--threads", type=int, default=0)
+a = ap.parse_args()
+if a.threads > 0:
+    torch.set_num_threads(a.threads)
+torch.manual_seed(1)
+model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                            torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x = torch.rand(a.batch, 784) - 0.5
+y = torch.arange(a.batch) % 10
+lossf = torch.nn.CrossEntropyLoss()
+
+
+def step():
+    opt.zero_grad(set_to_none=False)
+    loss = lossf(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+for _ in range(3):
+    step()
+times = []
+for _ in range(a.rounds):
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    times.append((time.perf_counter() - t0) / a.steps)
+print(json.dumps({"bench": "torch_mlp_step", "torch": torch.__version__, "threads": torch.get_num_threads(),
+                  "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps,
+                  "step_ms_median": round(1e3 * statistics.median(times), 3),
+                  "step_ms_min": round(1e3 * min(times), 3), "last_loss": float(loss)}, indent=2))
