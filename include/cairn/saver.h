@@ -1,4 +1,396 @@
-/* cairn/saver.h — placeholder, being written */
+/* cairn/saver.h — Saver (TF 1.x tf.train.Saver), the `checkpoint` state
+ * file, latest-checkpoint lookup, and partial restore with a report.
+ *
+ * A Saver is a fixed list of (checkpoint name, variable) pairs — its *save
+ * set* — made from the registry's GLOBAL variables (the default), from a
+ * list of variables (each under its own name) or from a name map
+ * (checkpoint name → variable), as TF's var_list. Saving always writes the
+ * whole save set; restoring chooses a *restore set* inside it (everything
+ * for cairn_saver_restore, a filtered and renamed subset for
+ * cairn_saver_restore_partial). The two are separate on purpose: a partial
+ * restore never makes a later save drop variables (TF issue #46424).
+ *
+ * Files. cairn_saver_save(s, "dir/model.ckpt", 1000, ...) writes one cairn
+ * checkpoint file (include/cairn/ckpt.h) "dir/model.ckpt-1000" atomically,
+ * then rewrites "dir/checkpoint", the state file, in TF's text form:
+ *
+ *   model_checkpoint_path: "model.ckpt-1000"
+ *   all_model_checkpoint_paths: "model.ckpt-800"
+ *   all_model_checkpoint_paths: "model.ckpt-1000"
+ *
+ * (protobuf text of CheckpointState, oldest first, the last line being the
+ * newest; paths inside the state file's directory are written relative to
+ * it, so the directory can be moved; others as given; '"', '\'', '\\' and
+ * bytes outside 0x20..0x7e are escaped as protobuf does: \" \' \\ \n \r \t
+ * \ooo), and only then deletes checkpoints that rotation evicted. The state
+ * file is replaced atomically (temporary file, fsync, rename, fsync of the
+ * directory).
+ *
+ * Metadata written with every checkpoint (ckpt.h typed key-values):
+ *   train.global_step   i64     the global_step argument (absent when < 0)
+ *   ckpt.producer       string  "cairn <version>"
+ *   user.<key>          str / i64 / f64, set with cairn_saver_set_user_*
+ *   train.state.<name>  bytes   opaque training state (RNG state, dataset
+ *                               position...), set with cairn_saver_set_state
+ * Read them back with cairn_saver_meta_read() or from the restore calls.
+ *
+ * Rotation (TF's max_to_keep / keep_checkpoint_every_n_hours). The saver
+ * remembers (path, time) of its recent checkpoints, oldest first. After a
+ * save, while the list is longer than max_to_keep the oldest entry is
+ * evicted; an evicted checkpoint whose time is later than the "next keep
+ * time" (creation time + N hours, advanced by N hours each time one is
+ * kept) is kept on disk forever (and leaves the list and the state file);
+ * the others are deleted. max_to_keep 0 keeps everything and records
+ * nothing (the state file then lists only the newest checkpoint), as TF's
+ * None. A saver deletes only checkpoints it knows: those it saved and
+ * those given to cairn_saver_recover_last_checkpoints().
+ * (Deviation from TF: TF evicts at most one entry per save, so a list
+ * recovered longer than max_to_keep never shrinks; cairn trims it.)
+ *
+ * Lifetimes: a saver keeps pointers to its variables; free it before their
+ * registry. Not thread-safe: one thread uses a saver at a time; the free
+ * functions (cairn_latest_checkpoint, the state-file and meta calls) are
+ * reentrant.
+ */
 #ifndef CAIRN_SAVER_H
 #define CAIRN_SAVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cairn/ckpt.h"
+#include "cairn/status.h"
+#include "cairn/tensor.h"
+#include "cairn/var.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Options ----------------------------------------------------------------- */
+
+/* Seconds since an arbitrary epoch (the default clock is the wall clock,
+ * which recover_last_checkpoints compares with file mtimes). */
+typedef double (*cairn_saver_clock_fn)(void *ctx);
+
+typedef struct cairn_saver_options {
+  int max_to_keep;                      /* default 5; 0 keeps all (TF's None); < 0 invalid */
+  double keep_checkpoint_every_n_hours; /* default 10000 (TF); must be > 0 */
+  int allow_empty;                      /* 1: an empty save set is allowed (save and
+                                           restore are then no-ops); else CAIRN_E_INVALID */
+  cairn_ckpt_write_options write;       /* passed to the checkpoint writer; write.no_fsync
+                                           also skips the fsyncs of the state file */
+  cairn_saver_clock_fn clock;           /* NULL: wall clock; tests inject one */
+  void *clock_ctx;
+} cairn_saver_options;
+
+/* TF's defaults: max_to_keep 5, keep_checkpoint_every_n_hours 10000, empty
+ * save set refused, default writer options, wall clock. Passing NULL
+ * options to a constructor means the same. */
+static inline cairn_saver_options cairn_saver_options_default(void) {
+  cairn_saver_options o;
+  o.max_to_keep = 5;
+  o.keep_checkpoint_every_n_hours = 10000.0;
+  o.allow_empty = 0;
+  o.write.chunk_bytes = 0;
+  o.write.alignment = 0;
+  o.write.raw_layout_min_bytes = 0;
+  o.write.compress = CAIRN_CKPT_COMPRESS_AUTO;
+  o.write.no_fsync = 0;
+  o.clock = NULL;
+  o.clock_ctx = NULL;
+  return o;
+}
+
+/* ---- Construction -------------------------------------------------------- */
+
+typedef struct cairn_saver cairn_saver;
+
+/* One pair of a name map: the variable is saved and restored as `name`. */
+typedef struct cairn_saver_entry {
+  const char *name; /* 1..1024 bytes, no control characters */
+  cairn_var *var;
+} cairn_saver_entry;
+
+/* A saver for every GLOBAL variable of r at this moment (LOCAL variables
+ * are never saved), each under its own name, in creation order. Variables
+ * created later are not included (TF builds its default var_list when the
+ * Saver is built). opts may be NULL (defaults).
+ * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (bad options; no GLOBAL variable
+ * and not allow_empty: "no variables to save"), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_new(cairn_registry *r, const cairn_saver_options *opts,
+                                                    cairn_saver **out);
+/* TF's list form: vars[0..n) each under its variable name, in this order.
+ * Errors: CAIRN_E_NULL (a NULL entry), CAIRN_E_EXISTS ("at least two
+ * variables have the same name: 'v1'": the same variable twice, or two
+ * registries' variables of one name), CAIRN_E_INVALID, CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_new_list(cairn_var *const *vars, size_t n,
+                                                         const cairn_saver_options *opts, cairn_saver **out);
+/* TF's dict form: map[i].var saved and restored as map[i].name (the names
+ * are copied). Errors: CAIRN_E_EXISTS (a name twice), CAIRN_E_INVALID (bad
+ * name; the same variable under two names, as TF's "The same saveable will
+ * be restored with two names"), CAIRN_E_NULL, CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_new_map(const cairn_saver_entry *map, size_t n,
+                                                        const cairn_saver_options *opts, cairn_saver **out);
+/* Frees s (not its variables). cairn_saver_free(NULL) does nothing. */
+CAIRN_API void cairn_saver_free(cairn_saver *s);
+
+/* The save set: count, and the name and variable of entry i (NULL when i
+ * is out of range). Names are owned by s. */
+CAIRN_API size_t cairn_saver_count(const cairn_saver *s);
+CAIRN_API const char *cairn_saver_name_at(const cairn_saver *s, size_t i);
+CAIRN_API cairn_var *cairn_saver_var_at(const cairn_saver *s, size_t i);
+
+/* ---- Metadata carried by later saves ------------------------------------- */
+
+/* User key-values, written as "user.<key>" into every later checkpoint of
+ * s; setting a key again replaces it (any type). key: [a-z0-9_.], at most
+ * 250 bytes. The value is copied. Errors: CAIRN_E_NULL, CAIRN_E_INVALID
+ * (bad key), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_set_user_str(cairn_saver *s, const char *key,
+                                                             const char *value);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_set_user_i64(cairn_saver *s, const char *key, int64_t value);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_set_user_f64(cairn_saver *s, const char *key, double value);
+/* Opaque training state, written as bytes under "train.state.<name>" into
+ * every later checkpoint of s (name: [a-z0-9_.], at most 243 bytes); the
+ * bytes are copied (len 0 is an empty blob; data may then be NULL). Call
+ * again before each save to refresh it. Errors as above. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_set_state(cairn_saver *s, const char *name, const void *data,
+                                                          size_t len);
+/* Forgets every user key and state blob set on s. */
+CAIRN_API void cairn_saver_clear_meta(cairn_saver *s);
+
+/* ---- Saving ------------------------------------------------------------------- */
+
+/* Writes the save set to "<prefix>-<global_step>" (prefix itself when
+ * global_step < 0) as one checkpoint file, atomically, with the metadata
+ * above; records it for rotation, rewrites "<dirname>/checkpoint", then
+ * deletes evicted checkpoints (deletion errors are ignored, as TF logs and
+ * ignores them). The path written is copied to path[0..len) when path is
+ * not NULL (checked before anything is written). With an empty save set
+ * (allow_empty) nothing is written and path is "".
+ *
+ * Every variable must be initialized (as TF, which cannot read an
+ * uninitialized value). On any error the previous checkpoints and the
+ * state file are untouched and no temporary file is left; if the state
+ * file could not be written, the new checkpoint is removed again unless it
+ * replaced a file of the same name.
+ * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (empty prefix; the file name would
+ * be "checkpoint", the state file's), CAIRN_E_LIMIT (path buffer too
+ * small), CAIRN_E_UNINITIALIZED (lists the variables), CAIRN_E_NOT_FOUND
+ * (the parent directory does not exist), CAIRN_E_NOSPC (disk full or file
+ * size limit), CAIRN_E_IO (names the file and errno's text),
+ * CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step,
+                                                     char *path, size_t len);
+
+/* The rotation list (TF's last_checkpoints): paths oldest first, as they
+ * were saved or recovered. at() returns NULL when i is out of range; the
+ * strings are owned by s and valid until its next save/recover/free. */
+CAIRN_API size_t cairn_saver_last_checkpoints_count(const cairn_saver *s);
+CAIRN_API const char *cairn_saver_last_checkpoint_at(const cairn_saver *s, size_t i);
+
+/* TF's recover_last_checkpoints: replaces the rotation list with the paths
+ * of paths[0..n) that exist (missing ones are skipped silently), each with
+ * its file's mtime, so that a restarted trainer keeps deleting old
+ * checkpoints. Typical use: the state file's all_model_checkpoint_paths
+ * (cairn_checkpoint_state_read). Errors: CAIRN_E_NULL, CAIRN_E_NOMEM (the
+ * list is then unchanged). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s,
+                                                                         const char *const *paths, size_t n);
+
+/* ---- Checkpoint metadata -------------------------------------------------- */
+
+/* A copy of a checkpoint's metadata, independent of the file. */
+typedef struct cairn_saver_meta cairn_saver_meta;
+
+/* Reads the metadata of the checkpoint file at `path` (a quick open, no
+ * tensor data). Errors: those of cairn_ckpt_open (CAIRN_E_IO,
+ * CAIRN_E_TRUNCATED, CAIRN_E_CORRUPT, CAIRN_E_FORMAT, ...), CAIRN_E_NULL,
+ * CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_read(const char *path, cairn_saver_meta **out);
+CAIRN_API void cairn_saver_meta_free(cairn_saver_meta *m);
+/* train.global_step; CAIRN_E_NOT_FOUND when the checkpoint was saved without
+ * a step. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_global_step(const cairn_saver_meta *m, int64_t *step);
+/* ckpt.producer ("cairn 0.1.0"), or NULL when absent. Owned by m. */
+CAIRN_API const char *cairn_saver_meta_producer(const cairn_saver_meta *m);
+/* user.<key> and train.state.<name>: CAIRN_E_NOT_FOUND (no such key),
+ * CAIRN_E_DTYPE (stored with another type). Strings and bytes are owned by
+ * m. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_user_str(const cairn_saver_meta *m, const char *key,
+                                                              const char **value);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_user_i64(const cairn_saver_meta *m, const char *key,
+                                                              int64_t *value);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_user_f64(const cairn_saver_meta *m, const char *key,
+                                                              double *value);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_state(const cairn_saver_meta *m, const char *name,
+                                                           const void **data, size_t *len);
+
+/* ---- Restoring ---------------------------------------------------------------- */
+
+/* TF's Saver.restore, strict: every variable of the save set must be in
+ * the checkpoint file `path` under its name with the same dtype and shape.
+ * All problems are found before anything is written, and every variable
+ * is read into a staging buffer first (memory: the restore set once more),
+ * so on any error no variable changes, value or flag. On success every
+ * variable of the save set has the checkpoint's values and is marked
+ * initialized; other variables of the registry are untouched.
+ * meta (may be NULL) receives the metadata of the file that was restored
+ * (free with cairn_saver_meta_free; NULL on error).
+ * Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND (no file at path; or variables
+ * missing from the checkpoint), CAIRN_E_SHAPE / CAIRN_E_DTYPE (mismatches
+ * and no missing variable), the errors of cairn_ckpt_open/read
+ * (CAIRN_E_TRUNCATED, CAIRN_E_CORRUPT, ...), CAIRN_E_NOMEM. The message
+ * lists every missing and mismatched variable with both shapes, e.g.
+ *   restore 'd/m-3': 2 of 4 variables cannot be restored (nothing was
+ *   changed): 'v2' not found in checkpoint; 'dense/kernel': checkpoint has
+ *   shape (784, 256), variable has (784, 512)
+ * cut with "..." if it exceeds cairn_errmsg's buffer (512 bytes); the
+ * report of cairn_saver_restore_partial always has every name. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_restore(cairn_saver *s, const char *path,
+                                                        cairn_saver_meta **meta);
+
+/* A rename rule in the manner of TF's assignment_map: `ckpt` is the name
+ * in the checkpoint file, `model` the saver's name for the variable (its
+ * variable name, or its key in a name map). Either both end with '/' — a
+ * prefix rule: model "new/x" is read from checkpoint "old/x" ("/" alone
+ * means the root: "" as prefix) — or neither does — an exact rule. Exact
+ * rules win over prefix rules, longer model prefixes over shorter ones;
+ * names no rule matches are looked up unchanged. */
+typedef struct cairn_restore_rename {
+  const char *ckpt;
+  const char *model;
+} cairn_restore_rename;
+
+typedef struct cairn_restore_options {
+  /* fnmatch(3) globs (flags 0: '*' also matches '/') over the model-side
+     names. A variable of the save set is in the restore set when it
+     matches some include pattern (or n_include is 0) and no exclude
+     pattern. */
+  const char *const *include;
+  size_t n_include;
+  const char *const *exclude;
+  size_t n_exclude;
+  const cairn_restore_rename *rename;
+  size_t n_rename;
+  /* 0 (strict, the default): fail, changing nothing, when any variable of
+     the restore set is missing or mismatched. 1 (lenient): restore those
+     that match, report the rest, return CAIRN_OK. */
+  int lenient;
+} cairn_restore_options;
+
+/* What a partial restore did. The lists: */
+typedef enum cairn_restore_kind {
+  CAIRN_RESTORE_RESTORED = 0, /* restored (or, on failure, would have been) */
+  CAIRN_RESTORE_MISSING,      /* in the restore set, not in the checkpoint */
+  CAIRN_RESTORE_UNUSED,       /* in the checkpoint, matched by no variable of the restore set */
+  CAIRN_RESTORE_MISMATCHED,   /* in both, with another dtype or shape */
+  CAIRN_RESTORE_SKIPPED       /* in the save set, left out by include/exclude */
+} cairn_restore_kind;
+
+typedef struct cairn_restore_item {
+  const char *name;      /* model-side name; NULL for UNUSED */
+  const char *ckpt_name; /* checkpoint-side name (after renaming); NULL for SKIPPED */
+  cairn_var *var;        /* NULL for UNUSED */
+  cairn_dtype var_dtype; /* variable side; 0 / rank 0 for UNUSED */
+  int var_rank;
+  int64_t var_shape[CAIRN_MAX_RANK];
+  cairn_dtype ckpt_dtype; /* checkpoint side; 0 / rank 0 for MISSING and SKIPPED */
+  int ckpt_rank;
+  int64_t ckpt_shape[CAIRN_MAX_RANK];
+} cairn_restore_item;
+
+typedef struct cairn_restore_report cairn_restore_report;
+
+/* Restores the variables of the restore set chosen by opts (NULL: all,
+ * strict, no renaming — then the same as cairn_saver_restore) from the
+ * checkpoint file `path`. Restored variables get the checkpoint's values
+ * and are marked initialized; every other variable is untouched (value and
+ * flag), so the caller can initialize exactly those that were not
+ * restored. Tensor data is staged as in cairn_saver_restore: a read error
+ * (a corrupt tensor) fails the whole call, changing nothing, in both modes.
+ *
+ * report (may be NULL) receives the report whenever the checkpoint could
+ * be opened and compared — on success and also on a strict failure for
+ * missing or mismatched variables — else NULL. The report lists are in
+ * save-set order (UNUSED: checkpoint name order). meta as in
+ * cairn_saver_restore.
+ * Errors: those of cairn_saver_restore, and CAIRN_E_INVALID (bad rename
+ * rules: one side ends with '/' and the other not; two rules for the same
+ * model name or prefix; a NULL pattern). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_restore_partial(cairn_saver *s, const char *path,
+                                                                const cairn_restore_options *opts,
+                                                                cairn_restore_report **report,
+                                                                cairn_saver_meta **meta);
+
+CAIRN_API void cairn_restore_report_free(cairn_restore_report *r);
+/* Number of items in list k (0 for an unknown k or r NULL). */
+CAIRN_API size_t cairn_restore_report_count(const cairn_restore_report *r, cairn_restore_kind k);
+/* Item i of list k, owned by r; NULL when out of range. */
+CAIRN_API const cairn_restore_item *cairn_restore_report_item(const cairn_restore_report *r,
+                                                              cairn_restore_kind k, size_t i);
+/* The whole report as text, one line per item, e.g.
+ *   restored: dense/kernel (784, 256) f32
+ *   missing: head/bias (checkpoint name 'old/bias')
+ *   mismatched: out/kernel: checkpoint has shape (10, 5) f32, variable has (10, 7) f32
+ *   unused: old_head/kernel (10, 5) f32
+ *   skipped: global_step
+ * snprintf-style: writes at most len bytes (NUL included; buf may be NULL
+ * when len is 0) and returns the length of the whole text. */
+CAIRN_API size_t cairn_restore_report_format(const cairn_restore_report *r, char *buf, size_t len);
+
+/* ---- The state file and the latest checkpoint ------------------------------- */
+
+/* TF's get_checkpoint_state: the parsed "<dir>/checkpoint". Paths that are
+ * relative in the file are joined onto dir ("dir/model.ckpt-3"); absolute
+ * ones are returned as written. */
+typedef struct cairn_checkpoint_state cairn_checkpoint_state;
+
+/* Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND (no state file), CAIRN_E_FORMAT
+ * (unparsable, or model_checkpoint_path missing or empty: "invalid
+ * checkpoint state loaded from 'dir'"; names the line), CAIRN_E_IO,
+ * CAIRN_E_LIMIT (a state file over 16 MiB), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_read(const char *dir,
+                                                                cairn_checkpoint_state **out);
+CAIRN_API void cairn_checkpoint_state_free(cairn_checkpoint_state *st);
+/* model_checkpoint_path (the newest). Owned by st. */
+CAIRN_API const char *cairn_checkpoint_state_model_path(const cairn_checkpoint_state *st);
+/* all_model_checkpoint_paths, oldest first; at() is NULL out of range. */
+CAIRN_API size_t cairn_checkpoint_state_count(const cairn_checkpoint_state *st);
+CAIRN_API const char *cairn_checkpoint_state_path_at(const cairn_checkpoint_state *st, size_t i);
+
+/* TF's update_checkpoint_state: atomically writes "<dir>/checkpoint" with
+ * model_path and all_paths[0..n) (model_path is appended when it is not
+ * already the last of them). Paths in dir are written relative to it.
+ * no_fsync 1 skips the fsyncs. Errors: CAIRN_E_NULL, CAIRN_E_INVALID
+ * (empty model_path), CAIRN_E_NOT_FOUND (no such directory), CAIRN_E_NOSPC,
+ * CAIRN_E_IO; on error the previous state file is intact and no temporary
+ * file is left. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *dir, const char *model_path,
+                                                                 const char *const *all_paths, size_t n,
+                                                                 int no_fsync);
+
+/* The newest usable checkpoint of `dir`, copied to path[0..len).
+ *
+ * Reads the state file; tries model_checkpoint_path, then the other listed
+ * paths newest first, and returns the first that opens as a valid
+ * checkpoint (cairn_ckpt_open: superblock, footer, metadata and index are
+ * checked; tensor data is not — use cairn_ckpt_verify for that). When the
+ * state file is missing or unparsable, or none of its checkpoints is
+ * usable, scans dir for files named "<anything>-<step>" and returns the
+ * valid one with the highest step (ties: the newest mtime).
+ *
+ * cairn_errmsg() is cleared on entry; on CAIRN_OK it stays "" when the
+ * state file's model_checkpoint_path was returned, and otherwise says why
+ * it was not, e.g. "latest_checkpoint 'd': skipped 'd/model.ckpt-3': file
+ * is truncated (incomplete): ...; using 'd/model.ckpt-2'".
+ * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (len 0), CAIRN_E_NOT_FOUND (no
+ * such directory, or no usable checkpoint: the message says what was
+ * tried), CAIRN_E_LIMIT (the path does not fit in len bytes), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 #endif
