@@ -1,1 +1,632 @@
-/* placeholder: being written */
+/* Restore: TF's strict Saver.restore, the partial restore (include /
+ * exclude globs, assignment_map-style renaming, strict or lenient) with its
+ * report, and the metadata snapshot of a checkpoint.
+ *
+ * Order, so that a failure changes nothing (TF reads every tensor in one
+ * bulk op before assigning any, saver.py / restore_v2):
+ *   1. open the file (superblock, footer, metadata, index);
+ *   2. classify every variable of the save set from the index alone:
+ *      skipped / missing / mismatched / restorable; the unused checkpoint
+ *      names follow;
+ *   3. strict and anything missing or mismatched: fail, with the report;
+ *   4. read every restorable tensor into a staging tensor (checksums are
+ *      checked as it is decoded); any read error: fail;
+ *   5. copy the staging tensors into the variables and mark them
+ *      initialized. Steps 5 cannot fail. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cairn/ckpt.h"
+#include "cairn/saver.h"
+
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+/* "(2, 3)" / "()" */
+static char *shape_str(int rank, const int64_t *shape, char *buf, size_t len) {
+  size_t used = 0;
+  used += (size_t)snprintf(buf, len, "(");
+  for (int i = 0; i < rank && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (used < len) snprintf(buf + used, len - used, ")");
+  return buf;
+}
+
+/* ---- metadata snapshot -------------------------------------------------------- */
+
+typedef struct meta_kv {
+  char *key;
+  cairn_meta_type type;
+  uint64_t u;
+  int64_t i;
+  double f;
+  int b;
+  char *bytes; /* STR (NUL-terminated) and BYTES */
+  size_t len;
+} meta_kv;
+
+struct cairn_saver_meta {
+  meta_kv *kv;
+  size_t n;
+};
+
+void cairn_saver_meta_free(cairn_saver_meta *m) {
+  if (!m) return;
+  for (size_t i = 0; i < m->n; i++) {
+    free(m->kv[i].key);
+    free(m->kv[i].bytes);
+  }
+  free(m->kv);
+  free(m);
+}
+
+/* Copies the metadata of an open checkpoint. */
+static cairn_status meta_from(const cairn_ckpt *c, const char *path, cairn_saver_meta **out) {
+  static const char fn[] = "saver_meta_read";
+  size_t n = cairn_ckpt_meta_count(c);
+  cairn_saver_meta *m = calloc(1, sizeof *m);
+  if (!m) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  m->kv = calloc(n ? n : 1, sizeof *m->kv);
+  if (!m->kv) {
+    free(m);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
+  cairn_status st = CAIRN_OK;
+  for (size_t i = 0; i < n && !st; i++) {
+    const char *key;
+    cairn_meta_type type;
+    if ((st = cairn_ckpt_meta_at(c, i, &key, &type))) break;
+    meta_kv *kv = &m->kv[m->n];
+    kv->type = type;
+    kv->key = xstrdup(key);
+    if (!kv->key) {
+      st = CAIRN_E_NOMEM;
+      break;
+    }
+    m->n++;
+    const char *sv;
+    const void *bv;
+    size_t bl = 0;
+    switch (type) {
+    case CAIRN_META_U64: st = cairn_ckpt_meta_u64(c, key, &kv->u); break;
+    case CAIRN_META_I64: st = cairn_ckpt_meta_i64(c, key, &kv->i); break;
+    case CAIRN_META_F64: st = cairn_ckpt_meta_f64(c, key, &kv->f); break;
+    case CAIRN_META_BOOL: st = cairn_ckpt_meta_bool(c, key, &kv->b); break;
+    case CAIRN_META_STR:
+      if (!(st = cairn_ckpt_meta_str(c, key, &sv))) {
+        kv->bytes = xstrdup(sv);
+        kv->len = strlen(sv);
+        if (!kv->bytes) st = CAIRN_E_NOMEM;
+      }
+      break;
+    case CAIRN_META_BYTES:
+      if (!(st = cairn_ckpt_meta_bytes(c, key, &bv, &bl))) {
+        kv->bytes = malloc(bl + 1);
+        if (!kv->bytes) {
+          st = CAIRN_E_NOMEM;
+          break;
+        }
+        if (bl) memcpy(kv->bytes, bv, bl);
+        kv->bytes[bl] = '\0';
+        kv->len = bl;
+      }
+      break;
+    default: break; /* a type from a newer minor version: kept as a key only */
+    }
+  }
+  if (st) {
+    cairn_saver_meta_free(m);
+    if (st == CAIRN_E_NOMEM) return cairn__fail(st, "%s: out of memory", fn);
+    char inner[400];
+    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+    return cairn__fail(st, "%s '%s': %s", fn, path, inner);
+  }
+  *out = m;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_saver_meta_read(const char *path, cairn_saver_meta **out) {
+  static const char fn[] = "saver_meta_read";
+  if (out) *out = NULL;
+  if (!path) return cairn__fail(CAIRN_E_NULL, "%s: path is NULL", fn);
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  cairn_ckpt *c = NULL;
+  cairn_status st = cairn_ckpt_open(path, NULL, &c);
+  if (st) return st;
+  st = meta_from(c, path, out);
+  cairn_ckpt_close(c);
+  return st;
+}
+
+static cairn_status meta_find(const cairn_saver_meta *m, const char *fn, const char *prefix, const char *key,
+                              cairn_meta_type type, const meta_kv **out) {
+  if (!m) return cairn__fail(CAIRN_E_NULL, "%s: meta is NULL", fn);
+  if (!key) return cairn__fail(CAIRN_E_NULL, "%s: key is NULL", fn);
+  size_t pl = strlen(prefix);
+  for (size_t i = 0; i < m->n; i++) {
+    const char *k = m->kv[i].key;
+    if (strncmp(k, prefix, pl) != 0 || strcmp(k + pl, key) != 0) continue;
+    if (m->kv[i].type != type)
+      return cairn__fail(CAIRN_E_DTYPE, "%s: '%s%s' has metadata type %d, not %d", fn, prefix, key,
+                         (int)m->kv[i].type, (int)type);
+    *out = &m->kv[i];
+    return CAIRN_OK;
+  }
+  return cairn__fail(CAIRN_E_NOT_FOUND, "%s: no metadata key '%s%s'", fn, prefix, key);
+}
+
+cairn_status cairn_saver_meta_global_step(const cairn_saver_meta *m, int64_t *step) {
+  const meta_kv *kv;
+  if (!step) return cairn__fail(CAIRN_E_NULL, "saver_meta_global_step: step is NULL");
+  cairn_status st = meta_find(m, "saver_meta_global_step", "", "train.global_step", CAIRN_META_I64, &kv);
+  if (!st) *step = kv->i;
+  return st;
+}
+
+const char *cairn_saver_meta_producer(const cairn_saver_meta *m) {
+  if (!m) return NULL;
+  for (size_t i = 0; i < m->n; i++)
+    if (m->kv[i].type == CAIRN_META_STR && strcmp(m->kv[i].key, "ckpt.producer") == 0) return m->kv[i].bytes;
+  return NULL;
+}
+
+cairn_status cairn_saver_meta_user_str(const cairn_saver_meta *m, const char *key, const char **value) {
+  const meta_kv *kv;
+  if (!value) return cairn__fail(CAIRN_E_NULL, "saver_meta_user_str: value is NULL");
+  cairn_status st = meta_find(m, "saver_meta_user_str", "user.", key, CAIRN_META_STR, &kv);
+  if (!st) *value = kv->bytes;
+  return st;
+}
+
+cairn_status cairn_saver_meta_user_i64(const cairn_saver_meta *m, const char *key, int64_t *value) {
+  const meta_kv *kv;
+  if (!value) return cairn__fail(CAIRN_E_NULL, "saver_meta_user_i64: value is NULL");
+  cairn_status st = meta_find(m, "saver_meta_user_i64", "user.", key, CAIRN_META_I64, &kv);
+  if (!st) *value = kv->i;
+  return st;
+}
+
+cairn_status cairn_saver_meta_user_f64(const cairn_saver_meta *m, const char *key, double *value) {
+  const meta_kv *kv;
+  if (!value) return cairn__fail(CAIRN_E_NULL, "saver_meta_user_f64: value is NULL");
+  cairn_status st = meta_find(m, "saver_meta_user_f64", "user.", key, CAIRN_META_F64, &kv);
+  if (!st) *value = kv->f;
+  return st;
+}
+
+cairn_status cairn_saver_meta_state(const cairn_saver_meta *m, const char *name, const void **data, size_t *len) {
+  const meta_kv *kv;
+  if (!data || !len) return cairn__fail(CAIRN_E_NULL, "saver_meta_state: data or len is NULL");
+  cairn_status st = meta_find(m, "saver_meta_state", "train.state.", name, CAIRN_META_BYTES, &kv);
+  if (!st) {
+    *data = kv->bytes;
+    *len = kv->len;
+  }
+  return st;
+}
+
+/* ---- the report -------------------------------------------------------------- */
+
+#define N_KINDS 5
+
+typedef struct item_list {
+  cairn_restore_item *it;
+  size_t n, cap;
+} item_list;
+
+struct cairn_restore_report {
+  item_list l[N_KINDS];
+  char **owned;
+  size_t n_owned;
+};
+
+void cairn_restore_report_free(cairn_restore_report *r) {
+  if (!r) return;
+  for (int k = 0; k < N_KINDS; k++) free(r->l[k].it);
+  for (size_t i = 0; i < r->n_owned; i++) free(r->owned[i]);
+  free(r->owned);
+  free(r);
+}
+
+size_t cairn_restore_report_count(const cairn_restore_report *r, cairn_restore_kind k) {
+  if (!r || (int)k < 0 || (int)k >= N_KINDS) return 0;
+  return r->l[k].n;
+}
+
+const cairn_restore_item *cairn_restore_report_item(const cairn_restore_report *r, cairn_restore_kind k,
+                                                    size_t i) {
+  if (!r || (int)k < 0 || (int)k >= N_KINDS || i >= r->l[k].n) return NULL;
+  return &r->l[k].it[i];
+}
+
+static cairn_restore_item *report_add(cairn_restore_report *r, cairn_restore_kind k) {
+  item_list *l = &r->l[k];
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16;
+    cairn_restore_item *p = realloc(l->it, cap * sizeof *p);
+    if (!p) return NULL;
+    l->it = p;
+    l->cap = cap;
+  }
+  cairn_restore_item *it = &l->it[l->n++];
+  memset(it, 0, sizeof *it);
+  return it;
+}
+
+/* Keeps a malloc'd string alive as long as the report; NULL on failure
+ * (s is then freed). */
+static const char *report_own(cairn_restore_report *r, char *s) {
+  if (!s) return NULL;
+  char **o = realloc(r->owned, (r->n_owned + 1) * sizeof *o);
+  if (!o) {
+    free(s);
+    return NULL;
+  }
+  r->owned = o;
+  r->owned[r->n_owned++] = s;
+  return s;
+}
+
+typedef struct fmt {
+  char *buf;
+  size_t len, total;
+} fmt;
+
+static void fmt_put(fmt *f, const char *text) {
+  size_t n = strlen(text);
+  if (f->len > 0 && f->total < f->len - 1) {
+    size_t room = f->len - 1 - f->total;
+    size_t k = n < room ? n : room;
+    memcpy(f->buf + f->total, text, k);
+    f->buf[f->total + k] = '\0';
+  }
+  f->total += n;
+}
+
+/* "checkpoint has shape (a), variable has (b)" or with dtypes. */
+static void mismatch_text(const cairn_restore_item *it, char *out, size_t len) {
+  char a[200], b[200];
+  shape_str(it->ckpt_rank, it->ckpt_shape, a, sizeof a);
+  shape_str(it->var_rank, it->var_shape, b, sizeof b);
+  if (it->ckpt_dtype == it->var_dtype)
+    snprintf(out, len, "checkpoint has shape %s, variable has %s", a, b);
+  else
+    snprintf(out, len, "checkpoint has %s %s, variable has %s %s", cairn_dtype_name(it->ckpt_dtype), a,
+             cairn_dtype_name(it->var_dtype), b);
+}
+
+size_t cairn_restore_report_format(const cairn_restore_report *r, char *buf, size_t len) {
+  fmt f = {buf, buf ? len : 0, 0};
+  if (f.len) buf[0] = '\0';
+  if (!r) return 0;
+  static const char *const label[N_KINDS] = {"restored", "missing", "unused", "mismatched", "skipped"};
+  for (int k = 0; k < N_KINDS; k++) {
+    for (size_t i = 0; i < r->l[k].n; i++) {
+      const cairn_restore_item *it = &r->l[k].it[i];
+      char sh[200], line[600];
+      fmt_put(&f, label[k]);
+      fmt_put(&f, ": ");
+      fmt_put(&f, it->name ? it->name : it->ckpt_name);
+      switch ((cairn_restore_kind)k) {
+      case CAIRN_RESTORE_RESTORED:
+      case CAIRN_RESTORE_UNUSED:
+        snprintf(line, sizeof line, " %s %s", shape_str(it->ckpt_rank, it->ckpt_shape, sh, sizeof sh),
+                 cairn_dtype_name(it->ckpt_dtype));
+        fmt_put(&f, line);
+        break;
+      case CAIRN_RESTORE_MISMATCHED:
+        fmt_put(&f, ": ");
+        mismatch_text(it, line, sizeof line);
+        fmt_put(&f, line);
+        break;
+      default: break;
+      }
+      if (it->name && it->ckpt_name && strcmp(it->name, it->ckpt_name) != 0) {
+        fmt_put(&f, " (checkpoint name '");
+        fmt_put(&f, it->ckpt_name);
+        fmt_put(&f, "')");
+      }
+      fmt_put(&f, "\n");
+    }
+  }
+  return f.total;
+}
+
+/* ---- rename rules ------------------------------------------------------------ */
+
+static int ends_slash(const char *s) {
+  size_t n = strlen(s);
+  return n > 0 && s[n - 1] == '/';
+}
+
+/* A prefix side: "/" means the root (""). */
+static const char *pfx(const char *s) { return strcmp(s, "/") == 0 ? "" : s; }
+
+static cairn_status check_options(const char *fn, const cairn_restore_options *o) {
+  if (o->n_include && !o->include) return cairn__fail(CAIRN_E_NULL, "%s: include is NULL with n_include > 0", fn);
+  if (o->n_exclude && !o->exclude) return cairn__fail(CAIRN_E_NULL, "%s: exclude is NULL with n_exclude > 0", fn);
+  if (o->n_rename && !o->rename) return cairn__fail(CAIRN_E_NULL, "%s: rename is NULL with n_rename > 0", fn);
+  for (size_t i = 0; i < o->n_include; i++)
+    if (!o->include[i]) return cairn__fail(CAIRN_E_NULL, "%s: include[%zu] is NULL", fn, i);
+  for (size_t i = 0; i < o->n_exclude; i++)
+    if (!o->exclude[i]) return cairn__fail(CAIRN_E_NULL, "%s: exclude[%zu] is NULL", fn, i);
+  for (size_t i = 0; i < o->n_rename; i++) {
+    const cairn_restore_rename *r = &o->rename[i];
+    if (!r->ckpt || !r->model) return cairn__fail(CAIRN_E_NULL, "%s: rename[%zu] has a NULL side", fn, i);
+    if (!r->ckpt[0] || !r->model[0])
+      return cairn__fail(CAIRN_E_INVALID, "%s: rename[%zu] ('%s' -> '%s') has an empty side", fn, i, r->ckpt,
+                         r->model);
+    if (ends_slash(r->ckpt) != ends_slash(r->model))
+      return cairn__fail(CAIRN_E_INVALID, "%s: rename[%zu] ('%s' -> '%s'): both sides must end with '/' (a scope "
+                         "rule) or neither (an exact name)", fn, i, r->ckpt, r->model);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(o->rename[j].model, r->model) == 0)
+        return cairn__fail(CAIRN_E_INVALID, "%s: rename[%zu] and rename[%zu] both map to model name '%s'", fn, j,
+                           i, r->model);
+  }
+  return CAIRN_OK;
+}
+
+/* The checkpoint name of model name `name`: malloc'd, or NULL (no memory). */
+static char *ckpt_name_of(const cairn_restore_options *o, const char *name) {
+  for (size_t i = 0; i < o->n_rename; i++)
+    if (!ends_slash(o->rename[i].model) && strcmp(o->rename[i].model, name) == 0) return xstrdup(o->rename[i].ckpt);
+  const cairn_restore_rename *best = NULL;
+  size_t best_len = 0;
+  for (size_t i = 0; i < o->n_rename; i++) {
+    const cairn_restore_rename *r = &o->rename[i];
+    if (!ends_slash(r->model)) continue;
+    const char *mp = pfx(r->model);
+    size_t ml = strlen(mp);
+    if (strncmp(name, mp, ml) == 0 && (!best || ml > best_len)) {
+      best = r;
+      best_len = ml;
+    }
+  }
+  if (!best) return xstrdup(name);
+  const char *cp = pfx(best->ckpt);
+  size_t cl = strlen(cp), rl = strlen(name + best_len);
+  char *s = malloc(cl + rl + 1);
+  if (!s) return NULL;
+  memcpy(s, cp, cl);
+  memcpy(s + cl, name + best_len, rl + 1);
+  return s;
+}
+
+static int selected(const cairn_restore_options *o, const char *name) {
+  int in = o->n_include == 0;
+  for (size_t i = 0; i < o->n_include && !in; i++) in = fnmatch(o->include[i], name, 0) == 0;
+  if (!in) return 0;
+  for (size_t i = 0; i < o->n_exclude; i++)
+    if (fnmatch(o->exclude[i], name, 0) == 0) return 0;
+  return 1;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* ---- restore ---------------------------------------------------------------------- */
+
+/* The failure message of a strict restore: every missing and mismatched
+ * variable, cut at a whole item to fit cairn_errmsg's 512 bytes. */
+static cairn_status strict_failure(const char *path, const cairn_restore_report *r, size_t n_set) {
+  const item_list *miss = &r->l[CAIRN_RESTORE_MISSING], *mis = &r->l[CAIRN_RESTORE_MISMATCHED];
+  size_t bad = miss->n + mis->n;
+  cairn_status code = CAIRN_E_NOT_FOUND;
+  if (!miss->n) {
+    code = CAIRN_E_DTYPE;
+    for (size_t i = 0; i < mis->n; i++)
+      if (mis->it[i].ckpt_dtype == mis->it[i].var_dtype) code = CAIRN_E_SHAPE;
+  }
+  enum { BUDGET = 470 };
+  char msg[BUDGET + 64];
+  int used = snprintf(msg, sizeof msg, "restore '%.150s': %zu of %zu variable%s cannot be restored (nothing was "
+                      "changed): ", path, bad, n_set, n_set == 1 ? "" : "s");
+  size_t shown = 0;
+  for (size_t k = 0; k < bad; k++) {
+    char item[1400];
+    const cairn_restore_item *it = k < miss->n ? &miss->it[k] : &mis->it[k - miss->n];
+    if (k < miss->n) {
+      if (strcmp(it->name, it->ckpt_name) == 0) snprintf(item, sizeof item, "'%s' not found in checkpoint", it->name);
+      else snprintf(item, sizeof item, "'%s' (checkpoint name '%s') not found in checkpoint", it->name, it->ckpt_name);
+    } else {
+      char mt[600];
+      mismatch_text(it, mt, sizeof mt);
+      if (strcmp(it->name, it->ckpt_name) == 0) snprintf(item, sizeof item, "'%s': %s", it->name, mt);
+      else snprintf(item, sizeof item, "'%s' (checkpoint name '%s'): %s", it->name, it->ckpt_name, mt);
+    }
+    size_t il = strlen(item) + (shown ? 2 : 0);
+    if ((size_t)used + il > BUDGET) break;
+    used += snprintf(msg + used, sizeof msg - (size_t)used, "%s%s", shown ? "; " : "", item);
+    shown++;
+  }
+  if (shown < bad)
+    snprintf(msg + used, sizeof msg - (size_t)used, "%s... (%zu more in the report)", shown ? "; " : "", bad - shown);
+  return cairn__fail(code, "%s", msg);
+}
+
+static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *path, const cairn_restore_options *opts,
+                                 cairn_restore_report **report, cairn_saver_meta **meta) {
+  if (report) *report = NULL;
+  if (meta) *meta = NULL;
+  if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
+  if (!path) return cairn__fail(CAIRN_E_NULL, "%s: can't load save_path when it is NULL", fn);
+  cairn_restore_options o;
+  memset(&o, 0, sizeof o);
+  if (opts) o = *opts;
+  cairn_status st = check_options(fn, &o);
+  if (st) return st;
+
+  size_t n = cairn_saver_count(s);
+  cairn_restore_report *r = calloc(1, sizeof *r);
+  if (!r) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  if (n == 0) { /* allow_empty saver: TF's restore is a no-op */
+    if (report) *report = r;
+    else cairn_restore_report_free(r);
+    return CAIRN_OK;
+  }
+
+  struct stat sb;
+  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    cairn_restore_report_free(r);
+    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file", fn, path);
+  }
+  cairn_ckpt *c = NULL;
+  if ((st = cairn_ckpt_open(path, NULL, &c))) {
+    char inner[400];
+    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+    cairn_restore_report_free(r);
+    return cairn__fail(st, "%s '%s': %s", fn, path, inner);
+  }
+
+  cairn_tensor **stage = NULL;
+  const char **used = NULL;
+  size_t n_used = 0;
+
+  /* 2. classify */
+  used = malloc(n * sizeof *used);
+  if (!used) goto oom;
+  for (size_t i = 0; i < n; i++) {
+    const char *name = cairn_saver_name_at(s, i);
+    cairn_var *v = cairn_saver_var_at(s, i);
+    const cairn_tensor *t = cairn_var_tensor(v);
+    cairn_restore_item *it;
+    if (!selected(&o, name)) {
+      if (!(it = report_add(r, CAIRN_RESTORE_SKIPPED))) goto oom;
+      it->name = name;
+      it->var = v;
+      it->var_dtype = t->dtype;
+      it->var_rank = t->rank;
+      memcpy(it->var_shape, t->shape, sizeof it->var_shape);
+      continue;
+    }
+    const char *cname = report_own(r, ckpt_name_of(&o, name));
+    if (!cname) goto oom;
+    cairn_ckpt_entry e;
+    cairn_status fs = cairn_ckpt_find(c, cname, &e);
+    if (fs != CAIRN_OK && fs != CAIRN_E_NOT_FOUND) {
+      st = fs;
+      char inner[400];
+      snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+      cairn__fail(st, "%s '%s': looking up '%s': %s", fn, path, cname, inner);
+      goto fail;
+    }
+    int match = fs == CAIRN_OK && e.dtype == t->dtype && e.rank == t->rank;
+    for (int d = 0; match && d < t->rank; d++) match = e.shape[d] == t->shape[d];
+    cairn_restore_kind k = fs != CAIRN_OK ? CAIRN_RESTORE_MISSING : match ? CAIRN_RESTORE_RESTORED
+                                                                          : CAIRN_RESTORE_MISMATCHED;
+    if (!(it = report_add(r, k))) goto oom;
+    it->name = name;
+    it->ckpt_name = cname;
+    it->var = v;
+    it->var_dtype = t->dtype;
+    it->var_rank = t->rank;
+    memcpy(it->var_shape, t->shape, sizeof it->var_shape);
+    if (fs == CAIRN_OK) {
+      it->ckpt_dtype = e.dtype;
+      it->ckpt_rank = e.rank;
+      for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e.rank ? e.shape[d] : 1;
+      used[n_used++] = cname;
+    }
+  }
+  /* unused: checkpoint names no variable of the restore set asked for */
+  if (n_used > 1) qsort(used, n_used, sizeof *used, cmp_str);
+  size_t nc = cairn_ckpt_count(c);
+  for (size_t j = 0; j < nc; j++) {
+    cairn_ckpt_entry e;
+    if ((st = cairn_ckpt_entry_at(c, j, &e))) {
+      char inner[400];
+      snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+      cairn__fail(st, "%s '%s': index entry %zu: %s", fn, path, j, inner);
+      goto fail;
+    }
+    const char *key = e.name;
+    if (n_used && bsearch(&key, used, n_used, sizeof *used, cmp_str)) continue;
+    cairn_restore_item *it = report_add(r, CAIRN_RESTORE_UNUSED);
+    if (!it || !(it->ckpt_name = report_own(r, xstrdup(e.name)))) goto oom;
+    it->ckpt_dtype = e.dtype;
+    it->ckpt_rank = e.rank;
+    for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e.rank ? e.shape[d] : 1;
+  }
+
+  /* 3. strict */
+  if (!o.lenient && (r->l[CAIRN_RESTORE_MISSING].n || r->l[CAIRN_RESTORE_MISMATCHED].n)) {
+    st = strict_failure(path, r, n - r->l[CAIRN_RESTORE_SKIPPED].n);
+    cairn_ckpt_close(c);
+    free(used);
+    if (report) *report = r;
+    else cairn_restore_report_free(r);
+    return st;
+  }
+
+  /* 4. stage */
+  item_list *ok = &r->l[CAIRN_RESTORE_RESTORED];
+  stage = calloc(ok->n ? ok->n : 1, sizeof *stage);
+  if (!stage) goto oom;
+  for (size_t i = 0; i < ok->n; i++) {
+    const cairn_tensor *t = cairn_var_tensor(ok->it[i].var);
+    if ((st = cairn_tensor_new(t->dtype, t->rank, t->shape, &stage[i]))) {
+      char inner[400];
+      snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+      cairn__fail(st, "%s '%s': staging '%s': %s (nothing was changed)", fn, path, ok->it[i].name, inner);
+      goto fail;
+    }
+    if ((st = cairn_ckpt_read(c, ok->it[i].ckpt_name, stage[i]))) {
+      char inner[400];
+      snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+      cairn__fail(st, "%s '%s': reading '%s': %s (nothing was changed)", fn, path, ok->it[i].ckpt_name, inner);
+      goto fail;
+    }
+  }
+  if (meta && (st = meta_from(c, path, meta))) goto fail;
+
+  /* 5. commit: same dtype and shape, cannot fail */
+  for (size_t i = 0; i < ok->n; i++) {
+    cairn_tensor *t = cairn_var_tensor(ok->it[i].var);
+    size_t bytes = cairn_tensor_nbytes(t);
+    if (bytes) memcpy(t->data, stage[i]->data, bytes);
+    cairn_var_set_initialized(ok->it[i].var, 1);
+    cairn_tensor_free(stage[i]);
+  }
+  free(stage);
+  free(used);
+  cairn_ckpt_close(c);
+  if (report) *report = r;
+  else cairn_restore_report_free(r);
+  return CAIRN_OK;
+
+oom:
+  st = cairn__fail(CAIRN_E_NOMEM, "%s '%s': out of memory (nothing was changed)", fn, path);
+fail:
+  if (stage)
+    for (size_t i = 0; i < r->l[CAIRN_RESTORE_RESTORED].n; i++) cairn_tensor_free(stage[i]);
+  free(stage);
+  free(used);
+  cairn_ckpt_close(c);
+  cairn_restore_report_free(r);
+  if (meta) {
+    cairn_saver_meta_free(*meta);
+    *meta = NULL;
+  }
+  return st;
+}
+
+cairn_status cairn_saver_restore(cairn_saver *s, const char *path, cairn_saver_meta **meta) {
+  return restore_impl("restore", s, path, NULL, NULL, meta);
+}
+
+cairn_status cairn_saver_restore_partial(cairn_saver *s, const char *path, const cairn_restore_options *opts,
+                                         cairn_restore_report **report, cairn_saver_meta **meta) {
+  return restore_impl("restore_partial", s, path, opts, report, meta);
+}

@@ -1,1 +1,613 @@
-/* placeholder: being written */
+/* The Saver: save set, metadata, atomic save and rotation (TF's
+ * tf.train.Saver: saver.py _RecordLastCheckpoint / _MaybeDeleteOldCheckpoints,
+ * recover_last_checkpoints). The state file lives in saver_state.c, restore
+ * in restore.c; both go through the public API only. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cairn/ckpt.h"
+#include "cairn/runtime.h"
+#include "cairn/saver.h"
+
+#define CKPT_NAME_MAX 1024
+#define META_KEY_MAX 255
+
+typedef struct meta_item {
+  char *key; /* full key: "user.<k>" or "train.state.<k>" */
+  cairn_meta_type type;
+  int64_t i;
+  double f;
+  char *bytes; /* STR: NUL-terminated; BYTES: len bytes (+ a NUL) */
+  size_t len;
+} meta_item;
+
+typedef struct last_ckpt {
+  char *path;
+  double time;
+} last_ckpt;
+
+struct cairn_saver {
+  size_t n;
+  char **names;
+  cairn_var **vars;
+
+  int max_to_keep;
+  double keep_secs;
+  cairn_ckpt_write_options wopts;
+  cairn_saver_clock_fn clock;
+  void *clock_ctx;
+  double next_keep_time;
+
+  last_ckpt *last; /* oldest first */
+  size_t n_last;
+
+  meta_item *meta;
+  size_t n_meta;
+};
+
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+static double wall_clock(void *ctx) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double now(const cairn_saver *s) { return s->clock(s->clock_ctx); }
+
+/* ---- construction ------------------------------------------------------------- */
+
+static cairn_status check_options(const char *fn, const cairn_saver_options *o) {
+  if (o->max_to_keep < 0)
+    return cairn__fail(CAIRN_E_INVALID, "%s: max_to_keep is %d; use 0 to keep every checkpoint", fn,
+                       o->max_to_keep);
+  if (!(o->keep_checkpoint_every_n_hours > 0) || isinf(o->keep_checkpoint_every_n_hours))
+    return cairn__fail(CAIRN_E_INVALID, "%s: keep_checkpoint_every_n_hours is %g; it must be finite and > 0", fn,
+                       o->keep_checkpoint_every_n_hours);
+  return CAIRN_OK;
+}
+
+static cairn_status check_ckpt_name(const char *fn, const char *name, size_t i) {
+  if (!name) return cairn__fail(CAIRN_E_NULL, "%s: name %zu is NULL", fn, i);
+  size_t n = strlen(name);
+  if (n == 0) return cairn__fail(CAIRN_E_INVALID, "%s: name %zu is empty", fn, i);
+  if (n > CKPT_NAME_MAX)
+    return cairn__fail(CAIRN_E_INVALID, "%s: name %zu is %zu bytes, at most %d", fn, i, n, CKPT_NAME_MAX);
+  for (size_t k = 0; k < n; k++) {
+    unsigned char c = (unsigned char)name[k];
+    if (c < 0x20 || c == 0x7f)
+      return cairn__fail(CAIRN_E_INVALID, "%s: name %zu has control byte 0x%02x at offset %zu", fn, i, c, k);
+  }
+  return CAIRN_OK;
+}
+
+typedef struct sort_item {
+  const void *key; /* a name or a variable pointer */
+  size_t idx;
+} sort_item;
+
+static int by_name(const void *a, const void *b) {
+  const sort_item *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  return c ? c : (x->idx < y->idx ? -1 : x->idx > y->idx);
+}
+
+static int by_ptr(const void *a, const void *b) {
+  const sort_item *x = a, *y = b;
+  uintptr_t p = (uintptr_t)x->key, q = (uintptr_t)y->key;
+  if (p != q) return p < q ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* The common constructor: names[i] (copied) → vars[i]. `list` selects the
+ * error wording of TF's list form. */
+static cairn_status saver_make(const char *fn, const char *const *names, cairn_var *const *vars, size_t n,
+                               int list, const cairn_saver_options *opts, cairn_saver **out) {
+  cairn_saver_options o = opts ? *opts : cairn_saver_options_default();
+  cairn_status st = check_options(fn, &o);
+  if (st) return st;
+  if (n == 0 && !o.allow_empty)
+    return cairn__fail(CAIRN_E_INVALID, "%s: no variables to save (set allow_empty to allow it)", fn);
+  for (size_t i = 0; i < n; i++) {
+    if (!vars[i]) return cairn__fail(CAIRN_E_NULL, "%s: variable %zu is NULL", fn, i);
+    if ((st = check_ckpt_name(fn, names[i], i))) return st;
+  }
+
+  sort_item *si = n ? malloc(n * sizeof *si) : NULL;
+  if (n && !si) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  for (size_t i = 0; i < n; i++) si[i] = (sort_item){names[i], i};
+  if (n > 1) qsort(si, n, sizeof *si, by_name);
+  for (size_t i = 1; i < n; i++)
+    if (strcmp(si[i - 1].key, si[i].key) == 0) {
+      const char *dup = si[i].key;
+      free(si);
+      if (list) return cairn__fail(CAIRN_E_EXISTS, "%s: at least two variables have the same name: '%s'", fn, dup);
+      return cairn__fail(CAIRN_E_EXISTS, "%s: checkpoint name '%s' is given twice", fn, dup);
+    }
+  for (size_t i = 0; i < n; i++) si[i] = (sort_item){vars[i], i};
+  if (n > 1) qsort(si, n, sizeof *si, by_ptr);
+  for (size_t i = 1; i < n; i++)
+    if (si[i - 1].key == si[i].key) {
+      size_t a = si[i - 1].idx, b = si[i].idx;
+      free(si);
+      if (list)
+        return cairn__fail(CAIRN_E_EXISTS, "%s: at least two variables have the same name: '%s'", fn, names[a]);
+      return cairn__fail(CAIRN_E_INVALID, "%s: the same variable '%s' would be saved and restored with two names: "
+                         "'%s' and '%s'", fn, cairn_var_name(vars[a]), names[a], names[b]);
+    }
+  free(si);
+
+  cairn_saver *s = calloc(1, sizeof *s);
+  if (!s) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  s->names = calloc(n ? n : 1, sizeof *s->names);
+  s->vars = malloc((n ? n : 1) * sizeof *s->vars);
+  if (!s->names || !s->vars) goto oom;
+  for (size_t i = 0; i < n; i++) {
+    s->names[i] = xstrdup(names[i]);
+    if (!s->names[i]) goto oom;
+    s->vars[i] = vars[i];
+  }
+  s->n = n;
+  s->max_to_keep = o.max_to_keep;
+  s->keep_secs = o.keep_checkpoint_every_n_hours * 3600.0;
+  s->wopts = o.write;
+  s->clock = o.clock ? o.clock : wall_clock;
+  s->clock_ctx = o.clock ? o.clock_ctx : NULL;
+  s->next_keep_time = now(s) + s->keep_secs;
+  *out = s;
+  return CAIRN_OK;
+oom:
+  s->n = n;
+  cairn_saver_free(s);
+  return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+}
+
+cairn_status cairn_saver_new(cairn_registry *r, const cairn_saver_options *opts, cairn_saver **out) {
+  static const char fn[] = "saver_new";
+  if (out) *out = NULL;
+  if (!r) return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  size_t n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, NULL, 0);
+  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
+  const char **names = malloc((n ? n : 1) * sizeof *names);
+  if (!vars || !names) {
+    free(vars);
+    free(names);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
+  n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, vars, n);
+  for (size_t i = 0; i < n; i++) names[i] = cairn_var_name(vars[i]);
+  cairn_status st = saver_make(fn, names, vars, n, 1, opts, out);
+  free(vars);
+  free(names);
+  return st;
+}
+
+cairn_status cairn_saver_new_list(cairn_var *const *vars, size_t n, const cairn_saver_options *opts,
+                                  cairn_saver **out) {
+  static const char fn[] = "saver_new_list";
+  if (out) *out = NULL;
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  if (n > 0 && !vars) return cairn__fail(CAIRN_E_NULL, "%s: vars is NULL with n = %zu", fn, n);
+  const char **names = malloc((n ? n : 1) * sizeof *names);
+  if (!names) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  for (size_t i = 0; i < n; i++) {
+    if (!vars[i]) {
+      free(names);
+      return cairn__fail(CAIRN_E_NULL, "%s: vars[%zu] is NULL", fn, i);
+    }
+    names[i] = cairn_var_name(vars[i]);
+  }
+  cairn_status st = saver_make(fn, names, vars, n, 1, opts, out);
+  free(names);
+  return st;
+}
+
+cairn_status cairn_saver_new_map(const cairn_saver_entry *map, size_t n, const cairn_saver_options *opts,
+                                 cairn_saver **out) {
+  static const char fn[] = "saver_new_map";
+  if (out) *out = NULL;
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  if (n > 0 && !map) return cairn__fail(CAIRN_E_NULL, "%s: map is NULL with n = %zu", fn, n);
+  const char **names = malloc((n ? n : 1) * sizeof *names);
+  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
+  if (!names || !vars) {
+    free(names);
+    free(vars);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
+  for (size_t i = 0; i < n; i++) {
+    names[i] = map[i].name;
+    vars[i] = map[i].var;
+  }
+  cairn_status st = saver_make(fn, names, vars, n, 0, opts, out);
+  free(names);
+  free(vars);
+  return st;
+}
+
+static void free_last(last_ckpt *l, size_t n) {
+  for (size_t i = 0; i < n; i++) free(l[i].path);
+  free(l);
+}
+
+void cairn_saver_free(cairn_saver *s) {
+  if (!s) return;
+  if (s->names)
+    for (size_t i = 0; i < s->n; i++) free(s->names[i]);
+  free(s->names);
+  free(s->vars);
+  free_last(s->last, s->n_last);
+  cairn_saver_clear_meta(s);
+  free(s);
+}
+
+size_t cairn_saver_count(const cairn_saver *s) { return s ? s->n : 0; }
+const char *cairn_saver_name_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->names[i] : NULL; }
+cairn_var *cairn_saver_var_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->vars[i] : NULL; }
+
+size_t cairn_saver_last_checkpoints_count(const cairn_saver *s) { return s ? s->n_last : 0; }
+const char *cairn_saver_last_checkpoint_at(const cairn_saver *s, size_t i) {
+  return s && i < s->n_last ? s->last[i].path : NULL;
+}
+
+/* ---- metadata --------------------------------------------------------------------- */
+
+void cairn_saver_clear_meta(cairn_saver *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n_meta; i++) {
+    free(s->meta[i].key);
+    free(s->meta[i].bytes);
+  }
+  free(s->meta);
+  s->meta = NULL;
+  s->n_meta = 0;
+}
+
+/* Validates key, builds prefix+key, and returns the slot for it (existing
+ * one cleared, or a new one appended); NULL with *st set on error. */
+static meta_item *meta_slot(cairn_saver *s, const char *fn, const char *prefix, const char *key,
+                            cairn_status *st) {
+  if (!s) {
+    *st = cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
+    return NULL;
+  }
+  if (!key) {
+    *st = cairn__fail(CAIRN_E_NULL, "%s: key is NULL", fn);
+    return NULL;
+  }
+  size_t pl = strlen(prefix), kl = strlen(key);
+  if (kl == 0 || pl + kl > META_KEY_MAX) {
+    *st = cairn__fail(CAIRN_E_INVALID, "%s: key '%.64s' is %zu bytes; it must have 1 to %zu", fn, key, kl,
+                      (size_t)META_KEY_MAX - pl);
+    return NULL;
+  }
+  for (size_t i = 0; i < kl; i++) {
+    char c = key[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.')) {
+      *st = cairn__fail(CAIRN_E_INVALID, "%s: key '%.64s': byte 0x%02x at offset %zu is not allowed (use a-z 0-9 _ .)",
+                        fn, key, (unsigned char)c, i);
+      return NULL;
+    }
+  }
+  char *full = malloc(pl + kl + 1);
+  if (!full) {
+    *st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    return NULL;
+  }
+  memcpy(full, prefix, pl);
+  memcpy(full + pl, key, kl + 1);
+  for (size_t i = 0; i < s->n_meta; i++)
+    if (strcmp(s->meta[i].key, full) == 0) {
+      free(full);
+      free(s->meta[i].bytes);
+      s->meta[i].bytes = NULL;
+      s->meta[i].len = 0;
+      return &s->meta[i];
+    }
+  meta_item *m = realloc(s->meta, (s->n_meta + 1) * sizeof *m);
+  if (!m) {
+    free(full);
+    *st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    return NULL;
+  }
+  s->meta = m;
+  meta_item *it = &s->meta[s->n_meta++];
+  memset(it, 0, sizeof *it);
+  it->key = full;
+  return it;
+}
+
+static cairn_status set_bytes(cairn_saver *s, const char *fn, const char *prefix, const char *key,
+                              cairn_meta_type type, const void *data, size_t len) {
+  cairn_status st = CAIRN_OK;
+  if (s && len > 0 && !data) return cairn__fail(CAIRN_E_NULL, "%s: data is NULL with len = %zu", fn, len);
+  char *copy = malloc(len + 1);
+  if (!copy) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  if (len) memcpy(copy, data, len);
+  copy[len] = '\0';
+  meta_item *it = meta_slot(s, fn, prefix, key, &st);
+  if (!it) {
+    free(copy);
+    return st;
+  }
+  it->type = type;
+  it->bytes = copy;
+  it->len = len;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_saver_set_user_str(cairn_saver *s, const char *key, const char *value) {
+  if (!value) return cairn__fail(CAIRN_E_NULL, "saver_set_user_str: value is NULL");
+  return set_bytes(s, "saver_set_user_str", "user.", key, CAIRN_META_STR, value, strlen(value));
+}
+
+cairn_status cairn_saver_set_state(cairn_saver *s, const char *name, const void *data, size_t len) {
+  return set_bytes(s, "saver_set_state", "train.state.", name, CAIRN_META_BYTES, data, len);
+}
+
+cairn_status cairn_saver_set_user_i64(cairn_saver *s, const char *key, int64_t value) {
+  cairn_status st = CAIRN_OK;
+  meta_item *it = meta_slot(s, "saver_set_user_i64", "user.", key, &st);
+  if (!it) return st;
+  it->type = CAIRN_META_I64;
+  it->i = value;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_saver_set_user_f64(cairn_saver *s, const char *key, double value) {
+  cairn_status st = CAIRN_OK;
+  meta_item *it = meta_slot(s, "saver_set_user_f64", "user.", key, &st);
+  if (!it) return st;
+  it->type = CAIRN_META_F64;
+  it->f = value;
+  return CAIRN_OK;
+}
+
+/* ---- saving ------------------------------------------------------------------------ */
+
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return xstrdup(".");
+  if (slash == path) return xstrdup("/");
+  size_t n = (size_t)(slash - path);
+  char *d = malloc(n + 1);
+  if (!d) return NULL;
+  memcpy(d, path, n);
+  d[n] = '\0';
+  return d;
+}
+
+/* "save '<path>': " + the current detail, keeping the status. */
+static cairn_status wrap(cairn_status st, const char *path, const char *what) {
+  char inner[512];
+  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  return cairn__fail(st, "save '%s': %s%s", path, what, inner);
+}
+
+/* Lists the uninitialized variables of the save set into msg. */
+static size_t uninitialized(const cairn_saver *s, char *msg, size_t len) {
+  size_t count = 0, used = 0;
+  msg[0] = '\0';
+  for (size_t i = 0; i < s->n; i++) {
+    if (cairn_var_is_initialized(s->vars[i])) continue;
+    count++;
+    const char *name = cairn_var_name(s->vars[i]);
+    size_t need = strlen(name) + 4;
+    if (used + need + 8 < len) {
+      used += (size_t)snprintf(msg + used, len - used, "%s'%s'", used ? ", " : "", name);
+    } else if (used + 5 < len && !strstr(msg, "...")) {
+      used += (size_t)snprintf(msg + used, len - used, ", ...");
+    }
+  }
+  return count;
+}
+
+cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len) {
+  static const char fn[] = "saver_save";
+  if (path && len) path[0] = '\0';
+  if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
+  if (!prefix) return cairn__fail(CAIRN_E_NULL, "%s: prefix is NULL", fn);
+  if (!prefix[0]) return cairn__fail(CAIRN_E_INVALID, "%s: prefix is empty", fn);
+  if (path && len == 0) return cairn__fail(CAIRN_E_LIMIT, "%s: path buffer has 0 bytes", fn);
+
+  size_t pl = strlen(prefix);
+  char *file = malloc(pl + 24);
+  if (!file) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  if (global_step >= 0) snprintf(file, pl + 24, "%s-%lld", prefix, (long long)global_step);
+  else memcpy(file, prefix, pl + 1);
+
+  cairn_status st = CAIRN_OK;
+  char *dir = NULL;
+  cairn_ckpt_writer *w = NULL;
+  last_ckpt *nl = NULL;
+  size_t n_nl = 0, *evicted = NULL, n_ev = 0;
+  const char **all = NULL;
+
+  const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+  if (strcmp(base, "checkpoint") == 0) {
+    st = cairn__fail(CAIRN_E_INVALID, "%s: '%s' collides with the state file 'checkpoint' of its directory; give a "
+                     "global_step or another prefix", fn, file);
+    goto done;
+  }
+  if (!base[0]) {
+    st = cairn__fail(CAIRN_E_INVALID, "%s: prefix '%s' names a directory, not a file", fn, prefix);
+    goto done;
+  }
+  if (path && strlen(file) + 1 > len) {
+    st = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' needs %zu bytes, path holds %zu", fn, file, strlen(file) + 1, len);
+    goto done;
+  }
+  if (s->n == 0) goto done; /* allow_empty: TF returns None, writes nothing */
+
+  char names[400];
+  size_t nu = uninitialized(s, names, sizeof names);
+  if (nu) {
+    st = cairn__fail(CAIRN_E_UNINITIALIZED, "%s '%s': %zu variable%s not initialized: %s", fn, file, nu,
+                     nu == 1 ? " is" : "s are", names);
+    goto done;
+  }
+  dir = dir_of(file);
+  if (!dir) {
+    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    goto done;
+  }
+  struct stat sb;
+  int se = stat(dir, &sb) != 0 ? errno : 0;
+  if (se || !S_ISDIR(sb.st_mode)) {
+    st = cairn__fail(CAIRN_E_NOT_FOUND, "%s: parent directory '%s' of '%s' %s, can't save", fn, dir, file,
+                     se == ENOENT ? "doesn't exist" : se ? strerror(se) : "is not a directory");
+    goto done;
+  }
+  int existed = stat(file, &sb) == 0;
+
+  /* 1. the checkpoint file */
+  if ((st = cairn_ckpt_writer_open(file, &s->wopts, &w))) {
+    st = wrap(st, file, "");
+    goto done;
+  }
+  for (size_t i = 0; i < s->n && !st; i++)
+    if ((st = cairn_ckpt_writer_add(w, s->names[i], cairn_var_tensor(s->vars[i])))) {
+      char what[1100];
+      snprintf(what, sizeof what, "writing '%s': ", s->names[i]);
+      st = wrap(st, file, what);
+      cairn_ckpt_writer_abort(w);
+      goto done;
+    }
+  char producer[64];
+  snprintf(producer, sizeof producer, "cairn %s", cairn_version_string());
+  if (global_step >= 0) st = cairn_ckpt_writer_meta_i64(w, "train.global_step", global_step);
+  if (!st) st = cairn_ckpt_writer_meta_str(w, "ckpt.producer", producer);
+  for (size_t i = 0; i < s->n_meta && !st; i++) {
+    const meta_item *m = &s->meta[i];
+    switch (m->type) {
+    case CAIRN_META_I64: st = cairn_ckpt_writer_meta_i64(w, m->key, m->i); break;
+    case CAIRN_META_F64: st = cairn_ckpt_writer_meta_f64(w, m->key, m->f); break;
+    case CAIRN_META_STR: st = cairn_ckpt_writer_meta_str(w, m->key, m->bytes); break;
+    default: st = cairn_ckpt_writer_meta_bytes(w, m->key, m->bytes, m->len); break;
+    }
+  }
+  if (st) {
+    st = wrap(st, file, "metadata: ");
+    cairn_ckpt_writer_abort(w);
+    goto done;
+  }
+  st = cairn_ckpt_writer_commit(w); /* frees w whatever the outcome */
+  if (st) {
+    st = wrap(st, file, "");
+    goto done;
+  }
+
+  /* 2. the rotation list: drop an old entry of the same path, append */
+  double t = now(s);
+  nl = malloc((s->n_last + 1) * sizeof *nl);
+  evicted = malloc((s->n_last + 1) * sizeof *evicted);
+  all = malloc((s->n_last + 1) * sizeof *all);
+  char *fcopy = xstrdup(file);
+  if (!nl || !evicted || !all || !fcopy) {
+    free(fcopy);
+    if (!existed) unlink(file);
+    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory after writing '%s'", fn, file);
+    goto done;
+  }
+  for (size_t i = 0; i < s->n_last; i++)
+    if (strcmp(s->last[i].path, file) != 0) nl[n_nl++] = s->last[i]; /* shares the strings for now */
+  nl[n_nl++] = (last_ckpt){fcopy, t};
+  size_t first = 0;
+  if (s->max_to_keep > 0)
+    while (n_nl - first > (size_t)s->max_to_keep) evicted[n_ev++] = first++;
+
+  /* 3. the state file (max_to_keep 0: TF records nothing and lists only the newest) */
+  size_t n_all = 0;
+  if (s->max_to_keep > 0)
+    for (size_t i = first; i < n_nl; i++) all[n_all++] = nl[i].path;
+  st = cairn_checkpoint_state_write(dir, file, all, n_all, s->wopts.no_fsync);
+  if (st) {
+    char inner[400];
+    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+    if (!existed) unlink(file);
+    st = cairn__fail(st, "save '%s': the checkpoint was written but the state file could not be (%s); %s", file,
+                     inner, existed ? "the new file replaced the old one of that name" : "removed the new checkpoint");
+    free(fcopy);
+    goto done;
+  }
+
+  /* 4. commit the list, then delete what was evicted (TF's _MaybeDeleteOldCheckpoints) */
+  for (size_t i = 0; i < s->n_last; i++)
+    if (strcmp(s->last[i].path, file) == 0) free(s->last[i].path);
+  free(s->last);
+  s->last = NULL;
+  s->n_last = 0;
+  if (s->max_to_keep > 0) {
+    for (size_t k = 0; k < n_ev; k++) {
+      last_ckpt *e = &nl[evicted[k]];
+      if (e->time > s->next_keep_time) {
+        s->next_keep_time += s->keep_secs; /* kept forever: leaves the list, stays on disk */
+      } else if (unlink(e->path) != 0 && errno != ENOENT) {
+        /* TF logs and ignores deletion errors; so do we */
+      }
+      free(e->path);
+    }
+    memmove(nl, nl + first, (n_nl - first) * sizeof *nl);
+    s->last = nl;
+    s->n_last = n_nl - first;
+    nl = NULL;
+  } else {
+    /* nothing is recorded */
+    for (size_t i = 0; i < n_nl; i++) free(nl[i].path);
+  }
+  if (path) memcpy(path, file, strlen(file) + 1);
+
+done:
+  free(nl);
+  free(evicted);
+  free(all);
+  free(dir);
+  free(file);
+  return st;
+}
+
+cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s, const char *const *paths, size_t n) {
+  static const char fn[] = "saver_recover_last_checkpoints";
+  if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
+  if (n > 0 && !paths) return cairn__fail(CAIRN_E_NULL, "%s: paths is NULL with n = %zu", fn, n);
+  for (size_t i = 0; i < n; i++)
+    if (!paths[i]) return cairn__fail(CAIRN_E_NULL, "%s: paths[%zu] is NULL", fn, i);
+  last_ckpt *nl = malloc((n ? n : 1) * sizeof *nl);
+  if (!nl) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct stat sb;
+    if (stat(paths[i], &sb) != 0) continue; /* deleted meanwhile: fine, as TF */
+    int dup = 0;
+    for (size_t j = 0; j < k; j++) dup |= strcmp(nl[j].path, paths[i]) == 0;
+    if (dup) continue;
+    nl[k].path = xstrdup(paths[i]);
+    if (!nl[k].path) {
+      free_last(nl, k);
+      return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    }
+    nl[k].time = (double)sb.st_mtim.tv_sec + 1e-9 * (double)sb.st_mtim.tv_nsec;
+    k++;
+  }
+  free_last(s->last, s->n_last);
+  s->last = nl;
+  s->n_last = k;
+  return CAIRN_OK;
+}

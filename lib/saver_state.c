@@ -1,1 +1,821 @@
-/* placeholder: being written */
+/* The `checkpoint` state file (TF's CheckpointState in protobuf text form),
+ * written atomically, and the lookup of the latest usable checkpoint.
+ *
+ * TF writes the file with text_format.MessageToString (as_utf8 False):
+ *   model_checkpoint_path: "<newest>"\n
+ *   all_model_checkpoint_paths: "<oldest>"\n ... one per kept checkpoint
+ * strings escaped by text_encoding.CEscape: \t \n \r \" \' \\ and every
+ * other byte outside 0x20..0x7e as a three-digit octal escape. The reader
+ * accepts what TF's text_format.Merge accepts for this message: fields in
+ * any order (the last model_checkpoint_path wins), comments, single or
+ * double quotes, adjacent literals, list syntax, and the two timestamp
+ * fields TF2's CheckpointManager adds (parsed and ignored).
+ * (tensorflow/python/training/checkpoint_management.py,
+ *  protobuf python/google/protobuf/text_format.py, text_encoding.py) */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cairn/ckpt.h"
+#include "cairn/saver.h"
+
+#define STATE_NAME "checkpoint"
+#define STATE_MAX_BYTES (16u << 20)
+
+/* ---- small string helpers --------------------------------------------------- */
+
+typedef struct sbuf {
+  char *p;
+  size_t n, cap;
+  int oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = 1;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+/* dir + "/" + name (no doubled '/'); malloc'd or NULL. */
+static char *path_join(const char *dir, const char *name) {
+  size_t dl = strlen(dir), nl = strlen(name);
+  int slash = dl > 0 && dir[dl - 1] != '/';
+  char *p = malloc(dl + (size_t)slash + nl + 1);
+  if (!p) return NULL;
+  memcpy(p, dir, dl);
+  if (slash) p[dl] = '/';
+  memcpy(p + dl + (size_t)slash, name, nl + 1);
+  return p;
+}
+
+/* The directory part of path ("." when there is none, "/" for "/x"). */
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return xstrdup(".");
+  if (slash == path) return xstrdup("/");
+  size_t n = (size_t)(slash - path);
+  char *d = malloc(n + 1);
+  if (!d) return NULL;
+  memcpy(d, path, n);
+  d[n] = '\0';
+  return d;
+}
+
+static const char *base_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+static cairn_status errno_status(int e) {
+  return (e == ENOSPC || e == EFBIG || e == EDQUOT) ? CAIRN_E_NOSPC : CAIRN_E_IO;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+/* protobuf's CEscape(as_utf8=False). */
+static void put_escaped(sbuf *b, const char *s) {
+  sb_putn(b, "\"", 1);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    char tmp[5];
+    switch (*p) {
+    case '\t': sb_putn(b, "\\t", 2); break;
+    case '\n': sb_putn(b, "\\n", 2); break;
+    case '\r': sb_putn(b, "\\r", 2); break;
+    case '"': sb_putn(b, "\\\"", 2); break;
+    case '\'': sb_putn(b, "\\'", 2); break;
+    case '\\': sb_putn(b, "\\\\", 2); break;
+    default:
+      if (*p < 0x20 || *p >= 0x7f) {
+        snprintf(tmp, sizeof tmp, "\\%03o", (unsigned)*p);
+        sb_putn(b, tmp, 4);
+      } else {
+        sb_putn(b, (const char *)p, 1);
+      }
+    }
+  }
+  sb_putn(b, "\"", 1);
+}
+
+/* The form a path takes in the state file of directory `dir` (whose
+ * realpath is rdir, or NULL if unknown): its base name when it lies in dir,
+ * else an absolute path when one can be made, else the path as given. */
+static char *state_form(const char *rdir, const char *path) {
+  char *d = dir_of(path);
+  if (!d) return NULL;
+  char *rd = realpath(d, NULL);
+  free(d);
+  char *out;
+  if (rd && rdir && strcmp(rd, rdir) == 0) {
+    out = xstrdup(base_of(path));
+  } else if (rd && path[0] != '/') {
+    out = path_join(rd, base_of(path));
+  } else {
+    out = xstrdup(path);
+  }
+  free(rd);
+  return out;
+}
+
+static int fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  /* Some file systems refuse fsync on a directory; the rename is done. */
+  if (rc != 0 && (errno == EINVAL || errno == ENOTSUP)) rc = 0;
+  close(fd);
+  return rc;
+}
+
+cairn_status cairn_checkpoint_state_write(const char *dir, const char *model_path, const char *const *all_paths,
+                                          size_t n, int no_fsync) {
+  static const char fn[] = "checkpoint_state_write";
+  if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
+  if (!model_path) return cairn__fail(CAIRN_E_NULL, "%s: model_path is NULL", fn);
+  if (n > 0 && !all_paths) return cairn__fail(CAIRN_E_NULL, "%s: all_paths is NULL with n = %zu", fn, n);
+  for (size_t i = 0; i < n; i++)
+    if (!all_paths[i]) return cairn__fail(CAIRN_E_NULL, "%s: all_paths[%zu] is NULL", fn, i);
+  if (!model_path[0]) return cairn__fail(CAIRN_E_INVALID, "%s: model_path is empty", fn);
+  if (!dir[0]) dir = ".";
+
+  struct stat sd;
+  int se = stat(dir, &sd) != 0 ? errno : 0;
+  if (se || !S_ISDIR(sd.st_mode))
+    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: directory '%s' %s", fn, dir,
+                       se ? strerror(se) : "is not a directory");
+
+  char *final = path_join(dir, STATE_NAME);
+  char *tmp = final ? malloc(strlen(final) + 16) : NULL;
+  char *rdir = realpath(dir, NULL);
+  sbuf b = {0};
+  cairn_status st = CAIRN_OK;
+  if (!final || !tmp) {
+    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    goto done;
+  }
+  /* TF: "Save path '%s' conflicts with path used for checkpoint state." */
+  if (strcmp(base_of(model_path), STATE_NAME) == 0) {
+    char *mf = state_form(rdir, model_path);
+    int same = mf && strcmp(mf, STATE_NAME) == 0;
+    free(mf);
+    if (same) {
+      st = cairn__fail(CAIRN_E_INVALID, "%s: save path '%s' conflicts with the state file '%s'", fn, model_path,
+                       final);
+      goto done;
+    }
+  }
+
+  /* Lines, oldest first; model_path appended unless it is already last. */
+  sb_puts(&b, "model_checkpoint_path: ");
+  char *f = state_form(rdir, model_path);
+  if (!f) b.oom = 1;
+  else put_escaped(&b, f);
+  free(f);
+  sb_putn(&b, "\n", 1);
+  int last_is_model = n > 0 && strcmp(all_paths[n - 1], model_path) == 0;
+  for (size_t i = 0; i <= n; i++) {
+    const char *p = i < n ? all_paths[i] : (last_is_model ? NULL : model_path);
+    if (!p) break;
+    sb_puts(&b, "all_model_checkpoint_paths: ");
+    f = state_form(rdir, p);
+    if (!f) b.oom = 1;
+    else put_escaped(&b, f);
+    free(f);
+    sb_putn(&b, "\n", 1);
+  }
+  if (b.oom) {
+    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    goto done;
+  }
+
+  snprintf(tmp, strlen(final) + 16, "%s.tmp.XXXXXX", final);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    int e = errno;
+    st = cairn__fail(errno_status(e), "%s: cannot create '%s': %s", fn, tmp, strerror(e));
+    goto done;
+  }
+  (void)fchmod(fd, 0644); /* mkstemp makes 0600; the state file is not secret */
+  size_t off = 0;
+  int e = 0;
+  while (off < b.n) {
+    ssize_t w = write(fd, b.p + off, b.n - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      e = errno;
+      break;
+    }
+    off += (size_t)w;
+  }
+  if (!e && !no_fsync && fsync(fd) != 0) e = errno;
+  if (close(fd) != 0 && !e) e = errno;
+  if (!e && rename(tmp, final) != 0) e = errno;
+  if (e) {
+    unlink(tmp);
+    st = cairn__fail(errno_status(e), "%s: writing '%s' failed: %s (the previous state file is unchanged)", fn,
+                     final, strerror(e));
+    goto done;
+  }
+  if (!no_fsync && fsync_dir(dir) != 0) {
+    e = errno;
+    st = cairn__fail(CAIRN_E_IO, "%s: fsync of directory '%s' failed: %s", fn, dir, strerror(e));
+  }
+done:
+  free(b.p);
+  free(rdir);
+  free(tmp);
+  free(final);
+  return st;
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+struct cairn_checkpoint_state {
+  char *model;
+  char **paths;
+  size_t n;
+};
+
+void cairn_checkpoint_state_free(cairn_checkpoint_state *st) {
+  if (!st) return;
+  free(st->model);
+  for (size_t i = 0; i < st->n; i++) free(st->paths[i]);
+  free(st->paths);
+  free(st);
+}
+
+const char *cairn_checkpoint_state_model_path(const cairn_checkpoint_state *st) { return st ? st->model : NULL; }
+size_t cairn_checkpoint_state_count(const cairn_checkpoint_state *st) { return st ? st->n : 0; }
+const char *cairn_checkpoint_state_path_at(const cairn_checkpoint_state *st, size_t i) {
+  return st && i < st->n ? st->paths[i] : NULL;
+}
+
+typedef struct parser {
+  const char *p, *end;
+  int line;
+  const char *err; /* static text of the first error */
+} parser;
+
+static void skip_space(parser *ps) {
+  while (ps->p < ps->end) {
+    char c = *ps->p;
+    if (c == '\n') {
+      ps->line++;
+      ps->p++;
+    } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+      ps->p++;
+    } else if (c == '#') {
+      while (ps->p < ps->end && *ps->p != '\n') ps->p++;
+    } else {
+      break;
+    }
+  }
+}
+
+static int is_ident(char c, int first) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+static int octal(char c) { return c >= '0' && c <= '7'; }
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* One quoted literal appended to b (unescaped); 0 on error. */
+static int parse_literal(parser *ps, sbuf *b) {
+  char q = *ps->p++;
+  while (ps->p < ps->end && *ps->p != q) {
+    char c = *ps->p++;
+    if (c == '\n') {
+      ps->err = "newline inside a string";
+      return 0;
+    }
+    if (c != '\\') {
+      sb_putn(b, &c, 1);
+      continue;
+    }
+    if (ps->p >= ps->end) break;
+    c = *ps->p++;
+    unsigned v;
+    switch (c) {
+    case 'n': v = '\n'; break;
+    case 'r': v = '\r'; break;
+    case 't': v = '\t'; break;
+    case 'a': v = '\a'; break;
+    case 'b': v = '\b'; break;
+    case 'f': v = '\f'; break;
+    case 'v': v = '\v'; break;
+    case '"': case '\'': case '\\': case '?': v = (unsigned char)c; break;
+    case 'x': case 'X': {
+      int h = ps->p < ps->end ? hexval(*ps->p) : -1;
+      if (h < 0) {
+        ps->err = "bad \\x escape";
+        return 0;
+      }
+      v = (unsigned)h;
+      ps->p++;
+      if (ps->p < ps->end && (h = hexval(*ps->p)) >= 0) {
+        v = v * 16 + (unsigned)h;
+        ps->p++;
+      }
+      break;
+    }
+    default:
+      if (!octal(c)) {
+        ps->err = "unknown escape";
+        return 0;
+      }
+      v = (unsigned)(c - '0');
+      for (int k = 0; k < 2 && ps->p < ps->end && octal(*ps->p); k++) v = v * 8 + (unsigned)(*ps->p++ - '0');
+      if (v > 0xff) {
+        ps->err = "octal escape out of range";
+        return 0;
+      }
+    }
+    if (v == 0) {
+      ps->err = "NUL byte in a path";
+      return 0;
+    }
+    char ch = (char)v;
+    sb_putn(b, &ch, 1);
+  }
+  if (ps->p >= ps->end) {
+    ps->err = "unterminated string";
+    return 0;
+  }
+  ps->p++; /* closing quote */
+  return 1;
+}
+
+/* A string value: one or more adjacent literals; malloc'd, NULL on error. */
+static char *parse_string(parser *ps) {
+  sbuf b = {0};
+  sb_putn(&b, "", 0);
+  if (ps->p >= ps->end || (*ps->p != '"' && *ps->p != '\'')) {
+    ps->err = "expected a quoted string";
+    free(b.p);
+    return NULL;
+  }
+  while (ps->p < ps->end && (*ps->p == '"' || *ps->p == '\'')) {
+    if (!parse_literal(ps, &b)) {
+      free(b.p);
+      return NULL;
+    }
+    skip_space(ps);
+  }
+  if (b.oom) {
+    ps->err = "out of memory";
+    free(b.p);
+    return NULL;
+  }
+  return b.p;
+}
+
+/* A number (the timestamp fields): checked and ignored. */
+static int parse_number(parser *ps) {
+  const char *s = ps->p;
+  while (ps->p < ps->end && (strchr("0123456789+-.eE", *ps->p) || is_ident(*ps->p, 0))) ps->p++;
+  if (ps->p == s) {
+    ps->err = "expected a number";
+    return 0;
+  }
+  char tmp[64];
+  size_t n = (size_t)(ps->p - s);
+  if (n >= sizeof tmp) {
+    ps->err = "number too long";
+    return 0;
+  }
+  memcpy(tmp, s, n);
+  tmp[n] = '\0';
+  if (n > 0 && (tmp[n - 1] == 'f' || tmp[n - 1] == 'F')) tmp[n - 1] = '\0';
+  char *e;
+  (void)strtod(tmp, &e);
+  if (*e && strcmp(tmp, "inf") && strcmp(tmp, "-inf") && strcmp(tmp, "nan")) {
+    ps->err = "bad number";
+    return 0;
+  }
+  skip_space(ps);
+  return 1;
+}
+
+static int push_path(cairn_checkpoint_state *st, char *p) {
+  char **np = realloc(st->paths, (st->n + 1) * sizeof *np);
+  if (!np) return 0;
+  st->paths = np;
+  st->paths[st->n++] = p;
+  return 1;
+}
+
+/* Parses text into st (paths as written); 0 with ps->err on failure. */
+static int parse_state(parser *ps, cairn_checkpoint_state *st) {
+  for (;;) {
+    skip_space(ps);
+    if (ps->p >= ps->end) return 1;
+    const char *id = ps->p;
+    if (!is_ident(*ps->p, 1)) {
+      ps->err = "expected a field name";
+      return 0;
+    }
+    while (ps->p < ps->end && is_ident(*ps->p, 0)) ps->p++;
+    size_t idn = (size_t)(ps->p - id);
+    int kind; /* 1 model, 2 all paths, 3 number fields */
+    if (idn == 21 && memcmp(id, "model_checkpoint_path", 21) == 0) kind = 1;
+    else if (idn == 26 && memcmp(id, "all_model_checkpoint_paths", 26) == 0) kind = 2;
+    else if ((idn == 31 && memcmp(id, "all_model_checkpoint_timestamps", 31) == 0) ||
+             (idn == 24 && memcmp(id, "last_preserved_timestamp", 24) == 0))
+      kind = 3;
+    else {
+      ps->err = "unknown field";
+      return 0;
+    }
+    skip_space(ps);
+    if (ps->p >= ps->end || *ps->p != ':') {
+      ps->err = "expected ':'";
+      return 0;
+    }
+    ps->p++;
+    skip_space(ps);
+    int list = kind != 1 && ps->p < ps->end && *ps->p == '[';
+    if (list) {
+      ps->p++;
+      skip_space(ps);
+    }
+    for (int first = 1;; first = 0) {
+      if (list && ps->p < ps->end && *ps->p == ']') {
+        if (!first) {
+          ps->err = "expected a value after ','";
+          return 0;
+        }
+        break;
+      }
+      if (kind == 3) {
+        if (!parse_number(ps)) return 0;
+      } else {
+        char *s = parse_string(ps);
+        if (!s) return 0;
+        if (kind == 1) {
+          free(st->model);
+          st->model = s;
+        } else if (!push_path(st, s)) {
+          free(s);
+          ps->err = "out of memory";
+          return 0;
+        }
+      }
+      if (!list) break;
+      if (ps->p < ps->end && *ps->p == ',') {
+        ps->p++;
+        skip_space(ps);
+        continue;
+      }
+      break;
+    }
+    if (list) {
+      if (ps->p >= ps->end || *ps->p != ']') {
+        ps->err = "expected ']'";
+        return 0;
+      }
+      ps->p++;
+    }
+    skip_space(ps);
+    if (ps->p < ps->end && (*ps->p == ',' || *ps->p == ';')) ps->p++;
+  }
+}
+
+/* Joins a relative path onto dir (TF: os.path.join(dir, path)). */
+static char *complete_path(const char *dir, char *p) {
+  if (p[0] == '/') return p;
+  char *j = path_join(dir, p);
+  free(p);
+  return j;
+}
+
+cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state **out) {
+  static const char fn[] = "checkpoint_state_read";
+  if (out) *out = NULL;
+  if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  if (!dir[0]) dir = ".";
+  char *file = path_join(dir, STATE_NAME);
+  if (!file) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+
+  cairn_status s = CAIRN_OK;
+  char *text = NULL;
+  cairn_checkpoint_state *st = NULL;
+  int fd = open(file, O_RDONLY);
+  if (fd < 0) {
+    int e = errno;
+    s = cairn__fail(e == ENOENT || e == ENOTDIR ? CAIRN_E_NOT_FOUND : CAIRN_E_IO, "%s: cannot open '%s': %s", fn,
+                    file, strerror(e));
+    goto done;
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    s = cairn__fail(CAIRN_E_IO, "%s: '%s' is not a regular file", fn, file);
+    goto done;
+  }
+  if ((uint64_t)sb.st_size > STATE_MAX_BYTES) {
+    close(fd);
+    s = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' is %lld bytes, more than the %u allowed for a state file", fn, file,
+                    (long long)sb.st_size, STATE_MAX_BYTES);
+    goto done;
+  }
+  size_t cap = (size_t)sb.st_size + 1, n = 0;
+  text = malloc(cap);
+  if (!text) {
+    close(fd);
+    s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    goto done;
+  }
+  for (;;) {
+    ssize_t r = read(fd, text + n, cap - n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      close(fd);
+      s = cairn__fail(CAIRN_E_IO, "%s: reading '%s': %s", fn, file, strerror(e));
+      goto done;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+    if (n == cap) { /* the file grew while we read it: refuse rather than chase it */
+      close(fd);
+      s = cairn__fail(CAIRN_E_FORMAT, "%s: '%s' changed while it was read", fn, file);
+      goto done;
+    }
+  }
+  close(fd);
+
+  st = calloc(1, sizeof *st);
+  if (!st) {
+    s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    goto done;
+  }
+  if (memchr(text, '\0', n)) {
+    s = cairn__fail(CAIRN_E_FORMAT, "%s: '%s' is not a text file (contains NUL bytes)", fn, file);
+    goto done;
+  }
+  parser ps = {text, text + n, 1, NULL};
+  if (!parse_state(&ps, st)) {
+    s = cairn__fail(strcmp(ps.err, "out of memory") == 0 ? CAIRN_E_NOMEM : CAIRN_E_FORMAT,
+                    "%s: '%s' line %d: %s", fn, file, ps.line, ps.err);
+    goto done;
+  }
+  if (!st->model || !st->model[0]) {
+    s = cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': no model_checkpoint_path", fn,
+                    dir);
+    goto done;
+  }
+  for (size_t i = 0; i < st->n; i++)
+    if (!st->paths[i][0]) {
+      s = cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': empty path", fn, dir);
+      goto done;
+    }
+  st->model = complete_path(dir, st->model);
+  int oom = !st->model;
+  for (size_t i = 0; i < st->n; i++) {
+    st->paths[i] = complete_path(dir, st->paths[i]);
+    oom |= !st->paths[i];
+  }
+  if (oom) {
+    s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    goto done;
+  }
+  *out = st;
+  st = NULL;
+done:
+  if (st) {
+    /* complete_path may have left NULL holes after an allocation failure */
+    free(st->model);
+    for (size_t i = 0; i < st->n; i++) free(st->paths[i]);
+    free(st->paths);
+    free(st);
+  }
+  free(text);
+  free(file);
+  return s;
+}
+
+/* ---- latest checkpoint ---------------------------------------------------------- */
+
+/* Appends "; " + text to the note, kept short enough for cairn_errmsg. */
+static void note_add(sbuf *note, const char *text) {
+  if (note->n > 0) sb_puts(note, "; ");
+  sb_puts(note, text);
+}
+
+/* 1 if `path` opens as a valid checkpoint; else 0 and why in why[0..len). */
+static int usable(const char *path, char *why, size_t len) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    snprintf(why, len, "%s", errno == ENOENT ? "file does not exist" : strerror(errno));
+    return 0;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    snprintf(why, len, "not a regular file");
+    return 0;
+  }
+  cairn_ckpt *c = NULL;
+  cairn_status s = cairn_ckpt_open(path, NULL, &c);
+  if (s != CAIRN_OK) {
+    snprintf(why, len, "%s: %.200s", cairn_status_str(s), cairn_errmsg());
+    return 0;
+  }
+  cairn_ckpt_close(c);
+  return 1;
+}
+
+typedef struct cand {
+  char *name;
+  long long step;
+  double mtime;
+} cand;
+
+static int cand_cmp(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  if (x->step != y->step) return x->step > y->step ? -1 : 1;
+  if (x->mtime != y->mtime) return x->mtime > y->mtime ? -1 : 1;
+  return strcmp(y->name, x->name);
+}
+
+/* "<anything>-<digits>" gives the step, else -1. */
+static long long step_of(const char *name) {
+  const char *dash = strrchr(name, '-');
+  if (!dash || dash == name || !dash[1] || strlen(dash + 1) > 18) return -1;
+  long long v = 0;
+  for (const char *p = dash + 1; *p; p++) {
+    if (*p < '0' || *p > '9') return -1;
+    v = v * 10 + (*p - '0');
+  }
+  return v;
+}
+
+/* Highest-step usable "<name>-<step>" file of dir: malloc'd path in *found
+ * (NULL if none); 0 on allocation failure. */
+static int scan_dir(const char *dir, char **found, sbuf *note) {
+  *found = NULL;
+  DIR *d = opendir(dir);
+  if (!d) {
+    char t[512];
+    snprintf(t, sizeof t, "cannot list '%s': %s", dir, strerror(errno));
+    note_add(note, t);
+    return 1;
+  }
+  cand *c = NULL;
+  size_t n = 0, cap = 0;
+  int ok = 1;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    long long step = step_of(de->d_name);
+    if (step < 0 || strstr(de->d_name, ".tmp.")) continue;
+    if (n == cap) {
+      size_t ncap = cap ? 2 * cap : 16;
+      cand *nc = realloc(c, ncap * sizeof *nc);
+      if (!nc) {
+        ok = 0;
+        break;
+      }
+      c = nc;
+      cap = ncap;
+    }
+    c[n].name = path_join(dir, de->d_name);
+    if (!c[n].name) {
+      ok = 0;
+      break;
+    }
+    struct stat sb;
+    c[n].mtime = stat(c[n].name, &sb) == 0 ? (double)sb.st_mtim.tv_sec + 1e-9 * (double)sb.st_mtim.tv_nsec : 0;
+    c[n].step = step;
+    n++;
+  }
+  closedir(d);
+  if (ok && n > 1) qsort(c, n, sizeof *c, cand_cmp);
+  int skipped = 0;
+  for (size_t i = 0; ok && i < n && !*found; i++) {
+    char why[400];
+    if (usable(c[i].name, why, sizeof why)) {
+      *found = c[i].name;
+      c[i].name = NULL;
+    } else if (skipped++ < 3) {
+      char t[560];
+      snprintf(t, sizeof t, "skipped '%s': %s", c[i].name, why);
+      note_add(note, t);
+    }
+  }
+  for (size_t i = 0; i < n; i++) free(c[i].name);
+  free(c);
+  return ok;
+}
+
+cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
+  static const char fn[] = "latest_checkpoint";
+  cairn__clear_error();
+  if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
+  if (!path) return cairn__fail(CAIRN_E_NULL, "%s: path is NULL", fn);
+  if (len == 0) return cairn__fail(CAIRN_E_INVALID, "%s: len is 0", fn);
+  path[0] = '\0';
+  const char *d = dir[0] ? dir : ".";
+  struct stat sd;
+  int se = stat(d, &sd) != 0 ? errno : 0;
+  if (se || !S_ISDIR(sd.st_mode))
+    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s': %s", fn, d, se ? strerror(se) : "not a directory");
+
+  sbuf note = {0};
+  char *result = NULL;
+  int fell_back = 0;
+  cairn_checkpoint_state *st = NULL;
+  cairn_status s = cairn_checkpoint_state_read(d, &st);
+  if (s == CAIRN_OK) {
+    /* model path, then the listed ones newest first */
+    size_t n = st->n;
+    for (size_t k = 0; k <= n && !result; k++) {
+      const char *p = k == 0 ? st->model : st->paths[n - k];
+      if (k > 0 && strcmp(p, st->model) == 0) continue;
+      char why[400];
+      if (usable(p, why, sizeof why)) {
+        result = xstrdup(p);
+        if (!result) s = CAIRN_E_NOMEM;
+        break;
+      }
+      fell_back = 1;
+      char t[560];
+      snprintf(t, sizeof t, "skipped '%s': %s", p, why);
+      note_add(&note, t);
+    }
+    if (!result && s == CAIRN_OK) note_add(&note, "no checkpoint listed in the state file is usable");
+  } else if (s == CAIRN_E_NOMEM) {
+    free(note.p);
+    return s;
+  } else {
+    char t[600];
+    if (s == CAIRN_E_NOT_FOUND) snprintf(t, sizeof t, "no state file '%s/%s'", d, STATE_NAME);
+    else snprintf(t, sizeof t, "state file unusable (%s)", cairn_errmsg());
+    note_add(&note, t);
+    fell_back = 1;
+  }
+  cairn_checkpoint_state_free(st);
+  if (s == CAIRN_E_NOMEM) {
+    free(note.p);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
+
+  if (!result) {
+    if (!scan_dir(d, &result, &note)) {
+      free(note.p);
+      return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    }
+    if (!result) {
+      s = cairn__fail(CAIRN_E_NOT_FOUND, "%s '%s': no usable checkpoint: %s; no valid '<name>-<step>' file in the "
+                      "directory", fn, d, note.p ? note.p : "");
+      free(note.p);
+      return s;
+    }
+    note_add(&note, "found by scanning the directory");
+  }
+  size_t rl = strlen(result);
+  if (rl + 1 > len) {
+    s = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' needs %zu bytes, path holds %zu", fn, result, rl + 1, len);
+    free(result);
+    free(note.p);
+    return s;
+  }
+  memcpy(path, result, rl + 1);
+  if (fell_back && !note.oom) (void)cairn__fail(CAIRN_OK, "%s '%s': using '%s': %s", fn, d, result, note.p);
+  free(result);
+  free(note.p);
+  return CAIRN_OK;
+}

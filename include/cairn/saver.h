@@ -383,8 +383,9 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *
  *
  * cairn_errmsg() is cleared on entry; on CAIRN_OK it stays "" when the
  * state file's model_checkpoint_path was returned, and otherwise says why
- * it was not, e.g. "latest_checkpoint 'd': skipped 'd/model.ckpt-3': file
- * is truncated (incomplete): ...; using 'd/model.ckpt-2'".
+ * it was not, e.g. "latest_checkpoint 'd': using 'd/model.ckpt-2': skipped
+ * 'd/model.ckpt-3': file is truncated (incomplete): ..." (or "no state file
+ * 'd/checkpoint'; found by scanning the directory").
  * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (len 0), CAIRN_E_NOT_FOUND (no
  * such directory, or no usable checkpoint: the message says what was
  * tried), CAIRN_E_LIMIT (the path does not fit in len bytes), CAIRN_E_NOMEM. */
