@@ -1,1 +1,218 @@
-/* placeholder */
+/* Private constants, byte helpers and parsers shared by the checkpoint
+ * sources (crc32c.c, ckpt_write.c, ckpt_read.c, ckpt_recover.c); never
+ * installed. Field layouts are specified in doc/checkpoint-format.md. */
+#ifndef CAIRN_CKPT_IMPL_H
+#define CAIRN_CKPT_IMPL_H
+
+#include "internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cairn/ckpt.h"
+
+/* ---- Sizes and constants (doc/checkpoint-format.md) ------------------------ */
+#define CK_SUPER_SIZE 64u
+#define CK_FOOTER_SIZE 64u
+#define CK_REC_FIXED 52u  /* record header without shape and name */
+#define CK_CHUNK_HDR 32u
+#define CK_TRAILER 24u
+#define CK_META_FIXED 20u /* tag, count, block_size, crc */
+#define CK_INDEX_FIXED 20u /* tag, reserved, count, crc */
+#define CK_IENTRY_FIXED 56u
+#define CK_ICHUNK 16u
+#define CK_MAX_NAME 1024u
+#define CK_MAX_KEY 255u
+#define CK_MAX_DIM ((uint64_t)1 << 62)
+#define CK_MIN_CHUNK 64u
+#define CK_MAX_CHUNK (64u << 20)
+#define CK_MAX_ALIGN (1u << 20)
+#define CK_DEFAULT_CHUNK (1u << 20)
+#define CK_DEFAULT_ALIGN 64u
+#define CK_MAX_REC_HDR (CK_REC_FIXED + 8u * CAIRN_MAX_RANK + CK_MAX_NAME)
+
+#define CK_LAYOUT_CHUNKED 0
+#define CK_LAYOUT_RAW 1
+#define CK_CODEC_RAW 0
+#define CK_CODEC_LZ4 1
+#define CK_CODEC_SHUF_LZ4 2
+#define CK_FLAG_COMPLETE 1u
+#define CK_KNOWN_REQUIRED 0u /* required feature bits this reader understands */
+#define CK_BOM 0x01020304u
+#define CK_DTYPE_MAX 13
+
+#define CK_MAGIC "\x89" "CRN\r\n\x1a\n"
+#define CK_TAG_REC "CRNT"
+#define CK_TAG_CHUNK "CRNC"
+#define CK_TAG_TRAILER "CRNE"
+#define CK_TAG_META "CRNM"
+#define CK_TAG_INDEX "CRNI"
+#define CK_TAG_FOOTER "CRNF"
+
+/* Default limits (ckpt.h). */
+#define CK_DEF_MAX_INDEX ((uint64_t)256 << 20)
+#define CK_DEF_MAX_META ((uint64_t)16 << 20)
+#define CK_DEF_MAX_TENSORS ((uint64_t)1000000)
+#define CK_DEF_MAX_CHUNK ((uint64_t)64 << 20)
+#define CK_DEF_MAX_TENSOR ((uint64_t)64 << 30)
+
+/* ---- Little-endian fields ---------------------------------------------------- */
+static inline uint16_t ck_get16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t ck_get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t ck_get64(const unsigned char *p) { return ck_get32(p) | (uint64_t)ck_get32(p + 4) << 32; }
+static inline void ck_put16(unsigned char *p, uint16_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+}
+static inline void ck_put32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void ck_put64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline int ck_all_zero(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+static inline int ck_host_big_endian(void) {
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__)
+  return __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__;
+#else
+  const uint16_t one = 1;
+  unsigned char b;
+  memcpy(&b, &one, 1);
+  return b == 0;
+#endif
+}
+
+/* ---- CRC32C (crc32c.c) ------------------------------------------------------ */
+/* TensorFlow/LevelDB masking of stored CRCs. */
+static inline uint32_t ck_mask(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xa282ead8u; }
+static inline uint32_t ck_unmask(uint32_t m) {
+  uint32_t r = m - 0xa282ead8u;
+  return (r >> 17) | (r << 15);
+}
+void cairn__crc32c_init(void);
+uint32_t cairn__crc32c_sw(uint32_t crc, const void *data, size_t len);
+/* The SSE4.2 path (the table when the CPU lacks SSE4.2), whatever CAIRN_ISA says. */
+uint32_t cairn__crc32c_hw(uint32_t crc, const void *data, size_t len);
+int cairn__crc32c_hw_available(void);
+const char *cairn__crc32c_impl_name(void); /* "sse4.2" or "table": what cairn_crc32c uses */
+/* CRC of A‖B from crc(A), crc(B) and |B|. */
+uint32_t cairn__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+/* Masked CRC32C of p[0..n). */
+static inline uint32_t ck_crc_masked(const void *p, size_t n) { return ck_mask(cairn_crc32c(0, p, n)); }
+
+/* ---- Parsed structures -------------------------------------------------------- */
+typedef struct ck_super {
+  int major, minor;
+  uint32_t required, optional, alignment, chunk_bytes;
+  unsigned char file_id[16];
+} ck_super;
+
+typedef struct ck_footer {
+  int major, minor;
+  uint64_t meta_offset, meta_size, index_size, count;
+  uint32_t flags;
+  unsigned char file_id[16];
+} ck_footer;
+
+typedef struct ck_rec {
+  uint32_t seq, n_chunks, size; /* size: header bytes */
+  uint16_t name_len;
+  uint8_t dtype, rank, layout;
+  uint64_t raw_bytes;
+  uint64_t shape[CAIRN_MAX_RANK];
+  const unsigned char *name; /* into the caller's buffer */
+} ck_rec;
+
+typedef struct ck_chunk {
+  uint32_t seq, chunk_no, raw, stored, data_crc; /* data_crc unmasked */
+  uint8_t codec;
+} ck_chunk;
+
+typedef struct ck_meta {
+  const char *key; /* NUL-terminated, in the parser's arena */
+  cairn_meta_type type;
+  uint64_t num;    /* u64, i64 and f64 bits, bool */
+  const char *ptr; /* string (NUL-terminated) or bytes, in the arena */
+  size_t len;
+} ck_meta;
+
+/* ---- Checks shared by writer, reader and salvage ------------------------------- */
+/* 1 if s[0..len) is UTF-8 (no overlongs, no surrogates, ≤ U+10FFFF); with
+ * no_controls also without U+0000–U+001F and U+007F–U+009F; NUL is always refused. */
+int cairn__ck_utf8_ok(const unsigned char *s, size_t len, int no_controls);
+/* Tensor names: 1..1024 bytes, UTF-8, no control characters. */
+int cairn__ck_name_ok(const unsigned char *s, size_t len);
+/* Metadata keys: 1..255 bytes of [a-z0-9_.]. */
+int cairn__ck_key_ok(const unsigned char *s, size_t len);
+/* Element size of a format dtype value, 0 if unknown. */
+size_t cairn__ck_esize(unsigned dtype);
+/* n_chunks and the raw size of chunk k for a tensor of raw bytes. */
+uint64_t cairn__ck_nchunks(uint64_t raw, uint32_t chunk_bytes);
+static inline uint32_t ck_chunk_raw(uint64_t raw, uint32_t chunk_bytes, uint64_t k) {
+  uint64_t lo = k * chunk_bytes;
+  return (uint32_t)(raw - lo < chunk_bytes ? raw - lo : chunk_bytes);
+}
+/* Codec/size rule R17 for one chunk: 1 if ok. */
+int cairn__ck_chunk_sizes_ok(unsigned codec, uint32_t raw, uint32_t stored);
+/* Short text for a name in messages: the first bytes, "..." if cut. */
+const char *cairn__ck_short(const char *name, size_t len, char *buf, size_t cap);
+
+/* ---- Byte-shuffle (codec 2) -------------------------------------------------- */
+void cairn__ck_shuffle(unsigned char *dst, const unsigned char *src, size_t len, size_t esize);
+void cairn__ck_unshuffle(unsigned char *dst, const unsigned char *src, size_t len, size_t esize);
+/* Decodes one chunk's stored bytes into dst (raw bytes) with
+ * LZ4_decompress_safe; codec 2 needs scratch of raw bytes. 0 if ok. */
+int cairn__ck_decode(unsigned codec, size_t esize, const unsigned char *src, uint32_t stored, unsigned char *dst,
+                     uint32_t raw, unsigned char *scratch);
+
+/* ---- Parsers (ckpt_read.c). `path` and offsets only feed messages. -------------- */
+/* Superblock rules R1–R6 on buf[0..avail) (avail may be < 64 for a short file). */
+cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, size_t avail, uint64_t max_chunk,
+                                   ck_super *sb);
+/* Footer rules R7–R10; buf is the last 64 bytes of a file of file_size ≥ 128. */
+cairn_status cairn__ck_parse_footer(const char *path, const unsigned char *buf, uint64_t file_size,
+                                    const ck_super *sb, ck_footer *ft);
+/* Record header at `off`: buf holds avail bytes from there. Checks tag, CRC,
+ * file_id, reserved, name, dtype, rank, layout, dims, raw_bytes and n_chunks.
+ * CAIRN_E_TRUNCATED when avail is too short for the header. */
+cairn_status cairn__ck_parse_rec(const char *path, uint64_t off, const unsigned char *buf, size_t avail,
+                                 const ck_super *sb, uint64_t max_tensor, ck_rec *r);
+/* Chunk header (32 bytes at off): tag, CRC, reserved, codec known. */
+cairn_status cairn__ck_parse_chunk(const char *path, uint64_t off, const unsigned char *buf, ck_chunk *c);
+/* Trailer (24 bytes at off): tag and CRC; returns seq, raw_bytes, raw_crc (unmasked). */
+cairn_status cairn__ck_parse_trailer(const char *path, uint64_t off, const unsigned char *buf, uint32_t *seq,
+                                     uint64_t *raw_bytes, uint32_t *raw_crc);
+/* Metadata block (rules R12, R13, R18) from a private copy blk[0..size) read
+ * at `off`. *out / *arena are malloc'd (free both). */
+cairn_status cairn__ck_parse_meta(const char *path, uint64_t off, const unsigned char *blk, uint64_t size,
+                                  ck_meta **out, size_t *n, char **arena);
+
+/* pread of exactly len bytes (retrying short reads and EINTR). End of file:
+ * CAIRN_E_TRUNCATED; errors: CAIRN_E_IO. `what` names the part in messages. */
+cairn_status cairn__ck_pread(int fd, void *buf, size_t len, uint64_t off, const char *path, const char *what);
+
+/* ---- Writer internals used by salvage (ckpt_write.c) ------------------------------ */
+/* A record written piece by piece: begin, then chunks (layout 0) or payload
+ * pieces (layout 1), then end. Chunk/payload bytes are written before the
+ * call returns (the caller may reuse its buffer). data_crc is unmasked and
+ * is checked against the bytes written (CAIRN_E_CORRUPT if they differ). */
+cairn_status cairn__ck_rec_begin(cairn_ckpt_writer *w, const char *name, cairn_dtype dt, int rank,
+                                 const int64_t *shape, int layout);
+cairn_status cairn__ck_rec_chunk(cairn_ckpt_writer *w, unsigned codec, uint32_t raw, const void *stored,
+                                 uint32_t stored_size, uint32_t data_crc);
+cairn_status cairn__ck_rec_payload(cairn_ckpt_writer *w, const void *data, size_t len);
+cairn_status cairn__ck_rec_end(cairn_ckpt_writer *w, uint32_t raw_crc);
+/* Opens a writer with exactly this chunk size and alignment (salvage keeps
+ * the input's, so that chunks can be copied as stored). */
+cairn_status cairn__ck_writer_open_raw(const char *path, uint32_t chunk_bytes, uint32_t alignment, int no_fsync,
+                                       cairn_ckpt_writer **out);
+
+#endif

@@ -1,1 +1,1241 @@
-/* placeholder: being written */
+/* Checkpoint reader: validates superblock, footer, metadata and index at
+ * open (rules R1–R18 of doc/checkpoint-format.md), decodes one tensor
+ * straight into the caller's buffer (R19–R22), verifies a whole file
+ * (R20–R26). Also the parsers and helpers that the writer and salvage share.
+ *
+ * Nothing is trusted before its CRC verifies; every size is checked against
+ * the caller's limits and the bytes present in the file before anything is
+ * allocated; every offset and size is computed with overflow checks. */
+#define _GNU_SOURCE 1
+#include "ckpt_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <lz4.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#ifdef CAIRN_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "cairn/runtime.h"
+
+typedef unsigned long long ull;
+
+/* ---- shared helpers ------------------------------------------------------------- */
+
+int cairn__ck_utf8_ok(const unsigned char *s, size_t len, int no_controls) {
+  size_t i = 0;
+  while (i < len) {
+    unsigned c = s[i];
+    if (c < 0x80) {
+      if (c == 0 || (no_controls && (c < 0x20 || c == 0x7f))) return 0;
+      i++;
+      continue;
+    }
+    unsigned need, cp;
+    if (c >= 0xc2 && c <= 0xdf) {
+      need = 1;
+      cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      need = 2;
+      cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      need = 3;
+      cp = c & 0x07;
+    } else {
+      return 0;
+    }
+    if (len - i <= need) return 0;
+    for (unsigned k = 1; k <= need; k++) {
+      unsigned cc = s[i + k];
+      if ((cc & 0xc0) != 0x80) return 0;
+      cp = cp << 6 | (cc & 0x3f);
+    }
+    if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return 0;
+    if (no_controls && cp >= 0x80 && cp <= 0x9f) return 0;
+    i += need + 1;
+  }
+  return 1;
+}
+
+int cairn__ck_name_ok(const unsigned char *s, size_t len) {
+  return len >= 1 && len <= CK_MAX_NAME && cairn__ck_utf8_ok(s, len, 1);
+}
+
+int cairn__ck_key_ok(const unsigned char *s, size_t len) {
+  if (len < 1 || len > CK_MAX_KEY) return 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.')) return 0;
+  }
+  return 1;
+}
+
+size_t cairn__ck_esize(unsigned dtype) {
+  return dtype >= 1 && dtype <= CK_DTYPE_MAX ? cairn_dtype_size((cairn_dtype)dtype) : 0;
+}
+
+uint64_t cairn__ck_nchunks(uint64_t raw, uint32_t chunk_bytes) {
+  return raw / chunk_bytes + (raw % chunk_bytes != 0);
+}
+
+int cairn__ck_chunk_sizes_ok(unsigned codec, uint32_t raw, uint32_t stored) {
+  if (raw == 0) return 0;
+  if (codec == CK_CODEC_RAW) return stored == raw;
+  if (codec == CK_CODEC_LZ4 || codec == CK_CODEC_SHUF_LZ4)
+    return stored >= 1 && stored < raw && (uint64_t)raw <= 255ull * stored + 16;
+  return 0;
+}
+
+const char *cairn__ck_short(const char *name, size_t len, char *buf, size_t cap) {
+  size_t n = strnlen(name, len);
+  if (n + 1 <= cap && n == strnlen(name, len + 1)) {
+    memcpy(buf, name, n);
+    buf[n] = '\0';
+    return buf;
+  }
+  size_t keep = cap > 4 ? cap - 4 : 0;
+  if (keep > n) keep = n;
+  /* do not cut inside a UTF-8 sequence */
+  while (keep > 0 && ((unsigned char)name[keep] & 0xc0) == 0x80) keep--;
+  memcpy(buf, name, keep);
+  memcpy(buf + keep, "...", 4);
+  return buf;
+}
+
+/* ---- byte-shuffle ------------------------------------------------------------------ */
+
+void cairn__ck_shuffle(unsigned char *dst, const unsigned char *src, size_t len, size_t es) {
+  size_t n = len / es;
+  switch (es) {
+    case 2:
+      for (size_t i = 0; i < n; i++) {
+        dst[i] = src[2 * i];
+        dst[n + i] = src[2 * i + 1];
+      }
+      break;
+    case 4:
+      for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < 4; b++) dst[b * n + i] = src[4 * i + b];
+      break;
+    case 8:
+      for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < 8; b++) dst[b * n + i] = src[8 * i + b];
+      break;
+    default:
+      for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < es; b++) dst[b * n + i] = src[es * i + b];
+  }
+}
+
+void cairn__ck_unshuffle(unsigned char *dst, const unsigned char *src, size_t len, size_t es) {
+  size_t n = len / es;
+  switch (es) {
+    case 2:
+      for (size_t i = 0; i < n; i++) {
+        dst[2 * i] = src[i];
+        dst[2 * i + 1] = src[n + i];
+      }
+      break;
+    case 4:
+      for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < 4; b++) dst[4 * i + b] = src[b * n + i];
+      break;
+    case 8:
+      for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < 8; b++) dst[8 * i + b] = src[b * n + i];
+      break;
+    default:
+      for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < es; b++) dst[es * i + b] = src[b * n + i];
+  }
+}
+
+/* codec 2: LZ4 into dst, copy to scratch (which may be src: it has been
+ * consumed), unshuffle back into dst. */
+int cairn__ck_decode(unsigned codec, size_t es, const unsigned char *src, uint32_t stored, unsigned char *dst,
+                     uint32_t raw, unsigned char *scratch) {
+  if (codec == CK_CODEC_RAW) {
+    if (stored != raw) return -1;
+    if (dst != src) memcpy(dst, src, raw);
+    return 0;
+  }
+  if (codec != CK_CODEC_LZ4 && codec != CK_CODEC_SHUF_LZ4) return -1;
+  if (raw > (uint32_t)LZ4_MAX_INPUT_SIZE || stored > (uint32_t)LZ4_MAX_INPUT_SIZE) return -1;
+  int n = LZ4_decompress_safe((const char *)src, (char *)dst, (int)stored, (int)raw);
+  if (n < 0 || (uint32_t)n != raw) return -1;
+  if (codec == CK_CODEC_SHUF_LZ4 && es > 1) {
+    memcpy(scratch, dst, raw);
+    cairn__ck_unshuffle(dst, scratch, raw, es);
+  }
+  return 0;
+}
+
+/* ---- I/O ----------------------------------------------------------------------------- */
+
+/* 0 ok, 1 end of file before len bytes, -1 error (*err = errno). */
+static int pread_raw(int fd, void *buf, size_t len, uint64_t off, int *err) {
+  unsigned char *p = buf;
+  while (len) {
+    size_t want = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
+    ssize_t k = pread(fd, p, want, (off_t)off);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return -1;
+    }
+    if (k == 0) return 1;
+    p += k;
+    off += (uint64_t)k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+cairn_status cairn__ck_pread(int fd, void *buf, size_t len, uint64_t off, const char *path, const char *what) {
+  int err = 0;
+  int r = pread_raw(fd, buf, len, off, &err);
+  if (r == 1)
+    return cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset %llu: the file ends inside the %s (%zu bytes wanted)", path,
+                       (ull)off, what, len);
+  if (r < 0) return cairn__fail(CAIRN_E_IO, "'%s' offset %llu: reading the %s: %s", path, (ull)off, what, strerror(err));
+  return CAIRN_OK;
+}
+
+/* ---- parsers --------------------------------------------------------------------------- */
+
+static const char *recover_hint = "the file is incomplete (a save that did not finish?); "
+                                  "'ckpt-inspect recover' can salvage the tensors that were written completely";
+
+cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, size_t avail, uint64_t max_chunk,
+                                   ck_super *sb) {
+  size_t m = avail < 8 ? avail : 8;
+  if (memcmp(buf, CK_MAGIC, m) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' is not a cairn checkpoint (bad magic at offset 0)", path);
+  if (avail < CK_SUPER_SIZE)
+    return cairn__fail(CAIRN_E_TRUNCATED, "'%s' is %zu bytes, shorter than its 64-byte superblock: %s", path, avail,
+                       recover_hint);
+  sb->major = ck_get16(buf + 8);
+  sb->minor = ck_get16(buf + 10);
+  if (sb->major == 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 8: format major version 0 does not exist", path);
+  if (sb->major > CAIRN_CKPT_VERSION_MAJOR)
+    return cairn__fail(CAIRN_E_UNSUPPORTED,
+                       "'%s' is format version %d.%d, newer than this reader (%d.%d): upgrade cairn to read it", path,
+                       sb->major, sb->minor, CAIRN_CKPT_VERSION_MAJOR, CAIRN_CKPT_VERSION_MINOR);
+  uint32_t want = ck_get32(buf + 60), got = ck_crc_masked(buf, 60);
+  if (want != got)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset 0: superblock checksum mismatch (stored %08x, computed %08x)",
+                       path, want, got);
+  uint32_t bom = ck_get32(buf + 12);
+  if (bom == 0x04030201u)
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s' offset 12: big-endian checkpoints are not supported", path);
+  if (bom != CK_BOM)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 12: bad byte-order mark 0x%08x", path, bom);
+  sb->required = ck_get32(buf + 16);
+  sb->optional = ck_get32(buf + 20);
+  if (sb->required & ~CK_KNOWN_REQUIRED)
+    return cairn__fail(CAIRN_E_UNSUPPORTED,
+                       "'%s' needs format features 0x%x that this reader (%d.%d) does not know: upgrade cairn to "
+                       "read it",
+                       path, sb->required & ~CK_KNOWN_REQUIRED, CAIRN_CKPT_VERSION_MAJOR, CAIRN_CKPT_VERSION_MINOR);
+  if (!ck_all_zero(buf + 48, 12))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 48: reserved superblock bytes are not zero", path);
+  sb->alignment = ck_get32(buf + 24);
+  sb->chunk_bytes = ck_get32(buf + 28);
+  if (sb->alignment == 0 || (sb->alignment & (sb->alignment - 1)) || sb->alignment > CK_MAX_ALIGN)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 24: alignment %u is not a power of two in [1, %u]", path,
+                       sb->alignment, CK_MAX_ALIGN);
+  if (sb->chunk_bytes % 8 || sb->chunk_bytes < CK_MIN_CHUNK || sb->chunk_bytes > CK_MAX_CHUNK)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 28: chunk size %u is not a multiple of 8 in [%u, %u]", path,
+                       sb->chunk_bytes, CK_MIN_CHUNK, CK_MAX_CHUNK);
+  if (sb->chunk_bytes > max_chunk)
+    return cairn__fail(CAIRN_E_LIMIT, "'%s' offset 28: chunk size %u exceeds the limit %llu", path, sb->chunk_bytes,
+                       (ull)max_chunk);
+  memcpy(sb->file_id, buf + 32, 16);
+  return CAIRN_OK;
+}
+
+cairn_status cairn__ck_parse_footer(const char *path, const unsigned char *buf, uint64_t size, const ck_super *sb,
+                                    ck_footer *ft) {
+  uint64_t at = size - CK_FOOTER_SIZE;
+  if (memcmp(buf, CK_TAG_FOOTER, 4) != 0)
+    return cairn__fail(CAIRN_E_TRUNCATED, "'%s': no footer at offset %llu: %s", path, (ull)at, recover_hint);
+  uint32_t want = ck_get32(buf + 60), got = ck_crc_masked(buf, 60);
+  if (want != got)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: footer checksum mismatch (stored %08x, computed %08x)",
+                       path, (ull)at, want, got);
+  ft->major = ck_get16(buf + 4);
+  ft->minor = ck_get16(buf + 6);
+  ft->meta_offset = ck_get64(buf + 8);
+  ft->meta_size = ck_get64(buf + 16);
+  ft->index_size = ck_get64(buf + 24);
+  ft->count = ck_get64(buf + 32);
+  ft->flags = ck_get32(buf + 40);
+  memcpy(ft->file_id, buf + 44, 16);
+  if (ft->major != sb->major || ft->minor != sb->minor)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: footer says version %d.%d, superblock %d.%d", path, (ull)at,
+                       ft->major, ft->minor, sb->major, sb->minor);
+  if (memcmp(ft->file_id, sb->file_id, 16) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: the footer belongs to another file (file id differs)", path,
+                       (ull)at);
+  if (!(ft->flags & CK_FLAG_COMPLETE))
+    return cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset %llu: the footer is not marked complete: %s", path, (ull)at,
+                       recover_hint);
+  if (ft->flags != CK_FLAG_COMPLETE)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: reserved footer flags 0x%x are set", path, (ull)at,
+                       ft->flags & ~CK_FLAG_COMPLETE);
+  uint64_t end;
+  if (ft->meta_offset < CK_SUPER_SIZE || ft->meta_size < CK_META_FIXED || ft->index_size < CK_INDEX_FIXED ||
+      __builtin_add_overflow(ft->meta_offset, ft->meta_size, &end) ||
+      __builtin_add_overflow(end, ft->index_size, &end) || __builtin_add_overflow(end, CK_FOOTER_SIZE, &end) ||
+      end != size)
+    return cairn__fail(CAIRN_E_FORMAT,
+                       "'%s' offset %llu: footer places metadata at %llu (%llu bytes) and the index (%llu bytes) "
+                       "inconsistently with the file size %llu",
+                       path, (ull)at, (ull)ft->meta_offset, (ull)ft->meta_size, (ull)ft->index_size, (ull)size);
+  return CAIRN_OK;
+}
+
+cairn_status cairn__ck_parse_rec(const char *path, uint64_t off, const unsigned char *buf, size_t avail,
+                                 const ck_super *sb, uint64_t max_tensor, ck_rec *r) {
+  if (avail < 48)
+    return cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset %llu: the file ends inside a record header", path, (ull)off);
+  if (memcmp(buf, CK_TAG_REC, 4) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no record header (tag CRNT) here", path, (ull)off);
+  r->name_len = ck_get16(buf + 24);
+  r->rank = buf[27];
+  if (r->rank > CAIRN_MAX_RANK || r->name_len == 0 || r->name_len > CK_MAX_NAME)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: record header has rank %u and a %u-byte name", path,
+                       (ull)off, r->rank, r->name_len);
+  r->size = CK_REC_FIXED + 8u * r->rank + r->name_len;
+  if (avail < r->size)
+    return cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset %llu: the file ends inside a record header", path, (ull)off);
+  uint32_t want = ck_get32(buf + r->size - 4), got = ck_crc_masked(buf, r->size - 4);
+  if (want != got)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: record header checksum mismatch (stored %08x, computed %08x)",
+                       path, (ull)off, want, got);
+  if (memcmp(buf + 8, sb->file_id, 16) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: record header of another file (file id differs)", path,
+                       (ull)off);
+  r->seq = ck_get32(buf + 4);
+  r->dtype = buf[26];
+  r->layout = buf[28];
+  r->n_chunks = ck_get32(buf + 32);
+  r->raw_bytes = ck_get64(buf + 40);
+  r->name = buf + 48 + 8 * r->rank;
+  if (buf[29] || buf[30] || buf[31] || ck_get32(buf + 36))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: reserved record header bytes are not zero", path, (ull)off);
+  size_t es = cairn__ck_esize(r->dtype);
+  if (!es) return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: unknown dtype %u", path, (ull)off, r->dtype);
+  if (r->layout > CK_LAYOUT_RAW)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: unknown layout %u", path, (ull)off, r->layout);
+  if (!cairn__ck_name_ok(r->name, r->name_len))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: tensor name is not UTF-8 without control characters", path,
+                       (ull)off);
+  uint64_t n = 1;
+  for (int i = 0; i < r->rank; i++) {
+    r->shape[i] = ck_get64(buf + 48 + 8 * i);
+    if (r->shape[i] >= CK_MAX_DIM || __builtin_mul_overflow(n, r->shape[i], &n))
+      return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: dimension %d is too large", path, (ull)off, i);
+  }
+  if (__builtin_mul_overflow(n, (uint64_t)es, &n) || n != r->raw_bytes)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: raw size %llu is not element count × element size", path,
+                       (ull)off, (ull)r->raw_bytes);
+  if (r->raw_bytes > max_tensor)
+    return cairn__fail(CAIRN_E_LIMIT, "'%s' offset %llu: tensor of %llu bytes exceeds the limit %llu", path, (ull)off,
+                       (ull)r->raw_bytes, (ull)max_tensor);
+  if (r->layout == CK_LAYOUT_RAW ? (r->n_chunks != 0 || r->raw_bytes == 0)
+                                 : r->n_chunks != cairn__ck_nchunks(r->raw_bytes, sb->chunk_bytes))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: %u chunks do not fit a %s tensor of %llu bytes", path,
+                       (ull)off, r->n_chunks, r->layout == CK_LAYOUT_RAW ? "raw-layout" : "chunked", (ull)r->raw_bytes);
+  return CAIRN_OK;
+}
+
+cairn_status cairn__ck_parse_chunk(const char *path, uint64_t off, const unsigned char *buf, ck_chunk *c) {
+  if (memcmp(buf, CK_TAG_CHUNK, 4) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no chunk header (tag CRNC) here", path, (ull)off);
+  uint32_t want = ck_get32(buf + 28), got = ck_crc_masked(buf, 28);
+  if (want != got)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: chunk header checksum mismatch (stored %08x, computed %08x)",
+                       path, (ull)off, want, got);
+  c->seq = ck_get32(buf + 4);
+  c->chunk_no = ck_get32(buf + 8);
+  c->codec = buf[12];
+  c->raw = ck_get32(buf + 16);
+  c->stored = ck_get32(buf + 20);
+  c->data_crc = ck_unmask(ck_get32(buf + 24));
+  if (buf[13] || buf[14] || buf[15])
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: reserved chunk header bytes are not zero", path, (ull)off);
+  if (c->codec > CK_CODEC_SHUF_LZ4)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: unknown codec %u", path, (ull)off, c->codec);
+  return CAIRN_OK;
+}
+
+cairn_status cairn__ck_parse_trailer(const char *path, uint64_t off, const unsigned char *buf, uint32_t *seq,
+                                     uint64_t *raw_bytes, uint32_t *raw_crc) {
+  if (memcmp(buf, CK_TAG_TRAILER, 4) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no record trailer (tag CRNE) here", path, (ull)off);
+  uint32_t want = ck_get32(buf + 20), got = ck_crc_masked(buf, 20);
+  if (want != got)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: trailer checksum mismatch (stored %08x, computed %08x)", path,
+                       (ull)off, want, got);
+  *seq = ck_get32(buf + 4);
+  *raw_bytes = ck_get64(buf + 8);
+  *raw_crc = ck_unmask(ck_get32(buf + 16));
+  return CAIRN_OK;
+}
+
+/* Compares length-delimited byte strings in memcmp order, shorter first. */
+static int cmp_bytes(const void *a, size_t na, const void *b, size_t nb) {
+  int c = memcmp(a, b, na < nb ? na : nb);
+  return c ? c : (na > nb) - (na < nb);
+}
+
+cairn_status cairn__ck_parse_meta(const char *path, uint64_t off, const unsigned char *blk, uint64_t size,
+                                  ck_meta **out, size_t *nout, char **arena_out) {
+  *out = NULL;
+  *nout = 0;
+  *arena_out = NULL;
+  if (size < CK_META_FIXED)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata block of %llu bytes is too small", path, (ull)off,
+                       (ull)size);
+  uint32_t want = ck_get32(blk + size - 4), got = ck_crc_masked(blk, (size_t)size - 4);
+  if (want != got)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: metadata checksum mismatch (stored %08x, computed %08x)",
+                       path, (ull)off, want, got);
+  if (memcmp(blk, CK_TAG_META, 4) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no metadata block (tag CRNM) here", path, (ull)off);
+  uint64_t count = ck_get32(blk + 4);
+  if (ck_get64(blk + 8) != size)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata block size %llu, expected %llu", path, (ull)off,
+                       (ull)ck_get64(blk + 8), (ull)size);
+  if (count > (size - CK_META_FIXED) / 4)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: %llu metadata entries cannot fit in %llu bytes", path,
+                       (ull)off, (ull)count, (ull)size);
+  ck_meta *m = calloc(count ? count : 1, sizeof *m);
+  char *arena = malloc((size_t)size + 2 * (size_t)count);
+  if (!m || !arena) {
+    free(m);
+    free(arena);
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %llu metadata entries", path, (ull)count);
+  }
+  const unsigned char *p = blk + 16, *end = blk + size - 4;
+  char *a = arena;
+  const unsigned char *prev = NULL;
+  size_t prev_len = 0;
+  cairn_status s = CAIRN_OK;
+  for (uint64_t i = 0; i < count && !s; i++) {
+    uint64_t at = off + (uint64_t)(p - blk);
+    if (end - p < 2) {
+      s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu runs past the block", path, (ull)at, (ull)i);
+      break;
+    }
+    unsigned type = p[0], klen = p[1];
+    if (type < CAIRN_META_U64 || type > CAIRN_META_BYTES) {
+      s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu has unknown type %u", path, (ull)at,
+                      (ull)i, type);
+      break;
+    }
+    if ((size_t)(end - p - 2) < klen || !cairn__ck_key_ok(p + 2, klen)) {
+      s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu has a bad key", path, (ull)at, (ull)i);
+      break;
+    }
+    const unsigned char *key = p + 2;
+    if (prev && cmp_bytes(prev, prev_len, key, klen) >= 0) {
+      s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata keys are not strictly ascending at entry %llu", path,
+                      (ull)at, (ull)i);
+      break;
+    }
+    prev = key;
+    prev_len = klen;
+    p += 2 + klen;
+    ck_meta *e = &m[i];
+    memcpy(a, key, klen);
+    a[klen] = '\0';
+    e->key = a;
+    a += klen + 1;
+    e->type = (cairn_meta_type)type;
+    if (type == CAIRN_META_BOOL) {
+      if (end - p < 1 || p[0] > 1) {
+        s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': bad bool", path, (ull)at, e->key);
+        break;
+      }
+      e->num = p[0];
+      p += 1;
+    } else if (type == CAIRN_META_STR || type == CAIRN_META_BYTES) {
+      if (end - p < 4 || (uint64_t)(end - p - 4) < ck_get32(p)) {
+        s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': value runs past the block", path, (ull)at,
+                        e->key);
+        break;
+      }
+      size_t len = ck_get32(p);
+      p += 4;
+      if (type == CAIRN_META_STR && !cairn__ck_utf8_ok(p, len, 0)) {
+        s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': string is not UTF-8 without NUL", path,
+                        (ull)at, e->key);
+        break;
+      }
+      memcpy(a, p, len);
+      a[len] = '\0';
+      e->ptr = a;
+      e->len = len;
+      a += len + 1;
+      p += len;
+    } else {
+      if (end - p < 8) {
+        s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': value runs past the block", path, (ull)at,
+                        e->key);
+        break;
+      }
+      e->num = ck_get64(p);
+      p += 8;
+    }
+  }
+  if (!s && p != end)
+    s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: %lld stray bytes after the metadata entries", path,
+                    (ull)(off + (uint64_t)(p - blk)), (long long)(end - p));
+  if (s) {
+    free(m);
+    free(arena);
+    return s;
+  }
+  *out = m;
+  *nout = (size_t)count;
+  *arena_out = arena;
+  return CAIRN_OK;
+}
+
+/* ---- the reader ------------------------------------------------------------------------ */
+
+typedef struct rentry {
+  const char *name; /* NUL-terminated, in names */
+  uint16_t name_len;
+  uint8_t dtype, rank, layout;
+  uint32_t seq, n_chunks;
+  uint64_t shape[CAIRN_MAX_RANK];
+  uint64_t record_offset, data_offset, raw_bytes, stored_bytes;
+  uint32_t raw_crc; /* unmasked */
+  const unsigned char *chunks; /* chunk table in the index copy */
+  uint64_t index_at;           /* offset of the entry in the file (messages) */
+} rentry;
+
+struct cairn_ckpt {
+  char *path;
+  int fd;
+  uint64_t size;
+  ck_super sb;
+  ck_footer ft;
+  cairn_ckpt_limits lim;
+  unsigned char *index;
+  rentry *ents;
+  size_t n;
+  char *names;
+  ck_meta *meta;
+  size_t nmeta;
+  char *meta_arena;
+};
+
+static void fill_limits(const cairn_ckpt_limits *in, cairn_ckpt_limits *out) {
+  cairn_ckpt_limits l = {0};
+  if (in) l = *in;
+  out->max_index_bytes = l.max_index_bytes ? l.max_index_bytes : CK_DEF_MAX_INDEX;
+  out->max_meta_bytes = l.max_meta_bytes ? l.max_meta_bytes : CK_DEF_MAX_META;
+  out->max_tensors = l.max_tensors ? l.max_tensors : CK_DEF_MAX_TENSORS;
+  out->max_chunk_bytes = l.max_chunk_bytes ? l.max_chunk_bytes : CK_DEF_MAX_CHUNK;
+  out->max_tensor_bytes = l.max_tensor_bytes ? l.max_tensor_bytes : CK_DEF_MAX_TENSOR;
+}
+
+static cairn_status idx_fail(const cairn_ckpt *c, const rentry *e, cairn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static cairn_status idx_fail(const cairn_ckpt *c, const rentry *e, cairn_status s, const char *fmt, ...) {
+  char what[300], nb[96];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (e->name)
+    return cairn__fail(s, "'%s' offset %llu: index entry of '%s': %s", c->path, (ull)e->index_at,
+                       cairn__ck_short(e->name, e->name_len, nb, sizeof nb), what);
+  return cairn__fail(s, "'%s' offset %llu: index entry: %s", c->path, (ull)e->index_at, what);
+}
+
+/* Rules R13–R17 over the private copy of the index. */
+static cairn_status parse_index(cairn_ckpt *c) {
+  const unsigned char *blk = c->index;
+  uint64_t size = c->ft.index_size, base = c->ft.meta_offset + c->ft.meta_size;
+  if (memcmp(blk, CK_TAG_INDEX, 4) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no index block (tag CRNI) here", c->path, (ull)base);
+  if (ck_get32(blk + 4))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: reserved index bytes are not zero", c->path, (ull)base + 4);
+  uint64_t count = ck_get64(blk + 8);
+  if (count != c->ft.count)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: index has %llu entries, footer says %llu tensors", c->path,
+                       (ull)base + 8, (ull)count, (ull)c->ft.count);
+  if (count > (size - CK_INDEX_FIXED) / CK_IENTRY_FIXED)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: %llu index entries cannot fit in %llu bytes", c->path,
+                       (ull)base + 8, (ull)count, (ull)size);
+  c->n = (size_t)count;
+  c->ents = calloc(count ? count : 1, sizeof *c->ents);
+  c->names = malloc((size_t)size + (size_t)count);
+  uint32_t *by_seq = malloc((count ? count : 1) * sizeof *by_seq);
+  if (!c->ents || !c->names || !by_seq) {
+    free(by_seq);
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for an index of %llu entries", c->path, (ull)count);
+  }
+  for (uint64_t i = 0; i < count; i++) by_seq[i] = UINT32_MAX;
+  const unsigned char *p = blk + 16, *end = blk + size - 4;
+  char *names = c->names;
+  const uint32_t cb = c->sb.chunk_bytes;
+  cairn_status s = CAIRN_OK;
+  for (uint64_t i = 0; i < count; i++) {
+    rentry *e = &c->ents[i];
+    e->index_at = base + (uint64_t)(p - blk);
+    if (end - p < (ptrdiff_t)CK_IENTRY_FIXED) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "entry %llu runs past the block", (ull)i);
+      break;
+    }
+    e->name_len = ck_get16(p);
+    e->dtype = p[2];
+    e->rank = p[3];
+    e->layout = p[4];
+    e->seq = ck_get32(p + 8);
+    e->n_chunks = ck_get32(p + 12);
+    e->record_offset = ck_get64(p + 16);
+    e->data_offset = ck_get64(p + 24);
+    e->raw_bytes = ck_get64(p + 32);
+    e->stored_bytes = ck_get64(p + 40);
+    e->raw_crc = ck_unmask(ck_get32(p + 48));
+    if (p[5] || p[6] || p[7] || ck_get32(p + 52)) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "reserved bytes are not zero");
+      break;
+    }
+    if (e->rank > CAIRN_MAX_RANK || e->name_len == 0 || e->name_len > CK_MAX_NAME) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "rank %u, name of %u bytes", e->rank, e->name_len);
+      break;
+    }
+    uint64_t var = 8u * e->rank + e->name_len;
+    if ((uint64_t)(end - p) - CK_IENTRY_FIXED < var) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "entry %llu runs past the block", (ull)i);
+      break;
+    }
+    p += CK_IENTRY_FIXED;
+    for (int d = 0; d < e->rank; d++, p += 8) e->shape[d] = ck_get64(p);
+    const unsigned char *name = p;
+    p += e->name_len;
+    if (!cairn__ck_name_ok(name, e->name_len)) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "name is not UTF-8 without control characters");
+      break;
+    }
+    memcpy(names, name, e->name_len);
+    names[e->name_len] = '\0';
+    e->name = names;
+    names += e->name_len + 1;
+    if (i > 0 && cmp_bytes(e[-1].name, e[-1].name_len, e->name, e->name_len) >= 0) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "names are not strictly ascending");
+      break;
+    }
+    size_t es = cairn__ck_esize(e->dtype);
+    if (!es) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "unknown dtype %u", e->dtype);
+      break;
+    }
+    if (e->layout > CK_LAYOUT_RAW) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "unknown layout %u", e->layout);
+      break;
+    }
+    uint64_t n = 1;
+    int bad = 0;
+    for (int d = 0; d < e->rank && !bad; d++)
+      bad = e->shape[d] >= CK_MAX_DIM || __builtin_mul_overflow(n, e->shape[d], &n);
+    if (bad || __builtin_mul_overflow(n, (uint64_t)es, &n) || n != e->raw_bytes) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "raw size %llu is not element count × element size", (ull)e->raw_bytes);
+      break;
+    }
+    if (e->raw_bytes > c->lim.max_tensor_bytes) {
+      s = idx_fail(c, e, CAIRN_E_LIMIT, "%llu bytes exceed the limit %llu", (ull)e->raw_bytes,
+                   (ull)c->lim.max_tensor_bytes);
+      break;
+    }
+    if (e->seq >= count || by_seq[e->seq] != UINT32_MAX) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "record number %u is out of range or repeated", e->seq);
+      break;
+    }
+    by_seq[e->seq] = (uint32_t)i;
+    if (e->layout == CK_LAYOUT_RAW) {
+      if (e->n_chunks != 0 || e->raw_bytes == 0 || e->stored_bytes != e->raw_bytes) {
+        s = idx_fail(c, e, CAIRN_E_FORMAT, "raw layout with %u chunks, %llu raw and %llu stored bytes", e->n_chunks,
+                     (ull)e->raw_bytes, (ull)e->stored_bytes);
+        break;
+      }
+      continue;
+    }
+    if (e->n_chunks != cairn__ck_nchunks(e->raw_bytes, cb)) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "%u chunks for %llu bytes in chunks of %u", e->n_chunks, (ull)e->raw_bytes, cb);
+      break;
+    }
+    if ((uint64_t)(end - p) / CK_ICHUNK < e->n_chunks) {
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk table runs past the block");
+      break;
+    }
+    e->chunks = p;
+    uint64_t stored = 0;
+    for (uint32_t k = 0; k < e->n_chunks && !s; k++, p += CK_ICHUNK) {
+      uint32_t raw = ck_get32(p + 4), st = ck_get32(p + 8);
+      if (p[1] || p[2] || p[3] || raw != ck_chunk_raw(e->raw_bytes, cb, k) || !cairn__ck_chunk_sizes_ok(p[0], raw, st))
+        s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk %u: codec %u, %u raw and %u stored bytes are not valid", k, p[0], raw,
+                     st);
+      stored += st;
+    }
+    if (!s && stored != e->stored_bytes)
+      s = idx_fail(c, e, CAIRN_E_FORMAT, "stored size %llu is not the sum of its chunks (%llu)", (ull)e->stored_bytes,
+                   (ull)stored);
+    if (s) break;
+  }
+  if (!s && p != end)
+    s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: stray bytes after the index entries", c->path,
+                    (ull)(base + (uint64_t)(p - blk)));
+  /* R15: records back to back in seq order from 64 to meta_offset. */
+  uint64_t at = CK_SUPER_SIZE;
+  for (uint64_t q = 0; q < count && !s; q++) {
+    const rentry *e = &c->ents[by_seq[q]];
+    uint64_t hend = at + CK_REC_FIXED + 8u * e->rank + e->name_len, rend = 0;
+    int bad = e->record_offset != at;
+    if (e->layout == CK_LAYOUT_RAW) {
+      uint64_t a = c->sb.alignment, d = hend + (a - hend % a) % a;
+      bad |= e->data_offset != d || __builtin_add_overflow(d, e->raw_bytes, &rend);
+    } else {
+      bad |= e->data_offset != hend;
+      rend = hend;
+      for (uint32_t k = 0; k < e->n_chunks && !bad; k++)
+        bad = __builtin_add_overflow(rend, (uint64_t)CK_CHUNK_HDR + ck_get32(e->chunks + k * CK_ICHUNK + 8), &rend);
+    }
+    bad = bad || __builtin_add_overflow(rend, CK_TRAILER, &rend) || rend > c->ft.meta_offset;
+    if (bad)
+      s = idx_fail(c, e, CAIRN_E_FORMAT,
+                   "record %u at %llu (data at %llu) does not follow the previous record, which ends at %llu, or runs "
+                   "past the data region",
+                   e->seq, (ull)e->record_offset, (ull)e->data_offset, (ull)at);
+    at = rend;
+  }
+  if (!s && at != c->ft.meta_offset)
+    s = cairn__fail(CAIRN_E_FORMAT, "'%s': the records end at %llu but the metadata starts at %llu", c->path, (ull)at,
+                    (ull)c->ft.meta_offset);
+  free(by_seq);
+  return s;
+}
+
+void cairn_ckpt_close(cairn_ckpt *c) {
+  if (!c) return;
+  if (c->fd >= 0) close(c->fd);
+  free(c->path);
+  free(c->index);
+  free(c->ents);
+  free(c->names);
+  free(c->meta);
+  free(c->meta_arena);
+  free(c);
+}
+
+static cairn_status open_impl(cairn_ckpt *c) {
+  cairn_status s;
+  if (ck_host_big_endian())
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "ckpt_open: '%s': big-endian hosts are not supported", c->path);
+  c->fd = open(c->path, O_RDONLY | O_CLOEXEC);
+  if (c->fd < 0) {
+    int e = errno;
+    return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", c->path, strerror(e));
+  }
+  struct stat st;
+  if (fstat(c->fd, &st) != 0) {
+    int e = errno;
+    return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot stat '%s': %s", c->path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) return cairn__fail(CAIRN_E_IO, "ckpt_open: '%s' is not a regular file", c->path);
+  c->size = (uint64_t)st.st_size;
+  unsigned char buf[CK_SUPER_SIZE];
+  size_t avail = c->size < CK_SUPER_SIZE ? (size_t)c->size : CK_SUPER_SIZE;
+  if ((s = cairn__ck_pread(c->fd, buf, avail, 0, c->path, "superblock"))) return s;
+  if ((s = cairn__ck_parse_super(c->path, buf, avail, c->lim.max_chunk_bytes, &c->sb))) return s;
+  if (c->size < CK_SUPER_SIZE + CK_FOOTER_SIZE)
+    return cairn__fail(CAIRN_E_TRUNCATED, "'%s' is %llu bytes, too short for a footer: %s", c->path, (ull)c->size,
+                       recover_hint);
+  if ((s = cairn__ck_pread(c->fd, buf, CK_FOOTER_SIZE, c->size - CK_FOOTER_SIZE, c->path, "footer"))) return s;
+  if ((s = cairn__ck_parse_footer(c->path, buf, c->size, &c->sb, &c->ft))) return s;
+  /* R11: limits before allocating. */
+  if (c->ft.meta_size > c->lim.max_meta_bytes)
+    return cairn__fail(CAIRN_E_LIMIT, "'%s': metadata of %llu bytes exceeds the limit %llu", c->path,
+                       (ull)c->ft.meta_size, (ull)c->lim.max_meta_bytes);
+  if (c->ft.index_size > c->lim.max_index_bytes)
+    return cairn__fail(CAIRN_E_LIMIT, "'%s': index of %llu bytes exceeds the limit %llu", c->path,
+                       (ull)c->ft.index_size, (ull)c->lim.max_index_bytes);
+  if (c->ft.count > c->lim.max_tensors)
+    return cairn__fail(CAIRN_E_LIMIT, "'%s': %llu tensors exceed the limit %llu", c->path, (ull)c->ft.count,
+                       (ull)c->lim.max_tensors);
+  if (c->ft.meta_size > SIZE_MAX / 4 || c->ft.index_size > SIZE_MAX / 4)
+    return cairn__fail(CAIRN_E_LIMIT, "'%s': metadata or index too large for this host", c->path);
+  /* R12: private copies, CRC before parsing. */
+  unsigned char *meta = malloc((size_t)c->ft.meta_size);
+  if (!meta) return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %llu bytes of metadata", c->path, (ull)c->ft.meta_size);
+  s = cairn__ck_pread(c->fd, meta, (size_t)c->ft.meta_size, c->ft.meta_offset, c->path, "metadata block");
+  if (!s) s = cairn__ck_parse_meta(c->path, c->ft.meta_offset, meta, c->ft.meta_size, &c->meta, &c->nmeta, &c->meta_arena);
+  free(meta);
+  if (s) return s;
+  uint64_t ioff = c->ft.meta_offset + c->ft.meta_size;
+  if (!(c->index = malloc((size_t)c->ft.index_size)))
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %llu bytes of index", c->path, (ull)c->ft.index_size);
+  if ((s = cairn__ck_pread(c->fd, c->index, (size_t)c->ft.index_size, ioff, c->path, "index block"))) return s;
+  uint32_t want = ck_get32(c->index + c->ft.index_size - 4), got = ck_crc_masked(c->index, (size_t)c->ft.index_size - 4);
+  if (want != got)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: index checksum mismatch (stored %08x, computed %08x)",
+                       c->path, (ull)ioff, want, got);
+  return parse_index(c);
+}
+
+cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, cairn_ckpt **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "ckpt_open: out is NULL");
+  *out = NULL;
+  if (!path) return cairn__fail(CAIRN_E_NULL, "ckpt_open: path is NULL");
+  cairn_ckpt *c = calloc(1, sizeof *c);
+  if (!c || !(c->path = strdup(path))) {
+    free(c);
+    return cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
+  }
+  c->fd = -1;
+  fill_limits(limits, &c->lim);
+  cairn_status s = open_impl(c);
+  if (s) {
+    cairn_ckpt_close(c);
+    return s;
+  }
+  *out = c;
+  return CAIRN_OK;
+}
+
+const char *cairn_ckpt_path(const cairn_ckpt *c) { return c ? c->path : NULL; }
+
+void cairn_ckpt_version(const cairn_ckpt *c, int *major, int *minor) {
+  if (major) *major = c ? c->sb.major : 0;
+  if (minor) *minor = c ? c->sb.minor : 0;
+}
+
+size_t cairn_ckpt_count(const cairn_ckpt *c) { return c ? c->n : 0; }
+
+static void to_entry(const rentry *r, cairn_ckpt_entry *e) {
+  memset(e, 0, sizeof *e);
+  e->name = r->name;
+  e->dtype = (cairn_dtype)r->dtype;
+  e->rank = r->rank;
+  for (int d = 0; d < CAIRN_MAX_RANK; d++) e->shape[d] = d < r->rank ? (int64_t)r->shape[d] : 1;
+  e->raw_bytes = r->raw_bytes;
+  e->stored_bytes = r->stored_bytes;
+  e->raw_crc32c = r->raw_crc;
+  e->n_chunks = r->n_chunks;
+}
+
+cairn_status cairn_ckpt_entry_at(const cairn_ckpt *c, size_t i, cairn_ckpt_entry *e) {
+  if (!c || !e) return cairn__fail(CAIRN_E_NULL, "ckpt_entry_at: %s is NULL", c ? "entry" : "checkpoint");
+  if (i >= c->n)
+    return cairn__fail(CAIRN_E_OUT_OF_RANGE, "ckpt_entry_at: index %zu, but '%s' has %zu tensors", i, c->path, c->n);
+  to_entry(&c->ents[i], e);
+  return CAIRN_OK;
+}
+
+static const rentry *lookup(const cairn_ckpt *c, const char *name) {
+  size_t len = strlen(name), lo = 0, hi = c->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int r = cmp_bytes(c->ents[mid].name, c->ents[mid].name_len, name, len);
+    if (r == 0) return &c->ents[mid];
+    if (r < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+static cairn_status not_found(const cairn_ckpt *c, const char *fn, const char *name) {
+  char nb[96];
+  return cairn__fail(CAIRN_E_NOT_FOUND, "%s: no tensor '%s' in '%s'", fn, cairn__ck_short(name, strlen(name), nb, sizeof nb),
+                     c->path);
+}
+
+cairn_status cairn_ckpt_find(const cairn_ckpt *c, const char *name, cairn_ckpt_entry *e) {
+  if (!c || !name || !e)
+    return cairn__fail(CAIRN_E_NULL, "ckpt_find: %s is NULL", !c ? "checkpoint" : !name ? "name" : "entry");
+  const rentry *r = lookup(c, name);
+  if (!r) return not_found(c, "ckpt_find", name);
+  to_entry(r, e);
+  return CAIRN_OK;
+}
+
+/* ---- decoding ---------------------------------------------------------------------------- */
+
+/* First error of a parallel decode: the lowest chunk wins (deterministic). */
+typedef struct perr {
+  cairn_status s;
+  uint64_t k;
+  char msg[480];
+} perr;
+
+static int perr_set(perr *pe, uint64_t k, cairn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static int perr_set(perr *pe, uint64_t k, cairn_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+#pragma omp critical(cairn_ckpt_perr)
+  {
+    if (!pe->s || k < pe->k) {
+      pe->s = s;
+      pe->k = k;
+      vsnprintf(pe->msg, sizeof pe->msg, fmt, ap);
+    }
+  }
+  va_end(ap);
+  return 1;
+}
+
+typedef struct dec_ctx {
+  const cairn_ckpt *c;
+  const rentry *e;
+  unsigned char *dst; /* NULL: verify, decode into scratch */
+  int headers;        /* verify: check chunk headers too */
+  const uint64_t *offs;
+  uint32_t *crcs;
+  const char *nm;
+  size_t bufsz;
+  perr pe;
+} dec_ctx;
+
+static int read_fail(dec_ctx *x, uint64_t k, uint64_t off, int r, int err) {
+  if (r == 1)
+    return perr_set(&x->pe, k, CAIRN_E_TRUNCATED, "'%s' offset %llu: '%s': the file ends early (did it change since open?)",
+             x->c->path, (ull)off, x->nm);
+  return perr_set(&x->pe, k, CAIRN_E_IO, "'%s' offset %llu: '%s': read error: %s", x->c->path, (ull)off, x->nm,
+             strerror(err));
+}
+
+static unsigned char *lazy_buf(dec_ctx *x, uint64_t k, unsigned char **p) {
+  if (!*p && !(*p = cairn_alloc(x->bufsz)))
+    perr_set(&x->pe, k, CAIRN_E_NOMEM, "'%s': '%s': out of memory for a chunk buffer of %zu bytes", x->c->path, x->nm,
+             x->bufsz);
+  return *p;
+}
+
+/* One chunk (or raw payload piece) k; 0 if it checks out. *pa, *pb:
+ * per-thread buffers of bufsz bytes, allocated on first use. */
+static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char **pb) {
+  const cairn_ckpt *c = x->c;
+  const rentry *e = x->e;
+  const uint32_t cb = c->sb.chunk_bytes;
+  uint64_t raw_off = k * cb;
+  uint32_t raw = ck_chunk_raw(e->raw_bytes, cb, k);
+  int err = 0, r;
+  if (e->layout == CK_LAYOUT_RAW) {
+    uint64_t off = e->data_offset + raw_off;
+    unsigned char *d = x->dst ? x->dst + raw_off : lazy_buf(x, k, pa);
+    if (!d) return 1;
+    if ((r = pread_raw(c->fd, d, raw, off, &err))) return read_fail(x, k, off, r, err);
+    x->crcs[k] = cairn_crc32c(0, d, raw);
+    return 0;
+  }
+  const unsigned char *ce = e->chunks + k * CK_ICHUNK;
+  unsigned codec = ce[0];
+  uint32_t stored = ck_get32(ce + 8), want = ck_unmask(ck_get32(ce + 12));
+  uint64_t off = x->offs[k];
+  const unsigned char *src;
+  unsigned char *a = NULL;
+  if (x->headers || codec != CK_CODEC_RAW || !x->dst) {
+    if (!(a = lazy_buf(x, k, pa))) return 1;
+  }
+  if (x->headers) {
+    if ((r = pread_raw(c->fd, a, CK_CHUNK_HDR + (size_t)stored, off, &err))) return read_fail(x, k, off, r, err);
+    uint32_t hw = ck_get32(a + 28), hg = ck_crc_masked(a, 28);
+    if (memcmp(a, CK_TAG_CHUNK, 4) != 0 || hw != hg)
+      return perr_set(&x->pe, k, memcmp(a, CK_TAG_CHUNK, 4) ? CAIRN_E_FORMAT : CAIRN_E_CORRUPT,
+                      "'%s' offset %llu: '%s': chunk %llu: bad chunk header (tag or checksum)", c->path, (ull)off,
+                      x->nm, (ull)k);
+    if (ck_get32(a + 4) != e->seq || ck_get32(a + 8) != k || a[12] != codec || a[13] || a[14] || a[15] ||
+        ck_get32(a + 16) != raw || ck_get32(a + 20) != stored || ck_get32(a + 24) != ck_get32(ce + 12))
+      return perr_set(&x->pe, k, CAIRN_E_CORRUPT,
+                      "'%s' offset %llu: '%s': chunk %llu: chunk header disagrees with the index", c->path, (ull)off,
+                      x->nm, (ull)k);
+    src = a + CK_CHUNK_HDR;
+  } else if (codec == CK_CODEC_RAW && x->dst) {
+    /* Straight into the destination, checked in place. */
+    src = x->dst + raw_off;
+    if ((r = pread_raw(c->fd, (unsigned char *)src, stored, off + CK_CHUNK_HDR, &err)))
+      return read_fail(x, k, off + CK_CHUNK_HDR, r, err);
+  } else {
+    src = a;
+    if ((r = pread_raw(c->fd, a, stored, off + CK_CHUNK_HDR, &err)))
+      return read_fail(x, k, off + CK_CHUNK_HDR, r, err);
+  }
+  uint32_t got = cairn_crc32c(0, src, stored);
+  if (got != want)
+    return perr_set(&x->pe, k, CAIRN_E_CORRUPT,
+                    "'%s' offset %llu: '%s': chunk %llu: checksum mismatch (stored %08x, computed %08x)", c->path,
+                    (ull)off, x->nm, (ull)k, want, got);
+  if (codec == CK_CODEC_RAW) {
+    if (x->dst && src != x->dst + raw_off) memcpy(x->dst + raw_off, src, raw);
+    x->crcs[k] = got;
+    return 0;
+  }
+  unsigned char *d = x->dst ? x->dst + raw_off : lazy_buf(x, k, pb);
+  if (!d) return 1;
+  if (cairn__ck_decode(codec, cairn__ck_esize(e->dtype), src, stored, d, raw, (unsigned char *)src))
+    return perr_set(&x->pe, k, CAIRN_E_CORRUPT,
+                    "'%s' offset %llu: '%s': chunk %llu: LZ4 data does not decode to exactly %u bytes", c->path,
+                    (ull)off, x->nm, (ull)k, raw);
+  x->crcs[k] = cairn_crc32c(0, d, raw);
+  return 0;
+}
+
+/* Decodes (dst) or checks (dst NULL) every chunk of e; R20–R22 (R24 with
+ * headers). */
+static cairn_status decode_tensor(const cairn_ckpt *c, const rentry *e, unsigned char *dst, int headers) {
+  char nb[96];
+  uint64_t npieces = cairn__ck_nchunks(e->raw_bytes, c->sb.chunk_bytes);
+  if (npieces == 0) {
+    if (e->raw_crc != 0)
+      return cairn__fail(CAIRN_E_CORRUPT, "'%s': '%s': an empty tensor has CRC %08x, expected 00000000", c->path,
+                         cairn__ck_short(e->name, e->name_len, nb, sizeof nb), e->raw_crc);
+    return CAIRN_OK;
+  }
+  dec_ctx x = {.c = c, .e = e, .dst = dst, .headers = headers, .nm = cairn__ck_short(e->name, e->name_len, nb, sizeof nb)};
+  uint64_t *offs = NULL;
+  x.crcs = malloc(npieces * sizeof *x.crcs);
+  if (e->layout == CK_LAYOUT_CHUNKED && x.crcs) {
+    offs = malloc(npieces * sizeof *offs);
+    if (offs) {
+      uint64_t at = e->data_offset;
+      for (uint64_t k = 0; k < npieces; k++) {
+        offs[k] = at;
+        at += CK_CHUNK_HDR + ck_get32(e->chunks + k * CK_ICHUNK + 8);
+      }
+    }
+  }
+  x.offs = offs;
+  if (!x.crcs || (e->layout == CK_LAYOUT_CHUNKED && !offs)) {
+    free(x.crcs);
+    free(offs);
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': '%s': out of memory for the chunk table", c->path, x.nm);
+  }
+  /* Per-thread buffers (verify, compressed chunks) hold at most one chunk. */
+  uint64_t most = e->raw_bytes < c->sb.chunk_bytes ? e->raw_bytes : c->sb.chunk_bytes;
+  x.bufsz = (size_t)most + CK_CHUNK_HDR;
+  int nt = 1;
+#ifdef CAIRN_HAVE_OPENMP
+  nt = cairn_get_num_threads();
+#endif
+  if ((uint64_t)nt > npieces) nt = (int)npieces;
+  _Atomic int stop = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    unsigned char *a = NULL, *b = NULL;
+#pragma omp for schedule(dynamic, 1)
+    for (uint64_t k = 0; k < npieces; k++)
+      if (!stop && decode_one(&x, k, &a, &b)) stop = 1;
+    cairn_free(a);
+    cairn_free(b);
+  }
+  cairn_status s = CAIRN_OK;
+  if (x.pe.s) {
+    s = cairn__fail(x.pe.s, "%s", x.pe.msg);
+  } else {
+    uint32_t crc = 0;
+    for (uint64_t k = 0; k < npieces; k++)
+      crc = cairn__crc32c_combine(crc, x.crcs[k], ck_chunk_raw(e->raw_bytes, c->sb.chunk_bytes, k));
+    if (crc != e->raw_crc)
+      s = cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: '%s': tensor checksum mismatch (stored %08x, computed %08x)",
+                      c->path, (ull)e->record_offset, x.nm, e->raw_crc, crc);
+  }
+  free(x.crcs);
+  free(offs);
+  return s;
+}
+
+cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst) {
+  if (!c || !name || !dst)
+    return cairn__fail(CAIRN_E_NULL, "ckpt_read: %s is NULL", !c ? "checkpoint" : !name ? "name" : "destination");
+  const rentry *e = lookup(c, name);
+  if (!e) return not_found(c, "ckpt_read", name);
+  char nb[96], a[200], b[200];
+  const char *nm = cairn__ck_short(e->name, e->name_len, nb, sizeof nb);
+  if ((unsigned)dst->dtype != e->dtype)
+    return cairn__fail(CAIRN_E_DTYPE, "ckpt_read: '%s' in '%s' is %s, the destination is %s", nm, c->path,
+                       cairn_dtype_name((cairn_dtype)e->dtype), cairn_dtype_name(dst->dtype));
+  int same = dst->rank == e->rank;
+  for (int d = 0; same && d < e->rank; d++) same = dst->shape[d] >= 0 && (uint64_t)dst->shape[d] == e->shape[d];
+  if (!same) {
+    size_t u = (size_t)snprintf(a, sizeof a, "(");
+    for (int d = 0; d < e->rank && u < sizeof a; d++)
+      u += (size_t)snprintf(a + u, sizeof a - u, d ? ", %llu" : "%llu", (ull)e->shape[d]);
+    if (u < sizeof a) snprintf(a + u, sizeof a - u, ")");
+    return cairn__fail(CAIRN_E_SHAPE, "ckpt_read: '%s' in '%s' has shape %s, the destination has %s", nm, c->path, a,
+                       cairn_tensor_shape_str(dst, b, sizeof b));
+  }
+  if (e->raw_bytes && !dst->data) return cairn__fail(CAIRN_E_NULL, "ckpt_read: '%s': destination data is NULL", nm);
+  return decode_tensor(c, e, dst->data, 0);
+}
+
+/* R23: the record header agrees with the index entry. */
+static cairn_status check_record(const cairn_ckpt *c, const rentry *e) {
+  unsigned char buf[CK_MAX_REC_HDR];
+  size_t hsize = CK_REC_FIXED + 8u * e->rank + e->name_len;
+  char nb[96];
+  const char *nm = cairn__ck_short(e->name, e->name_len, nb, sizeof nb);
+  cairn_status s = cairn__ck_pread(c->fd, buf, hsize, e->record_offset, c->path, "record header");
+  ck_rec r;
+  if (!s) s = cairn__ck_parse_rec(c->path, e->record_offset, buf, hsize, &c->sb, UINT64_MAX, &r);
+  if (s) {
+    char m[400];
+    snprintf(m, sizeof m, "%s", cairn_errmsg());
+    return cairn__fail(s, "%s (tensor '%s')", m, nm);
+  }
+  int same = r.seq == e->seq && r.name_len == e->name_len && memcmp(r.name, e->name, e->name_len) == 0 &&
+             r.dtype == e->dtype && r.rank == e->rank && r.layout == e->layout && r.n_chunks == e->n_chunks &&
+             r.raw_bytes == e->raw_bytes;
+  for (int d = 0; same && d < e->rank; d++) same = r.shape[d] == e->shape[d];
+  if (!same)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: the record header of '%s' disagrees with the index", c->path,
+                       (ull)e->record_offset, nm);
+  if (e->layout == CK_LAYOUT_RAW) { /* R25 */
+    uint64_t pad = e->data_offset - (e->record_offset + hsize);
+    if (pad) {
+      unsigned char *z = malloc((size_t)pad);
+      if (!z) return cairn__fail(CAIRN_E_NOMEM, "ckpt_verify: out of memory");
+      s = cairn__ck_pread(c->fd, z, (size_t)pad, e->record_offset + hsize, c->path, "padding");
+      int zero = !s && ck_all_zero(z, (size_t)pad);
+      free(z);
+      if (s) return s;
+      if (!zero)
+        return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: padding before the payload of '%s' is not zero", c->path,
+                           (ull)(e->record_offset + hsize), nm);
+    }
+  }
+  return CAIRN_OK;
+}
+
+/* R26: the trailer agrees with the index entry. */
+static cairn_status check_trailer(const cairn_ckpt *c, const rentry *e) {
+  uint64_t off = e->data_offset + e->stored_bytes + (uint64_t)CK_CHUNK_HDR * e->n_chunks;
+  unsigned char buf[CK_TRAILER];
+  char nb[96];
+  const char *nm = cairn__ck_short(e->name, e->name_len, nb, sizeof nb);
+  uint32_t seq, crc;
+  uint64_t raw;
+  cairn_status s = cairn__ck_pread(c->fd, buf, CK_TRAILER, off, c->path, "record trailer");
+  if (!s) s = cairn__ck_parse_trailer(c->path, off, buf, &seq, &raw, &crc);
+  if (s) {
+    char m[400];
+    snprintf(m, sizeof m, "%s", cairn_errmsg());
+    return cairn__fail(s, "%s (tensor '%s')", m, nm);
+  }
+  if (seq != e->seq || raw != e->raw_bytes || crc != e->raw_crc)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: the trailer of '%s' disagrees with the index", c->path,
+                       (ull)off, nm);
+  return CAIRN_OK;
+}
+
+cairn_status cairn_ckpt_verify(cairn_ckpt *c) {
+  if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_verify: checkpoint is NULL");
+  /* File order: sequential reads. */
+  size_t *order = malloc((c->n ? c->n : 1) * sizeof *order);
+  if (!order) return cairn__fail(CAIRN_E_NOMEM, "ckpt_verify: out of memory");
+  for (size_t i = 0; i < c->n; i++) order[c->ents[i].seq] = i;
+  cairn_status s = CAIRN_OK;
+  for (size_t q = 0; q < c->n && !s; q++) {
+    const rentry *e = &c->ents[order[q]];
+    s = check_record(c, e);
+    if (!s) s = decode_tensor(c, e, NULL, 1);
+    if (!s) s = check_trailer(c, e);
+  }
+  free(order);
+  return s;
+}
+
+/* ---- metadata ------------------------------------------------------------------------------ */
+
+size_t cairn_ckpt_meta_count(const cairn_ckpt *c) { return c ? c->nmeta : 0; }
+
+cairn_status cairn_ckpt_meta_at(const cairn_ckpt *c, size_t i, const char **key, cairn_meta_type *type) {
+  if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_meta_at: checkpoint is NULL");
+  if (i >= c->nmeta)
+    return cairn__fail(CAIRN_E_OUT_OF_RANGE, "ckpt_meta_at: index %zu, but '%s' has %zu metadata entries", i, c->path,
+                       c->nmeta);
+  if (key) *key = c->meta[i].key;
+  if (type) *type = c->meta[i].type;
+  return CAIRN_OK;
+}
+
+static const char *type_name(cairn_meta_type t) {
+  static const char *const n[] = {"?", "u64", "i64", "f64", "bool", "string", "bytes"};
+  return (unsigned)t < 7 ? n[t] : "?";
+}
+
+static cairn_status meta_get(const cairn_ckpt *c, const char *fn, const char *key, cairn_meta_type type,
+                             const ck_meta **out) {
+  if (!c || !key) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, c ? "key" : "checkpoint");
+  size_t lo = 0, hi = c->nmeta;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int r = strcmp(c->meta[mid].key, key);
+    if (r == 0) {
+      if (c->meta[mid].type != type)
+        return cairn__fail(CAIRN_E_DTYPE, "%s: metadata '%s' in '%s' is a %s, not a %s", fn, key, c->path,
+                           type_name(c->meta[mid].type), type_name(type));
+      *out = &c->meta[mid];
+      return CAIRN_OK;
+    }
+    if (r < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  char kb[96];
+  return cairn__fail(CAIRN_E_NOT_FOUND, "%s: no metadata '%s' in '%s'", fn, cairn__ck_short(key, strlen(key), kb, sizeof kb),
+                     c->path);
+}
+
+#define META_GETTER(fname, T, ty, expr)                                            \
+  cairn_status fname(const cairn_ckpt *c, const char *key, T *v) {                 \
+    const ck_meta *m;                                                              \
+    cairn_status s = meta_get(c, #fname + 6, key, ty, &m);                         \
+    if (s) return s;                                                               \
+    if (!v) return cairn__fail(CAIRN_E_NULL, "%s: value is NULL", #fname + 6);     \
+    expr;                                                                          \
+    return CAIRN_OK;                                                               \
+  }
+
+META_GETTER(cairn_ckpt_meta_u64, uint64_t, CAIRN_META_U64, *v = m->num)
+META_GETTER(cairn_ckpt_meta_i64, int64_t, CAIRN_META_I64, *v = (int64_t)m->num)
+META_GETTER(cairn_ckpt_meta_f64, double, CAIRN_META_F64, memcpy(v, &m->num, 8))
+META_GETTER(cairn_ckpt_meta_bool, int, CAIRN_META_BOOL, *v = (int)m->num)
+META_GETTER(cairn_ckpt_meta_str, const char *, CAIRN_META_STR, *v = m->ptr)
+
+cairn_status cairn_ckpt_meta_bytes(const cairn_ckpt *c, const char *key, const void **v, size_t *len) {
+  const ck_meta *m;
+  cairn_status s = meta_get(c, "ckpt_meta_bytes", key, CAIRN_META_BYTES, &m);
+  if (s) return s;
+  if (!v || !len) return cairn__fail(CAIRN_E_NULL, "ckpt_meta_bytes: value or len is NULL");
+  *v = m->ptr;
+  *len = m->len;
+  return CAIRN_OK;
+}
