@@ -157,7 +157,10 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_find(const cairn_ckpt *c, cons
 /* Decodes tensor `name` straight into dst, which must have exactly the
  * stored dtype and shape (CAIRN_E_DTYPE / CAIRN_E_SHAPE name both), reading
  * only that tensor's bytes; every chunk CRC is checked before decompression
- * and the tensor CRC after. Uses no more extra memory than one chunk. */
+ * and the tensor CRC after. Raw chunks are read straight into dst;
+ * compressed ones go through a scratch buffer of at most one chunk per
+ * decoding thread (chunks are decoded in parallel with OpenMP). On error the
+ * contents of dst are unspecified. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst);
 
 /* Checks every checksum and rule of the whole file, tensor data included.
