@@ -425,10 +425,18 @@ static double narrow(double v, cairn_dtype dt) {
   }
 }
 
-/* Fewest digits (precision up to 17) of "%.*g" that identify v in dt. */
+/* The shortest decimal that identifies v in dt: positional for
+ * 1e-4 <= |v| < 1e16 (and 0), scientific otherwise. */
 static void fmt_shortest(char *b, size_t n, double v, cairn_dtype dt) {
   if (isnan(v)) { snprintf(b, n, "nan"); return; }
   if (isinf(v)) { snprintf(b, n, v < 0 ? "-inf" : "inf"); return; }
+  double a = fabs(v);
+  if (a == 0 || (a >= 1e-4 && a < 1e16)) {
+    for (int d = 0; d <= 24; d++) {
+      snprintf(b, n, "%.*f", d, v);
+      if (narrow(strtod(b, NULL), dt) == v) return;
+    }
+  }
   for (int p = 1; p <= 17; p++) {
     snprintf(b, n, "%.*g", p, v);
     if (narrow(strtod(b, NULL), dt) == v) return;
