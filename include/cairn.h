@@ -14,5 +14,7 @@
 #include "cairn/model.h"
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
+#include "cairn/session.h"
+#include "cairn/monitored.h"
 
 #endif

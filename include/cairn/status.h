@@ -46,7 +46,14 @@ extern "C" {
   X(CAIRN_E_TRUNCATED, -14, "file is truncated (incomplete)")                  \
   X(CAIRN_E_LIMIT, -15, "size exceeds a configured limit")                     \
   X(CAIRN_E_UNSUPPORTED, -16, "not supported by this build or version")       \
-  X(CAIRN_E_STATE, -17, "call not valid in the object's current state")
+  X(CAIRN_E_STATE, -17, "call not valid in the object's current state")       \
+  X(CAIRN_E_ABORTED, -18, "aborted (recoverable: retry on a new session)")     \
+  X(CAIRN_E_UNAVAILABLE, -19, "unavailable (recoverable: retry on a new session)") \
+  X(CAIRN_E_DEADLINE, -20, "deadline exceeded")                                \
+  X(CAIRN_E_NOT_READY, -21, "model not ready (initialization incomplete)")     \
+  X(CAIRN_E_STOP, -22, "stop requested")                                       \
+  X(CAIRN_E_NAN_LOSS, -23, "NaN loss during training")                         \
+  X(CAIRN_E_CANCELLED, -24, "cancelled")
 
 typedef enum cairn_status {
 #define CAIRN_STATUS_ENUM_(name, value, msg) name = value,

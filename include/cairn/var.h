@@ -17,8 +17,15 @@
  * initializer — not on the thread count or on the order in which variables
  * were created (lib/init.c details the sampling).
  *
- * A registry is not thread-safe: create and initialize variables from one
- * thread. Variable pointers stay valid until cairn_registry_free().
+ * Threads: create variables from one thread, before sessions start (the
+ * Scaffold then finalizes the registry). After that, the initialized flags
+ * are atomic (a thread that sees a variable's flag set also sees the
+ * values its initializer or restore wrote before setting it), and the
+ * finalized state and the collections below are locked, so sessions on one
+ * registry may run from several threads (a chief initializing while
+ * workers wait for the model to be ready, cairn/session.h). Writing one
+ * variable from two threads at once is still a data race.
+ * Variable pointers stay valid until cairn_registry_free().
  */
 #ifndef CAIRN_VAR_H
 #define CAIRN_VAR_H
@@ -88,11 +95,36 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_new(uint64_t seed, cairn_r
 CAIRN_API void cairn_registry_free(cairn_registry *r);
 CAIRN_API uint64_t cairn_registry_seed(const cairn_registry *r);
 
+/* Finalizing (TF's Graph.finalize) freezes the set of variables and
+ * collections: cairn_var_create and cairn_registry_collection_add then fail
+ * with CAIRN_E_STATE "Graph is finalized and cannot be modified.".
+ * cairn_scaffold_finalize() does it; a MonitoredSession undoes it on close
+ * when it found the registry unfinalized (TF's _unsafe_unfinalize). */
+CAIRN_API void cairn_registry_finalize(cairn_registry *r);
+CAIRN_API void cairn_registry_unfinalize(cairn_registry *r);
+CAIRN_API int cairn_registry_is_finalized(const cairn_registry *r);
+
+/* Graph collections of arbitrary items (TF's tf.add_to_collection), by key
+ * (1..255 bytes): cairn/session.h keeps the Scaffold's ops and savers here
+ * ("init_op", "savers", ...). The registry owns what it is given:
+ * free_item(item) is called by cairn_registry_free (before the variables
+ * are freed); free_item may be NULL.
+ * Errors: CAIRN_E_NULL (r, key or item), CAIRN_E_INVALID (bad key),
+ * CAIRN_E_STATE (finalized; free_item is not called: the caller keeps the
+ * item), CAIRN_E_NOMEM (likewise). */
+typedef void (*cairn_item_free_fn)(void *item);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_collection_add(cairn_registry *r, const char *key,
+                                                                  void *item, cairn_item_free_fn free_item);
+/* The items of collection key in insertion order: writes at most cap to out
+ * and returns the total (0 for an unknown key). Borrowed. */
+CAIRN_API size_t cairn_registry_collection_get(const cairn_registry *r, const char *key, void **out, size_t cap);
+
 /* Creates an uninitialized variable (storage is allocated and zeroed, the
  * initializer runs in cairn_var_initialize()). Names: 1..255 bytes of
  * [A-Za-z0-9_.-/], not starting or ending with '/', no "//". The
  * initializer is checked against dt here, as cairn_init_fill() would.
- * Errors: CAIRN_E_EXISTS (name taken), CAIRN_E_INVALID (bad name, empty
+ * Errors: CAIRN_E_STATE (the registry is finalized), CAIRN_E_EXISTS (name
+ * taken), CAIRN_E_INVALID (bad name, empty
  * collection mask, both GLOBAL and LOCAL, unknown collection bits, bad
  * shape or dtype, bad initializer parameters), CAIRN_E_DTYPE (initializer
  * not valid for dt), CAIRN_E_LIMIT (size overflows), CAIRN_E_NULL,
@@ -106,7 +138,7 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_var_create(cairn_registry *r, const
  * and not trainable, with a zeros initializer (like every new variable it is
  * uninitialized until initialized). Returns the existing one if present;
  * CAIRN_E_DTYPE/CAIRN_E_SHAPE if a variable of that name is not an int64
- * scalar. */
+ * scalar; CAIRN_E_STATE if it does not exist and the registry is finalized. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_global_step(cairn_registry *r, cairn_var **out);
 
 /* Finds a variable by exact name; CAIRN_E_NOT_FOUND names the missing one. */

@@ -1,0 +1,501 @@
+/* cairn/monitored.h — MonitoredSession, SingularMonitoredSession,
+ * MonitoredTrainingSession, session creators and hooks with TensorFlow 1.x
+ * semantics (tf.compat.v1.train.MonitoredSession and
+ * basic_session_run_hooks).
+ *
+ * The reference is ../shared/spec/tensorflow-session-semantics.md §3, §4;
+ * sessions, ops, Scaffold and SessionManager are in cairn/session.h.
+ *
+ * ---- Layering (§3.1) --------------------------------------------------------
+ * A monitored session holds a session creator and a list of hooks. It
+ * calls every hook's begin() (registry still open for new variables), then
+ * creates the session (ChiefSessionCreator: Scaffold finalize +
+ * prepare_session; WorkerSessionCreator: Scaffold finalize +
+ * wait_for_session), a coordinator, and calls after_create_session() on
+ * every hook. Each run() calls before_run() on every hook (a hook may ask
+ * for extra fetches, feeds and ops), runs the caller's ops and the hooks'
+ * in one cairn_session_run, then after_run() on every hook with the values
+ * it asked for. All callbacks go in hook-list order, never reversed (§3.10):
+ *
+ *   begin()                    once per hook, before the Scaffold finalizes
+ *   after_create_session()     after every session (re)creation
+ *   before_run → run → after_run   per run (retried on recovery)
+ *   end()                      once, at close, only on a clean exit
+ *
+ * ---- Recovery (MonitoredSession only) --------------------------------------
+ * A run (or a run_step_fn, or the session creation itself) failing with
+ * CAIRN_E_ABORTED or CAIRN_E_UNAVAILABLE closes the session, creates a new
+ * one through the creator (restoring the latest checkpoint of the chief's
+ * checkpoint_dir, else initializing; hooks get after_create_session()
+ * again, not begin()) and retries the same call. TF retries forever; cairn
+ * bounds it (max_recoveries) and says so in the error.
+ * SingularMonitoredSession never recovers: those errors propagate.
+ *
+ * ---- Close (§3.7) -----------------------------------------------------------
+ * C has no with-block: cairn_monitored_session_close() is TF's close()
+ * (hooks' end() always runs); cairn_monitored_session_exit(ms, status) is
+ * the with-block's exit for a body that ended with `status`: CAIRN_OK,
+ * CAIRN_E_OUT_OF_RANGE (end of data) and CAIRN_E_STOP (a step function's
+ * request_stop) are clean — end() runs and the exit returns CAIRN_OK;
+ * any other status skips end() (so CheckpointSaverHook writes no final
+ * checkpoint), closes the session and is returned.
+ *
+ * ---- Status codes -----------------------------------------------------------
+ * "Run called even after should_stop requested." CAIRN_E_STATE; "Session is
+ * already closed." CAIRN_E_STATE; "Same tensor is fed by two hooks." /
+ * "...by a SessionRunHook and user." CAIRN_E_INVALID; NaN loss
+ * CAIRN_E_NAN_LOSS ("NaN loss during training."); StepContext.request_stop
+ * CAIRN_E_STOP ("step_fn has requested the iterations to stop."); worker
+ * timeout CAIRN_E_DEADLINE; ValueErrors of constructors CAIRN_E_INVALID
+ * with TF's text. Details: cairn_monitored_session_errmsg() and
+ * cairn_errmsg().
+ *
+ * ---- Threads ----------------------------------------------------------------
+ * A monitored session, its hooks and its creator are used by one thread at
+ * a time. A chief and workers in different threads each have their own, over
+ * one registry (see cairn/session.h).
+ */
+#ifndef CAIRN_MONITORED_H
+#define CAIRN_MONITORED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cairn/saver.h"
+#include "cairn/session.h"
+#include "cairn/status.h"
+#include "cairn/var.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== Summary writer interface ================================================= */
+
+/* TF's SessionLog statuses. */
+typedef enum cairn_session_log_status {
+  CAIRN_SESSION_LOG_START = 1,      /* training (re)starts at step */
+  CAIRN_SESSION_LOG_STOP = 2,
+  CAIRN_SESSION_LOG_CHECKPOINT = 3  /* a checkpoint was written at step */
+} cairn_session_log_status;
+
+/* Where hooks write summaries (the TensorBoard event-file writer is one
+ * implementation, elsewhere). A function table: any member may be NULL
+ * (that kind of record is dropped). Borrowed by the hooks and sessions it
+ * is given to; one writer per directory, shared by them (TF's
+ * SummaryWriterCache), so users can write their own scalars through it. */
+typedef struct cairn_summary_writer {
+  cairn_status (*scalar)(void *self, const char *tag, double value, int64_t step);
+  cairn_status (*session_log)(void *self, cairn_session_log_status status, const char *checkpoint_path,
+                              int64_t step);
+  cairn_status (*flush)(void *self);
+  void *self;
+} cairn_summary_writer;
+
+/* ==== Coordinator ================================================================= */
+
+/* TF's Coordinator, reduced to what monitored sessions use: a stop flag, the
+ * first error reported by a side thread, and threads to join at close. No
+ * status is a "clean stop" (TF's clean_stop_exception_types=[]). */
+typedef struct cairn_coordinator cairn_coordinator;
+
+/* Requests a stop; err != CAIRN_OK also records the error (the first one
+ * wins) with a printf-style message. Thread-safe. */
+CAIRN_API void cairn_coordinator_request_stop(cairn_coordinator *c, cairn_status err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+CAIRN_API int cairn_coordinator_should_stop(const cairn_coordinator *c);
+/* The recorded error (CAIRN_OK if none) and its message (may be NULL). */
+CAIRN_API cairn_status cairn_coordinator_error(const cairn_coordinator *c, const char **msg);
+/* join(ctx) is called when the session closes, after the stop request
+ * (TF's coord.join for a registered thread). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_coordinator_register_join(cairn_coordinator *c,
+                                                                    void (*join)(void *ctx), void *ctx);
+
+/* ==== Hooks =================================================================== */
+
+typedef struct cairn_hook cairn_hook;
+typedef struct cairn_run_context cairn_run_context;  /* TF's SessionRunContext */
+typedef struct cairn_run_request cairn_run_request;  /* TF's SessionRunArgs returned by before_run */
+typedef struct cairn_run_values cairn_run_values;    /* TF's SessionRunValues */
+
+/* A hook: a function table (every member may be NULL: nothing to do) and
+ * its state `self`. A callback returning an error stops the sequence: later
+ * hooks are skipped and the error propagates from the monitored call. */
+typedef struct cairn_hook_vtable {
+  const char *name; /* for messages and logs */
+  cairn_status (*begin)(void *self);
+  cairn_status (*after_create_session)(void *self, cairn_session *s, cairn_coordinator *coord);
+  cairn_status (*before_run)(void *self, cairn_run_context *ctx, cairn_run_request *req);
+  cairn_status (*after_run)(void *self, cairn_run_context *ctx, const cairn_run_values *values);
+  cairn_status (*end)(void *self, cairn_session *s);
+  /* cairn addition (TF has none, pain point 4): called instead of end()
+     when the session closes on an error (why); optional. */
+  void (*on_error)(void *self, cairn_status why);
+  void (*destroy)(void *self); /* frees self; called by cairn_hook_free */
+} cairn_hook_vtable;
+
+/* A hook object over vt (borrowed, usually static) and self. Errors:
+ * CAIRN_E_NULL, CAIRN_E_NOMEM (destroy is not called). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new(const cairn_hook_vtable *vt, void *self, cairn_hook **out);
+/* Calls vt->destroy(self) and frees h. NULL does nothing. */
+CAIRN_API void cairn_hook_free(cairn_hook *h);
+CAIRN_API void *cairn_hook_self(const cairn_hook *h);
+CAIRN_API const char *cairn_hook_name(const cairn_hook *h);
+
+/* --- run context: what the hook sees of the run ----------------------------- */
+/* The raw session (runs on it bypass hooks). */
+CAIRN_API cairn_session *cairn_run_context_session(const cairn_run_context *ctx);
+/* The caller's run arguments (TF's original_args). */
+CAIRN_API const cairn_run_args *cairn_run_context_args(const cairn_run_context *ctx);
+/* Asks the monitored session to stop after this run (from before_run or
+ * after_run): should_stop() then returns 1 and a further run fails with
+ * "Run called even after should_stop requested.". */
+CAIRN_API void cairn_run_context_request_stop(cairn_run_context *ctx);
+CAIRN_API int cairn_run_context_stop_requested(const cairn_run_context *ctx);
+
+/* --- run request: what a hook adds to the run (before_run) -------------------- */
+/* Fetch name (resolved as cairn_session_run does: an op's output, the
+ * pre-step "global_step", a variable). The name is copied. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_request_fetch(cairn_run_request *req, const char *name);
+/* Feed name (the tensor is borrowed until after_run). A name fed by two
+ * hooks fails the run: CAIRN_E_INVALID "Same tensor is fed by two hooks.
+ * Conflict(s): [x]"; by a hook and the caller: "Same tensor is fed by a
+ * SessionRunHook and user. Conflict(s): [x]". */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_request_feed(cairn_run_request *req, const char *name,
+                                                           const cairn_tensor *value);
+/* An extra op run after the caller's ops, in hook order (TF: an op among
+ * the hook's fetches, e.g. a summary op). Referenced until the run ends. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_request_op(cairn_run_request *req, const cairn_op *op);
+/* Collect the scalar summaries ops emit during this run for this hook. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_request_summaries(cairn_run_request *req);
+
+/* --- run values: what the hook asked for (after_run) ---------------------------- */
+/* The value of a name this hook fetched; CAIRN_E_NOT_FOUND if it did not
+ * ask for it (TF: results is None for a hook that requested nothing). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_values_get(const cairn_run_values *v, const char *name,
+                                                         cairn_value *out);
+/* The same converted: F64/I64 either way, a 1-element TENSOR of a numeric
+ * dtype too; else CAIRN_E_DTYPE. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_values_f64(const cairn_run_values *v, const char *name,
+                                                         double *out);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_values_i64(const cairn_run_values *v, const char *name,
+                                                         int64_t *out);
+/* The summaries collected for this hook (cairn_run_request_summaries), in
+ * emission order; tag owned by v. */
+CAIRN_API size_t cairn_run_values_summary_count(const cairn_run_values *v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_values_summary_at(const cairn_run_values *v, size_t i,
+                                                                const char **tag, double *value);
+
+/* ==== Session creators (§3.2) ================================================= */
+
+typedef struct cairn_session_creator cairn_session_creator;
+
+/* A custom creator (tests use creators that yield failing sessions). */
+typedef struct cairn_session_creator_vtable {
+  cairn_status (*create_session)(void *self, cairn_session **out);
+  void (*destroy)(void *self);
+} cairn_session_creator_vtable;
+
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_creator_new(const cairn_session_creator_vtable *vt, void *self,
+                                                              cairn_session_creator **out);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_creator_create(cairn_session_creator *c, cairn_session **out);
+CAIRN_API void cairn_session_creator_free(cairn_session_creator *c);
+
+/* TF's ChiefSessionCreator(scaffold, checkpoint_dir,
+ * checkpoint_filename_with_path): create = scaffold finalize, then (one
+ * SessionManager, built on first use from the scaffold's ops and sm's
+ * recovery_wait_secs / session_flags / env) prepare_session with the
+ * scaffold's init_op, init feeds, init_fn, saver, restore and warm start.
+ * Never waits for a checkpoint. */
+typedef struct cairn_chief_session_creator_options {
+  cairn_registry *registry;    /* required unless scaffold is given */
+  cairn_scaffold *scaffold;    /* borrowed; NULL: a default Scaffold owned by the creator */
+  const char *checkpoint_dir;  /* copied */
+  const char *checkpoint_filename_with_path;
+  cairn_session_manager_options sm; /* its op fields are ignored (the scaffold's are used) */
+} cairn_chief_session_creator_options;
+
+/* TF's WorkerSessionCreator(scaffold, max_wait_secs=1800): create =
+ * scaffold finalize, then wait_for_session(max_wait_secs). */
+typedef struct cairn_worker_session_creator_options {
+  cairn_registry *registry;
+  cairn_scaffold *scaffold;
+  double max_wait_secs; /* default 1800 */
+  cairn_session_manager_options sm;
+} cairn_worker_session_creator_options;
+
+CAIRN_API cairn_chief_session_creator_options cairn_chief_session_creator_options_default(void);
+CAIRN_API cairn_worker_session_creator_options cairn_worker_session_creator_options_default(void);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_chief_session_creator_new(const cairn_chief_session_creator_options *o,
+                                                                    cairn_session_creator **out);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_worker_session_creator_new(
+    const cairn_worker_session_creator_options *o, cairn_session_creator **out);
+
+/* ==== Monitored sessions ========================================================= */
+
+typedef struct cairn_monitored_session cairn_monitored_session;
+
+typedef struct cairn_monitored_session_options {
+  cairn_registry *registry;               /* for the default creator */
+  cairn_session_creator *session_creator; /* borrowed; NULL: ChiefSessionCreator with a default Scaffold */
+  cairn_hook *const *hooks;               /* borrowed (the caller frees them after the session) */
+  size_t n_hooks;
+  double stop_grace_period_secs;          /* default 120 (coordinator join) */
+  int max_recoveries;                     /* session re-creations allowed per call; < 0: unlimited (TF) */
+  double recovery_backoff_secs;           /* sleep before each re-creation; default 0 (TF) */
+  const cairn_env *env;
+} cairn_monitored_session_options;
+
+CAIRN_API cairn_monitored_session_options cairn_monitored_session_options_default(void);
+
+/* TF's MonitoredSession(session_creator, hooks, stop_grace_period_secs):
+ * begin() of every hook, then the session is created (retried on
+ * CAIRN_E_ABORTED / CAIRN_E_UNAVAILABLE), then after_create_session(). If
+ * creation fails otherwise, the error is returned and hooks never get
+ * end(). Remembers whether the registry was finalized, to restore that at
+ * close. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_new(const cairn_monitored_session_options *o,
+                                                                cairn_monitored_session **out);
+
+/* TF's SingularMonitoredSession(hooks, scaffold, checkpoint_dir,
+ * checkpoint_filename_with_path): always a ChiefSessionCreator, no
+ * recovery. */
+typedef struct cairn_singular_monitored_session_options {
+  cairn_registry *registry;
+  cairn_scaffold *scaffold;
+  const char *checkpoint_dir;
+  const char *checkpoint_filename_with_path;
+  cairn_hook *const *hooks;
+  size_t n_hooks;
+  double stop_grace_period_secs;
+  cairn_session_manager_options sm;
+  const cairn_env *env;
+} cairn_singular_monitored_session_options;
+
+CAIRN_API cairn_singular_monitored_session_options cairn_singular_monitored_session_options_default(void);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_singular_monitored_session_new(
+    const cairn_singular_monitored_session_options *o, cairn_monitored_session **out);
+
+/* TF's MonitoredTrainingSession (§3.9). CAIRN_USE_DEFAULT in the
+ * save_* fields is TF's USE_DEFAULT; 0 (or less) is TF's None.
+ * Defaults: summaries every 100 steps, checkpoints every 600 s; setting
+ * both secs and steps of one kind fails (CAIRN_E_INVALID "Can not provide
+ * both every_secs and every_steps.", as TF — despite its docstring).
+ * Chief: ChiefSessionCreator(scaffold, checkpoint_dir) and hooks in TF's
+ * order: chief_only_hooks; StepCounterHook (log_step_count_steps > 0) and
+ * SummarySaverHook (a summary frequency > 0) when summary_dir or
+ * checkpoint_dir is set; CheckpointSaverHook when checkpoint_dir is set
+ * and a checkpoint frequency > 0; then hooks. Non-chief:
+ * WorkerSessionCreator(scaffold, max_wait_secs) and hooks only. */
+#define CAIRN_USE_DEFAULT (-1)
+
+typedef struct cairn_monitored_training_session_options {
+  cairn_registry *registry;       /* required */
+  int is_chief;                   /* default 1 */
+  const char *checkpoint_dir;
+  cairn_scaffold *scaffold;       /* borrowed; NULL: a default Scaffold */
+  cairn_hook *const *hooks;
+  size_t n_hooks;
+  cairn_hook *const *chief_only_hooks;
+  size_t n_chief_only_hooks;
+  double save_checkpoint_secs;    /* CAIRN_USE_DEFAULT */
+  int64_t save_checkpoint_steps;  /* CAIRN_USE_DEFAULT */
+  int64_t save_summaries_steps;   /* CAIRN_USE_DEFAULT */
+  double save_summaries_secs;     /* CAIRN_USE_DEFAULT */
+  double stop_grace_period_secs;  /* 120 */
+  int64_t log_step_count_steps;   /* 100 */
+  double max_wait_secs;           /* 7200 (worker's wait_for_session) */
+  const char *summary_dir;        /* NULL: checkpoint_dir */
+  cairn_summary_writer *summary_writer; /* borrowed; NULL: no summaries written
+                                           (StepCounter still logs) */
+  int max_recoveries;             /* as cairn_monitored_session_options */
+  double recovery_backoff_secs;
+  cairn_session_manager_options sm; /* recovery_wait_secs, session_flags, env */
+  const cairn_env *env;
+} cairn_monitored_training_session_options;
+
+CAIRN_API cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_training_session_new(
+    const cairn_monitored_training_session_options *o, cairn_monitored_session **out);
+
+/* One step through the hooks (§3.4): stop already requested →
+ * CAIRN_E_STATE "Run called even after should_stop requested."; before_run
+ * of every hook; one cairn_session_run of the caller's ops then the hooks'
+ * ops with merged feeds and the caller's + hooks' fetches; after_run of
+ * every hook (not when the run failed); stop flag |= any request_stop.
+ * The caller's fetches are filled. Recovery as described above. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_run(cairn_monitored_session *ms,
+                                                                const cairn_run_args *args);
+
+/* ---- run_step_fn (§3.6) ---- */
+typedef struct cairn_step_context cairn_step_context;
+typedef cairn_status (*cairn_step_fn)(cairn_step_context *ctx, void *user);
+
+/* The raw session: runs on it fire no hook and do not count as steps
+ * (evaluation between training rounds). */
+CAIRN_API cairn_session *cairn_step_context_session(const cairn_step_context *ctx);
+/* The same as cairn_monitored_session_run but without recovery (recoverable
+ * errors escape to run_step_fn, which re-runs the whole step function). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_step_context_run_with_hooks(cairn_step_context *ctx,
+                                                                      const cairn_run_args *args);
+/* TF's StepContext.request_stop: returns CAIRN_E_STOP "step_fn has
+ * requested the iterations to stop." — return it from the step function;
+ * later run_with_hooks calls in this step fail with it without calling any
+ * hook. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_step_context_request_stop(cairn_step_context *ctx);
+
+/* Calls fn(ctx, user) and returns its status (CAIRN_E_STOP after
+ * request_stop; should_stop() is not changed by it). MonitoredSession: a
+ * recoverable error from fn re-creates the session and runs fn again. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_run_step_fn(cairn_monitored_session *ms,
+                                                                        cairn_step_fn fn, void *user);
+
+/* §3.5: 1 when closed, a hook requested stop, or the coordinator stops
+ * (a recoverable error recorded by a side thread re-creates the session
+ * and returns 0 instead). */
+CAIRN_API int cairn_monitored_session_should_stop(cairn_monitored_session *ms);
+/* TF's close(): end() of every hook, then closes the stack (coordinator
+ * stop, joins, session close); restores the registry's finalized state.
+ * Returns the first error recorded by the coordinator or an end() error.
+ * Second call: CAIRN_E_STATE "Session is already closed.". */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_close(cairn_monitored_session *ms);
+/* The with-block exit described at the top. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_exit(cairn_monitored_session *ms,
+                                                                 cairn_status body_status);
+/* The current raw session (NULL when closed): TF's raw_session() of
+ * SingularMonitoredSession, available on every monitored session. */
+CAIRN_API cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms);
+CAIRN_API const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms);
+/* Frees ms, closing it first (without end()) if open. NULL does nothing. */
+CAIRN_API void cairn_monitored_session_free(cairn_monitored_session *ms);
+
+/* ==== Timer (§4.2) ============================================================== */
+
+typedef struct cairn_timer cairn_timer;
+
+/* TF's SecondOrStepTimer: exactly one of every_secs > 0, every_steps > 0
+ * (0 or less = None). Errors: CAIRN_E_INVALID "Either every_secs or
+ * every_steps should be provided." / "Can not provide both every_secs and
+ * every_steps.". */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_timer_new(double every_secs, int64_t every_steps, const cairn_env *env,
+                                                    cairn_timer **out);
+CAIRN_API void cairn_timer_free(cairn_timer *t);
+CAIRN_API int cairn_timer_should_trigger_for_step(const cairn_timer *t, int64_t step);
+/* Records (now, step); returns 1 and the elapsed secs and steps since the
+ * previous trigger, or 0 (TF's (None, None)) on the first call. */
+CAIRN_API int cairn_timer_update_last_triggered_step(cairn_timer *t, int64_t step, double *elapsed_secs,
+                                                     int64_t *elapsed_steps);
+/* 1 and *step if triggered before, else 0. */
+CAIRN_API int cairn_timer_last_triggered_step(const cairn_timer *t, int64_t *step);
+CAIRN_API void cairn_timer_reset(cairn_timer *t);
+
+/* ==== Built-in hooks (§4) ======================================================== */
+
+/* StopAtStepHook: exactly one of num_steps, last_step (< 0 = None):
+ * CAIRN_E_INVALID "One of num_steps or last_step must be specified." /
+ * "Only one of num_steps or last_step can be specified.". begin() needs a
+ * global step ("Global step should be created to use StopAtStepHook."). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step,
+                                                                cairn_hook **out);
+
+/* CheckpointSaverListener: every member may be NULL. */
+typedef struct cairn_checkpoint_listener {
+  cairn_status (*begin)(void *self);
+  cairn_status (*before_save)(void *self, cairn_session *s, int64_t step);
+  /* *request_stop = 1 asks training to stop. */
+  cairn_status (*after_save)(void *self, cairn_session *s, int64_t step, int *request_stop);
+  cairn_status (*end)(void *self, cairn_session *s, int64_t step);
+  void *self;
+} cairn_checkpoint_listener;
+
+typedef struct cairn_checkpoint_saver_hook_options {
+  const char *checkpoint_dir;       /* required */
+  double save_secs;                 /* exactly one of save_secs, save_steps > 0 */
+  int64_t save_steps;
+  cairn_saver *saver;               /* not with scaffold ("You cannot provide both saver and scaffold.") */
+  cairn_scaffold *scaffold;         /* its saver; neither: the single "savers" item */
+  const char *checkpoint_basename;  /* NULL: "model.ckpt" */
+  const cairn_checkpoint_listener *listeners; /* borrowed */
+  size_t n_listeners;
+  cairn_summary_writer *summary_writer; /* CHECKPOINT session logs; may be NULL */
+  const cairn_env *env;
+} cairn_checkpoint_saver_hook_options;
+
+/* CheckpointSaverHook (§4.4): saves right after every session creation,
+ * then when the timer triggers, and at end() unless that step was just
+ * saved. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o,
+                                                                    cairn_hook **out);
+
+/* StepCounterHook: exactly one of every_n_steps, every_n_secs > 0 (TF's
+ * default every_n_steps 100). Writes "global_step/sec" through writer (may
+ * be NULL: log only). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_secs,
+                                                                cairn_summary_writer *writer,
+                                                                const cairn_env *env, cairn_hook **out);
+
+/* LoggingTensorHook: logs the fetched names ("loss = 0.25, step = 7") on
+ * local iterations 0, N, 2N... or every N seconds, and/or at end. */
+typedef size_t (*cairn_logging_formatter)(void *ctx, const char *const *names, const cairn_value *values,
+                                          size_t n, char *buf, size_t len);
+typedef struct cairn_logging_tensor_hook_options {
+  const char *const *names; /* copied */
+  size_t n_names;
+  int64_t every_n_iter;     /* 0 = None */
+  double every_n_secs;      /* 0 = None */
+  int at_end;
+  cairn_logging_formatter formatter; /* NULL: "name = value, ..." */
+  void *formatter_ctx;
+  const cairn_env *env;
+} cairn_logging_tensor_hook_options;
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o,
+                                                                  cairn_hook **out);
+
+/* NanTensorHook: fetches loss_name; NaN → CAIRN_E_NAN_LOSS "NaN loss
+ * during training." (fail_on_nan_loss) or a warning and a stop request. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_nan_tensor_hook_new(const char *loss_name, int fail_on_nan_loss,
+                                                              cairn_hook **out);
+
+/* SummarySaverHook: exactly one of save_steps, save_secs; exactly one of
+ * scaffold (its summary_op) and summary_op. Writes the summaries the op
+ * emits at the real global step, and a START session log on the first
+ * run. */
+typedef struct cairn_summary_saver_hook_options {
+  int64_t save_steps;
+  double save_secs;
+  cairn_summary_writer *writer;
+  cairn_scaffold *scaffold;
+  cairn_op *summary_op;
+  const cairn_env *env;
+} cairn_summary_saver_hook_options;
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o,
+                                                                 cairn_hook **out);
+
+/* FinalOpsHook: at end(), runs final_op (may be NULL) with feeds and
+ * fetches names; the values are then available (copied for scalars;
+ * tensors borrowed from their producer). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *names,
+                                                             size_t n_names, const cairn_feed *feeds,
+                                                             size_t n_feeds, cairn_hook **out);
+/* CAIRN_E_NOT_FOUND before end() ran (TF: final_ops_values is None) or for
+ * an unknown name. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_final_ops_hook_value(const cairn_hook *h, const char *name,
+                                                               cairn_value *out);
+
+/* GlobalStepWaiterHook: the first before_run waits (polling every 0.5 s on
+ * env) until the global step reaches wait_until_step. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_global_step_waiter_hook_new(int64_t wait_until_step,
+                                                                      const cairn_env *env, cairn_hook **out);
+
+/* FeedFnHook: before every run, feed_fn adds feeds to the request
+ * (cairn_run_request_feed). */
+typedef cairn_status (*cairn_feed_fn)(void *user, cairn_run_request *req);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_feed_fn_hook_new(cairn_feed_fn fn, void *user, cairn_hook **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,610 @@
+/* cairn/session.h — sessions, ops, Scaffold and SessionManager with
+ * TensorFlow 1.x semantics (tf.compat.v1.train.Scaffold / SessionManager).
+ *
+ * The reference is ../shared/spec/tensorflow-session-semantics.md §1, §2,
+ * §6; users who know TF 1.x find its behaviour and its error texts here.
+ * MonitoredSession, its session creators and the hooks are in
+ * cairn/monitored.h.
+ *
+ * ---- What a session is ----------------------------------------------------
+ * The registry (cairn/var.h) plays TF's server: variable values and their
+ * "initialized" flags live there, and so do the graph collections the
+ * Scaffold reads ("init_op", "savers", ...). A cairn_session is a handle
+ * over a registry — TF's tf.Session connected to that server. "Creating a
+ * new session" makes a new handle; it sees the registry as it is, the way a
+ * TF session on a shared server sees the variables another session
+ * initialized. With CAIRN_SESSION_FRESH a new session instead starts with
+ * every variable of the registry marked uninitialized (values untouched),
+ * which emulates TF's in-process target where each new tf.Session has its
+ * own, empty variable state; use it when one thread at a time works on the
+ * registry (it would un-initialize the variables under another thread's
+ * feet).
+ *
+ * ---- Ops --------------------------------------------------------------------
+ * An op is a named callback with user data: `cairn_status fn(session, user)`.
+ * A ready op is a named callback that appends to a name list what is not
+ * ready yet (empty list = ready), like TF's report_uninitialized_variables.
+ * Ops are immutable and reference-counted: whoever stores one (a Scaffold, a
+ * group, a registry collection) takes a reference, and cairn_op_free()
+ * drops the caller's. Built-in constructors: initialize variables (a list or
+ * a collection mask), group, no-op, and the ready ops reporting
+ * uninitialized variables (a list or a collection mask).
+ *
+ * ---- Runs, feeds, fetches ----------------------------------------------------
+ * cairn_session_run() runs ops in order with named feeds (tensors the ops
+ * read: TF's feed_dict) and fills named fetches (TF's fetches). A training
+ * step is an op: it reads its batch with cairn_session_feed(), does the
+ * work (cairn_mlp_train_step...) and publishes named results ("loss",
+ * "accuracy") with cairn_session_output_*(); hooks request those names
+ * (cairn/monitored.h). A fetch the ops did not publish is resolved after the
+ * ops ran as: "global_step" → the global step's value read *before* the ops
+ * ran (TF's cached global-step read tensor, ordered before the step's
+ * increment: hooks treat it as stale, +1, and re-read with
+ * cairn_session_global_step()); the name of a variable → its value after
+ * the ops; anything else → CAIRN_E_NOT_FOUND.
+ *
+ * ---- Errors ---------------------------------------------------------------------
+ * Status codes map TF's error classes: RuntimeError "model not ready" →
+ * CAIRN_E_NOT_READY, ValueError → CAIRN_E_INVALID, DeadlineExceededError →
+ * CAIRN_E_DEADLINE, AbortedError / UnavailableError → CAIRN_E_ABORTED /
+ * CAIRN_E_UNAVAILABLE (the "recoverable" errors of MonitoredSession),
+ * FailedPreconditionError on an uninitialized variable →
+ * CAIRN_E_UNINITIALIZED, OutOfRangeError → CAIRN_E_OUT_OF_RANGE, other
+ * RuntimeErrors → CAIRN_E_STATE. The message keeps TF's text and adds
+ * cairn's detail after it, e.g.
+ *   Init operations did not make model ready for local_init.  Init op: init,
+ *   init fn: None, error: Variables not initialized: a, b
+ * The text is in cairn_errmsg() (per thread, cut at 511 bytes) and, whole
+ * up to 4 KiB, on the handle: cairn_session_errmsg(),
+ * cairn_session_manager_errmsg().
+ *
+ * ---- Time and logging -----------------------------------------------------------
+ * Every waiting loop reads a cairn_env: an injectable clock, sleep and log
+ * sink, so that tests of recovery_wait_secs / max_wait_secs / every_n_secs
+ * run in microseconds. NULL members (or a NULL env) mean CLOCK_MONOTONIC,
+ * nanosleep and stderr.
+ *
+ * ---- Thread safety ---------------------------------------------------------------
+ * A session, a Scaffold and a SessionManager are used by one thread at a
+ * time. Several sessions and session managers on one registry may be used
+ * concurrently from different threads (a chief thread preparing the model
+ * while worker threads wait for it, as TF's tests share a server): the
+ * variables' initialized flags are atomic (an initializer's values are
+ * visible to a thread that sees its flag set) and the registry's
+ * collections are locked. Running ops that write the same variable from two
+ * threads at once is a data race, as in TF.
+ */
+#ifndef CAIRN_SESSION_H
+#define CAIRN_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cairn/saver.h"
+#include "cairn/status.h"
+#include "cairn/tensor.h"
+#include "cairn/var.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== Environment: clock, sleep, log ========================================== */
+
+typedef enum cairn_log_level {
+  CAIRN_LOG_DEBUG = 0,
+  CAIRN_LOG_INFO = 1,
+  CAIRN_LOG_WARN = 2,
+  CAIRN_LOG_ERROR = 3
+} cairn_log_level;
+
+/* now: seconds on a monotonic clock; sleep: wait secs (>= 0); log: one
+ * message, no trailing newline. Any member may be NULL (the default); the
+ * env itself must outlive every object it is given to. A fake clock for
+ * tests makes sleep advance now. Must be thread-safe if given to objects
+ * used from several threads. */
+typedef struct cairn_env {
+  double (*now)(void *ctx);
+  void (*sleep)(void *ctx, double secs);
+  void (*log)(void *ctx, cairn_log_level level, const char *msg);
+  void *ctx;
+  cairn_log_level min_level; /* the default log sink drops messages below it
+                                (0 = DEBUG: zero-filled env logs everything;
+                                NULL env means INFO) */
+} cairn_env;
+
+/* The env's clock, sleep and log, with the defaults for NULL members (env
+ * may be NULL). cairn_env_log formats printf-style. */
+CAIRN_API double cairn_env_now(const cairn_env *env);
+CAIRN_API void cairn_env_sleep(const cairn_env *env, double secs);
+CAIRN_API void cairn_env_log(const cairn_env *env, cairn_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ==== Name lists (the result of a ready op) ======================================= */
+
+typedef struct cairn_names cairn_names;
+
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_names_new(cairn_names **out);
+CAIRN_API void cairn_names_free(cairn_names *l);
+/* Appends a copy of name. Errors: CAIRN_E_NULL, CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_names_add(cairn_names *l, const char *name);
+CAIRN_API void cairn_names_clear(cairn_names *l);
+CAIRN_API size_t cairn_names_count(const cairn_names *l);
+/* Name i (owned by l, valid until the next add/clear/free); NULL out of range. */
+CAIRN_API const char *cairn_names_at(const cairn_names *l, size_t i);
+/* "a, b, c" (joined with sep) into buf, snprintf-style: returns the length
+ * of the whole text; buf may be NULL when len is 0. */
+CAIRN_API size_t cairn_names_join(const cairn_names *l, const char *sep, char *buf, size_t len);
+
+/* ==== Sessions ========================================================================== */
+
+typedef struct cairn_session cairn_session;
+typedef struct cairn_op cairn_op;
+typedef struct cairn_ready_op cairn_ready_op;
+
+/* Session flags. */
+#define CAIRN_SESSION_FRESH 1u /* mark every variable of the registry uninitialized */
+
+/* A new session over r (normally made by a SessionManager). Errors:
+ * CAIRN_E_NULL, CAIRN_E_INVALID (unknown flags), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_new(cairn_registry *r, unsigned flags, cairn_session **out);
+/* Closes s: later runs fail with CAIRN_E_STATE "Attempted to use a closed
+ * Session.". Closing twice is harmless. The registry keeps its values. */
+CAIRN_API void cairn_session_close(cairn_session *s);
+CAIRN_API int cairn_session_is_closed(const cairn_session *s);
+/* Frees s (closing it). cairn_session_free(NULL) does nothing. */
+CAIRN_API void cairn_session_free(cairn_session *s);
+CAIRN_API cairn_registry *cairn_session_registry(const cairn_session *s);
+/* A number unique in the process (1, 2, ...), in creation order: tells
+ * re-created sessions apart (tests count them). */
+CAIRN_API uint64_t cairn_session_id(const cairn_session *s);
+/* The detail of the last failed call on s ("" if none); valid until the
+ * next call on s. */
+CAIRN_API const char *cairn_session_errmsg(const cairn_session *s);
+/* For ops written by users: sets the detail of s (and the calling thread's
+ * cairn_errmsg()) printf-style and returns st, so an op can
+ * `return cairn_session_fail(s, CAIRN_E_ABORTED, "worker %d lost", k);`. */
+CAIRN_API cairn_status cairn_session_fail(cairn_session *s, cairn_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ---- Runs -------------------------------------------------------------------------------- */
+
+/* A named input. The tensor is borrowed for the duration of the run. */
+typedef struct cairn_feed {
+  const char *name;
+  const cairn_tensor *value;
+} cairn_feed;
+
+typedef enum cairn_value_kind {
+  CAIRN_VALUE_NONE = 0, /* not produced (yet) */
+  CAIRN_VALUE_F64,      /* f64 */
+  CAIRN_VALUE_I64,      /* i64 */
+  CAIRN_VALUE_TENSOR    /* tensor: borrowed, valid until the producer changes it
+                           (a variable: until the next op writes it; an op's
+                           output: as that op documents) */
+} cairn_value_kind;
+
+typedef struct cairn_value {
+  cairn_value_kind kind;
+  double f64;
+  int64_t i64;
+  const cairn_tensor *tensor;
+} cairn_value;
+
+/* A named output: the caller sets name; the run sets value. */
+typedef struct cairn_fetch {
+  const char *name;
+  cairn_value value;
+} cairn_fetch;
+
+/* Receives the scalar summaries ops emit during a run (see
+ * cairn_session_summary_scalar). */
+typedef void (*cairn_summary_fn)(void *ctx, const char *tag, double value);
+
+typedef struct cairn_run_args {
+  const cairn_op *const *ops; /* run in this order (n_ops may be 0: fetch only) */
+  size_t n_ops;
+  const cairn_feed *feeds; /* names must be distinct */
+  size_t n_feeds;
+  cairn_fetch *fetches; /* names must be distinct; values filled on success */
+  size_t n_fetches;
+  cairn_summary_fn summary_fn; /* NULL: summaries are discarded */
+  void *summary_ctx;
+} cairn_run_args;
+
+/* TF's Session.run: runs args->ops in order (stops at the first error),
+ * then fills every fetch: the value an op published under its name, else
+ * "global_step" read before the ops ran, else the variable of that name
+ * (scalars as F64 or I64 by dtype: f32/f64 → F64, integers and bool →
+ * I64; other shapes as TENSOR), else CAIRN_E_NOT_FOUND. Nothing is
+ * allocated. Fetch values are undefined on error.
+ * Errors: CAIRN_E_NULL, CAIRN_E_STATE (closed session), CAIRN_E_INVALID
+ * (two feeds or two fetches of one name), CAIRN_E_NOT_FOUND (a fetch no op
+ * produced and no variable has), CAIRN_E_UNINITIALIZED ("Attempting to use
+ * uninitialized value v": a fetched variable), and whatever an op returns.
+ * Runs may nest (an op may run other ops on its session). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_run(cairn_session *s, const cairn_run_args *args);
+/* Runs one op with no feeds and no fetches. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_run_op(cairn_session *s, const cairn_op *op);
+/* Runs one op with feeds (TF's init_feed_dict). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_run_op_feeds(cairn_session *s, const cairn_op *op,
+                                                               const cairn_feed *feeds, size_t n_feeds);
+/* Runs a ready op: clears `not_ready`, then the op appends the names of
+ * what is not ready (empty = ready). Errors: those of the op. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_run_ready(cairn_session *s, const cairn_ready_op *op,
+                                                            cairn_names *not_ready);
+/* The real global step now (TF's global_step read via the session):
+ * CAIRN_E_NOT_FOUND (no "global_step" variable), CAIRN_E_UNINITIALIZED. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_global_step(cairn_session *s, int64_t *step);
+
+/* ---- Inside an op: feeds and outputs of the current run ------------------------------- */
+
+/* The tensor fed under name in the innermost run in progress on s, or NULL. */
+CAIRN_API const cairn_tensor *cairn_session_feed(const cairn_session *s, const char *name);
+/* 1 if the run in progress fetches name (an op may skip computing outputs
+ * nobody asked for). */
+CAIRN_API int cairn_session_wants(const cairn_session *s, const char *name);
+/* Publishes an output of the run in progress. Names nobody fetches are
+ * ignored (CAIRN_OK); a later output of the same name replaces an earlier
+ * one. A tensor is borrowed: it must stay valid until the run returns and
+ * the caller has read the fetches. Errors: CAIRN_E_NULL, CAIRN_E_STATE (no
+ * run in progress). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_output_f64(cairn_session *s, const char *name, double v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_output_i64(cairn_session *s, const char *name, int64_t v);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_output_tensor(cairn_session *s, const char *name,
+                                                                const cairn_tensor *t);
+/* Emits a scalar summary (TF's tf.summary.scalar) to the run's summary_fn;
+ * a no-op when the run has none or no run is in progress. */
+CAIRN_API void cairn_session_summary_scalar(cairn_session *s, const char *tag, double value);
+
+/* ==== Ops ======================================================================================= */
+
+typedef cairn_status (*cairn_op_fn)(cairn_session *s, void *user);
+/* Appends the names of what is not ready to not_ready. Returning
+ * CAIRN_E_UNINITIALIZED (with cairn_session_fail's message) also means "not
+ * ready" — TF's legacy ready op that raises FailedPrecondition
+ * "...uninitialized..."; any other error propagates. */
+typedef cairn_status (*cairn_ready_fn)(cairn_session *s, cairn_names *not_ready, void *user);
+/* Releases an op's user data when the op's last reference goes. */
+typedef void (*cairn_user_free_fn)(void *user);
+
+/* Names: any non-empty text (copied); used in messages ("Init op: init").
+ * Errors of every constructor: CAIRN_E_NULL (name, fn or out), CAIRN_E_INVALID
+ * (empty name), CAIRN_E_NOMEM (user data is then not freed). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new(const char *name, cairn_op_fn fn, void *user,
+                                                 cairn_user_free_fn free_user, cairn_op **out);
+/* TF's variables_initializer(vars): runs the initializers of vars[0..n) in
+ * order and marks them initialized (n 0: a no-op). The list is copied. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new_init_vars(const char *name, cairn_var *const *vars, size_t n,
+                                                           cairn_op **out);
+/* TF's global_variables_initializer() (mask GLOBAL) and
+ * local_variables_initializer() (LOCAL): the variables of r in mask *now*
+ * (a later variable is not included, as in TF). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new_init(const char *name, cairn_registry *r, unsigned mask,
+                                                      cairn_op **out);
+/* TF's group(ops): runs ops[0..n) in order, stops at the first error. NULL
+ * entries are skipped. Takes a reference to each. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new_group(const char *name, cairn_op *const *ops, size_t n,
+                                                       cairn_op **out);
+/* TF's no_op. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new_noop(const char *name, cairn_op **out);
+/* A new reference to op (returns op). */
+CAIRN_API cairn_op *cairn_op_ref(cairn_op *op);
+/* Drops a reference; the last one frees the op. NULL does nothing. */
+CAIRN_API void cairn_op_free(cairn_op *op);
+CAIRN_API const char *cairn_op_name(const cairn_op *op);
+
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ready_op_new(const char *name, cairn_ready_fn fn, void *user,
+                                                       cairn_user_free_fn free_user, cairn_ready_op **out);
+/* TF's report_uninitialized_variables(vars): the names of the
+ * uninitialized variables among vars[0..n), in that order (n 0: always
+ * ready — TF's "op returning an empty list"). The list is copied. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ready_op_new_uninitialized_vars(const char *name,
+                                                                          cairn_var *const *vars, size_t n,
+                                                                          cairn_ready_op **out);
+/* The same over the variables of r in mask now, in creation order
+ * (GLOBAL|LOCAL: TF's report_uninitialized_variables() default). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ready_op_new_uninitialized(const char *name, cairn_registry *r,
+                                                                     unsigned mask, cairn_ready_op **out);
+CAIRN_API cairn_ready_op *cairn_ready_op_ref(cairn_ready_op *op);
+CAIRN_API void cairn_ready_op_free(cairn_ready_op *op);
+CAIRN_API const char *cairn_ready_op_name(const cairn_ready_op *op);
+
+/* ==== Graph collections used by the Scaffold ============================================ */
+
+/* Keys of registry collections (cairn_registry_collection_add, var.h) and
+ * the type of their items. Scaffold finalize reuses the single item of a
+ * collection, fails with "More than one item in the collection" for
+ * several, and adds the default it builds to an empty one. */
+#define CAIRN_COLLECTION_INIT_OP "init_op"                                 /* cairn_op */
+#define CAIRN_COLLECTION_READY_OP "ready_op"                               /* cairn_ready_op */
+#define CAIRN_COLLECTION_READY_FOR_LOCAL_INIT_OP "ready_for_local_init_op" /* cairn_ready_op */
+#define CAIRN_COLLECTION_LOCAL_INIT_OP "local_init_op"                     /* cairn_op */
+#define CAIRN_COLLECTION_SUMMARY_OP "summary_op"                           /* cairn_op */
+#define CAIRN_COLLECTION_SAVERS "savers"                                   /* cairn_saver */
+
+/* Adds a reference to op / a ready op / a saver (which the registry then
+ * owns and frees) to a collection of r. Errors: those of
+ * cairn_registry_collection_add (CAIRN_E_STATE when r is finalized). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_add_op(cairn_registry *r, const char *key, cairn_op *op);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_add_ready_op(cairn_registry *r, const char *key,
+                                                                cairn_ready_op *op);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_add_saver(cairn_registry *r, cairn_saver *saver);
+
+/* ==== Scaffold ==================================================================================== */
+
+typedef struct cairn_scaffold cairn_scaffold;
+
+/* TF's init_fn(scaffold, session): extra initialization after init_op (a
+ * warm start), run by the chief only, and only when nothing was restored. */
+typedef cairn_status (*cairn_scaffold_init_cb)(cairn_scaffold *sc, cairn_session *s, void *user);
+/* The SessionManager's one-argument form (the Scaffold binds itself). */
+typedef cairn_status (*cairn_session_init_fn)(cairn_session *s, void *user);
+
+/* Every field may be left 0/NULL (zero-filled options are the defaults).
+ * Ops given here are referenced (the caller keeps its own references); the
+ * saver, the feeds, the restore options and copy_from_scaffold are
+ * borrowed and must outlive the scaffold. */
+typedef struct cairn_scaffold_options {
+  cairn_op *init_op;                 /* TF's init_op */
+  const cairn_feed *init_feeds;      /* TF's init_feed_dict: fed to init_op only */
+  size_t n_init_feeds;
+  cairn_scaffold_init_cb init_fn;    /* TF's init_fn */
+  void *init_fn_user;
+  const char *init_fn_name;          /* for messages ("init fn: warm_start"); NULL: "<init_fn>" */
+  cairn_ready_op *ready_op;
+  cairn_ready_op *ready_for_local_init_op;
+  cairn_op *local_init_op;
+  const cairn_feed *local_init_feeds; /* TF 2.x's local_init_feed_dict */
+  size_t n_local_init_feeds;
+  cairn_op *summary_op;
+  cairn_saver *saver;
+  const cairn_scaffold *copy_from_scaffold; /* unset fields are taken from it */
+
+  /* cairn's first-class partial restore (TF has no equivalent; see
+     cairn_prepare_options for the exact semantics): */
+  const cairn_restore_options *restore; /* restore from checkpoint_dir partially,
+                                           initialize the other GLOBAL variables */
+  const char *warm_start_path;          /* chief, nothing restored: after init_op,
+                                           restore from this checkpoint file... */
+  const cairn_restore_options *warm_start; /* ...the variables these options select
+                                              (NULL: the whole save set, strict) */
+} cairn_scaffold_options;
+
+/* A scaffold over r. Nothing is created (no op, no saver) before
+ * cairn_scaffold_finalize(); the getters return what was given (or copied)
+ * until then. copy_from_scaffold: each field given here wins, else the
+ * source's current value is taken (NULL if the source was never finalized,
+ * its default op if it was); init_fn is the source's original function,
+ * re-bound to the new scaffold; its registry must be r.
+ * Errors: CAIRN_E_NULL (r or out), CAIRN_E_INVALID (copy_from_scaffold of
+ * another registry; warm_start without warm_start_path), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_scaffold_new(cairn_registry *r, const cairn_scaffold_options *opts,
+                                                       cairn_scaffold **out);
+CAIRN_API void cairn_scaffold_free(cairn_scaffold *sc);
+
+/* TF's Scaffold.finalize(), exactly §1.2: for each field still NULL, in this
+ * order, reuse the single item of its registry collection, else build the
+ * default and add it to the collection:
+ *   init_op                  "init": initialize every GLOBAL variable
+ *   ready_op                 "ready": uninitialized GLOBAL and LOCAL variables
+ *   ready_for_local_init_op  "ready_for_local_init": uninitialized GLOBAL variables
+ *   local_init_op            "local_init": initialize every LOCAL variable
+ *   summary_op               the collection's item, else none
+ *   saver                    the single "savers" item, else a new default
+ *                            Saver (every GLOBAL variable, max_to_keep 5,
+ *                            allow_empty) added to "savers"
+ * then finalizes the registry (cairn_registry_finalize: no more variables).
+ * Finalizing twice is a no-op. Errors: CAIRN_E_STATE ("More than one item
+ * in the collection \"init_op\". ..."; "More than one item in collection
+ * savers. Please indicate which one to use by passing it to the
+ * constructor."; a default to build while the registry is already
+ * finalized: "Graph is finalized and cannot be modified."), CAIRN_E_NOMEM.
+ * On error the fields already filled stay filled. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_scaffold_finalize(cairn_scaffold *sc);
+CAIRN_API int cairn_scaffold_is_finalized(const cairn_scaffold *sc);
+
+/* Getters (borrowed; NULL when unset). */
+CAIRN_API cairn_registry *cairn_scaffold_registry(const cairn_scaffold *sc);
+CAIRN_API cairn_op *cairn_scaffold_init_op(const cairn_scaffold *sc);
+CAIRN_API const cairn_feed *cairn_scaffold_init_feeds(const cairn_scaffold *sc, size_t *n);
+CAIRN_API cairn_ready_op *cairn_scaffold_ready_op(const cairn_scaffold *sc);
+CAIRN_API cairn_ready_op *cairn_scaffold_ready_for_local_init_op(const cairn_scaffold *sc);
+CAIRN_API cairn_op *cairn_scaffold_local_init_op(const cairn_scaffold *sc);
+CAIRN_API const cairn_feed *cairn_scaffold_local_init_feeds(const cairn_scaffold *sc, size_t *n);
+CAIRN_API cairn_op *cairn_scaffold_summary_op(const cairn_scaffold *sc);
+CAIRN_API cairn_saver *cairn_scaffold_saver(const cairn_scaffold *sc);
+CAIRN_API const cairn_restore_options *cairn_scaffold_restore(const cairn_scaffold *sc);
+CAIRN_API const char *cairn_scaffold_warm_start_path(const cairn_scaffold *sc);
+CAIRN_API const cairn_restore_options *cairn_scaffold_warm_start(const cairn_scaffold *sc);
+/* The init_fn bound to sc, in the SessionManager's form: *fn and *user
+ * (a trampoline calling the user's function with sc) and *name; all NULL
+ * when the scaffold has no init_fn. Returns 1 if there is one. */
+CAIRN_API int cairn_scaffold_bound_init_fn(const cairn_scaffold *sc, cairn_session_init_fn *fn, void **user,
+                                           const char **name);
+
+/* ==== SessionManager ============================================================================= */
+
+typedef struct cairn_session_manager cairn_session_manager;
+
+typedef struct cairn_session_manager_options {
+  cairn_op *local_init_op;                 /* referenced */
+  const cairn_feed *local_init_feeds;      /* borrowed */
+  size_t n_local_init_feeds;
+  cairn_ready_op *ready_op;                /* NULL: the model is never checked */
+  cairn_ready_op *ready_for_local_init_op; /* needs local_init_op */
+  double recovery_wait_secs;               /* default 30; must be > 0 */
+  unsigned session_flags;                  /* for every session created (CAIRN_SESSION_FRESH) */
+  const cairn_env *env;                    /* NULL: real clock, stderr */
+} cairn_session_manager_options;
+
+static inline cairn_session_manager_options cairn_session_manager_options_default(void) {
+  cairn_session_manager_options o;
+  o.local_init_op = NULL;
+  o.local_init_feeds = NULL;
+  o.n_local_init_feeds = 0;
+  o.ready_op = NULL;
+  o.ready_for_local_init_op = NULL;
+  o.recovery_wait_secs = 30.0;
+  o.session_flags = 0;
+  o.env = NULL;
+  return o;
+}
+
+/* TF's SessionManager(local_init_op, ready_op, ready_for_local_init_op,
+ * recovery_wait_secs). opts NULL: all defaults.
+ * Errors: CAIRN_E_NULL, CAIRN_E_INVALID ("If you pass a
+ * ready_for_local_init_op you must also pass a local_init_op ,
+ * ready_for_local_init_op [name]"; recovery_wait_secs not > 0 — a
+ * zero-filled options struct is not the default, start from
+ * cairn_session_manager_options_default()), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new(cairn_registry *r,
+                                                              const cairn_session_manager_options *opts,
+                                                              cairn_session_manager **out);
+CAIRN_API void cairn_session_manager_free(cairn_session_manager *sm);
+/* Detail of the last failure of a call on sm, whole (up to 4 KiB). */
+CAIRN_API const char *cairn_session_manager_errmsg(const cairn_session_manager *sm);
+/* The report of the last partial restore (options `restore` or
+ * `warm_start`) done by sm, or NULL. Owned by sm, valid until its next
+ * prepare/recover call. */
+CAIRN_API const cairn_restore_report *cairn_session_manager_restore_report(const cairn_session_manager *sm);
+
+/* Arguments of prepare_session and recover_session. Borrowed. */
+typedef struct cairn_prepare_options {
+  cairn_op *init_op;                 /* prepare only */
+  const cairn_feed *init_feeds;      /* prepare only: fed to init_op */
+  size_t n_init_feeds;
+  cairn_session_init_fn init_fn;     /* prepare only, after init_op */
+  void *init_fn_user;
+  const char *init_fn_name;          /* for messages; NULL: "<init_fn>" */
+  cairn_saver *saver;                /* NULL: nothing is restored */
+  const char *checkpoint_dir;        /* restore the state file's newest checkpoint */
+  const char *checkpoint_filename_with_path; /* or exactly this file (not both) */
+  int wait_for_checkpoint;           /* poll checkpoint_dir until a checkpoint appears */
+  double max_wait_secs;              /* default 7200; the waiting budget (see below) */
+
+  /* cairn's first-class partial restore. When `restore` is set, the
+     restore from checkpoint_dir / checkpoint_filename_with_path is
+     cairn_saver_restore_partial(saver, path, restore); on success the
+     restored variables are initialized and every other GLOBAL variable of
+     the registry is initialized by its own initializer (init_op and
+     init_fn do not run: restore and init stay exclusive, as in TF); then
+     local_init_op and the ready checks run as usual. Typical: {.lenient =
+     1} when the checkpoint may lack variables added since (new layer, new
+     optimizer slots): what is there is restored, the rest starts fresh, and
+     later restarts restore everything. */
+  const cairn_restore_options *restore;
+  /* When nothing was restored (prepare only, chief): after init_op and
+     before init_fn, restore the variables `warm_start` selects (NULL: all,
+     strict) from the checkpoint file warm_start_path with the saver (TF's
+     init_fn warm-start recipe, first-class): a later restart finds
+     checkpoint_dir's own checkpoint and does not warm-start again. */
+  const char *warm_start_path;
+  const cairn_restore_options *warm_start;
+} cairn_prepare_options;
+
+static inline cairn_prepare_options cairn_prepare_options_default(void) {
+  cairn_prepare_options o;
+  o.init_op = NULL;
+  o.init_feeds = NULL;
+  o.n_init_feeds = 0;
+  o.init_fn = NULL;
+  o.init_fn_user = NULL;
+  o.init_fn_name = NULL;
+  o.saver = NULL;
+  o.checkpoint_dir = NULL;
+  o.checkpoint_filename_with_path = NULL;
+  o.wait_for_checkpoint = 0;
+  o.max_wait_secs = 7200.0;
+  o.restore = NULL;
+  o.warm_start_path = NULL;
+  o.warm_start = NULL;
+  return o;
+}
+
+/* The arguments a chief uses for sc (finalized): init_op, its feeds,
+ * init_fn (bound), saver, restore, warm start; checkpoint_dir and
+ * checkpoint_filename_with_path as given (NULL: none). */
+CAIRN_API cairn_prepare_options cairn_prepare_options_from_scaffold(const cairn_scaffold *sc,
+                                                                    const char *checkpoint_dir,
+                                                                    const char *checkpoint_filename_with_path);
+/* A manager with sc's local_init_op (+ feeds), ready_op and
+ * ready_for_local_init_op; recovery_wait_secs, session_flags and env from
+ * base (NULL: defaults). sc must be finalized (CAIRN_E_STATE). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new_from_scaffold(
+    const cairn_scaffold *sc, const cairn_session_manager_options *base, cairn_session_manager **out);
+
+/* TF's prepare_session — the chief path (§2.4):
+ *  1. create a session; restore (below); both checkpoint_dir and
+ *     checkpoint_filename_with_path → CAIRN_E_INVALID "Can not provide both
+ *     checkpoint_dir and checkpoint_filename_with_path.";
+ *  2. not restored: no init_op, no init_fn and no local_init_op →
+ *     CAIRN_E_NOT_READY "Model is not initialized and no init_op or init_fn
+ *     or local_init_op was given"; else run init_op (with init_feeds), then
+ *     the warm start, then init_fn. Restored: neither runs;
+ *  3. local_init_op if ready_for_local_init_op passes, else
+ *     CAIRN_E_NOT_READY "Init operations did not make model ready for
+ *     local_init.  Init op: %s, init fn: %s, error: %s" (also on the
+ *     restored path); errors of local_init_op itself propagate;
+ *  4. ready_op, else CAIRN_E_NOT_READY "Init operations did not make model
+ *     ready.  Init op: %s, init fn: %s, local_init_op: %s, error: %s".
+ * Ops are named in messages by their names, "None" when absent; the error
+ * is "Variables not initialized: a, b" (or a legacy ready op's message).
+ * Cairn adds a sentence after TF's text naming the remedy (e.g. for a
+ * partial checkpoint: the restore options or the local_init_op recipe).
+ *
+ * Restore: checkpoint_filename_with_path → the saver restores that file
+ * (no waiting). checkpoint_dir → read the state file; while it is missing
+ * (or has no model_checkpoint_path), if wait_for_checkpoint and the time
+ * waited < max_wait_secs: log "Waiting for checkpoint to be available.",
+ * sleep recovery_wait_secs, add recovery_wait_secs to the time waited
+ * (the budget counts sleeps, not wall time: it may overshoot by one
+ * interval, as TF); else not restored. Then restore model_checkpoint_path
+ * and recover the saver's rotation list from all_model_checkpoint_paths.
+ * A state file with an empty model_checkpoint_path is an error
+ * (CAIRN_E_FORMAT, TF's "Invalid checkpoint state"), as are restore
+ * errors (CAIRN_E_NOT_FOUND "Key ... not found in checkpoint" and the
+ * others of cairn_saver_restore): they propagate.
+ *
+ * On success *out is a new session (free it with cairn_session_free); on
+ * error *out is NULL and the session made is freed.
+ * Errors: the above, CAIRN_E_NULL, and those of the ops. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_prepare_session(cairn_session_manager *sm,
+                                                                          const cairn_prepare_options *opts,
+                                                                          cairn_session **out);
+
+/* TF's recover_session (§2.5): restore as above (init_op, init_fn and warm
+ * start are ignored); always try local_init_op (gated); *initialized = 1
+ * only if restored, local init ran (or there is none) and the model is
+ * ready; otherwise 0 with a log line ("Restoring model from %s did not make
+ * model ready for local init: %s", "... did not make model ready: %s").
+ * Never fails for "not ready"; the session is returned either way. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_recover_session(cairn_session_manager *sm,
+                                                                          const cairn_prepare_options *opts,
+                                                                          cairn_session **out,
+                                                                          int *initialized);
+
+/* TF's wait_for_session — the worker path (§2.6). max_wait_secs < 0 or
+ * INFINITY: no limit. Loop, the deadline counted on env's clock from entry:
+ * create a new session; run local_init_op if ready_for_local_init_op
+ * passes; if that ran (or there is none) and ready_op passes, return the
+ * session; else close it; if remaining − recovery_wait_secs < 0 fail with
+ * CAIRN_E_DEADLINE "Session was not ready after waiting %d secs." followed
+ * by the last reasons; else log "Waiting for model to be ready.
+ * Ready_for_local_init_op:  %s, ready: %s" (which variables) and sleep
+ * recovery_wait_secs. Never restores, never runs init_op / init_fn. Errors
+ * of local_init_op propagate. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_wait_for_session(cairn_session_manager *sm,
+                                                                           double max_wait_secs,
+                                                                           cairn_session **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
