@@ -100,6 +100,8 @@ expect 2 "too many arguments: exit 2" "$TOOL" list a b
 expect 2 "unknown option: exit 2" "$TOOL" list --frob x
 expect 2 "option of another subcommand: exit 2" "$TOOL" list --atol 1 x
 expect 2 "bad --atol value: exit 2" "$TOOL" diff --atol=-1 a b
+expect 2 "options before the subcommand are parsed as its options" "$TOOL" --atol 1 list x
+check "... and refused where they do not apply" err_has "does not apply"
 
 # ---- import (fixtures) -------------------------------------------------------
 
@@ -138,6 +140,7 @@ check "list shows names, dtypes and shapes" sh -c 'grep -q "^dense/kernel  *f32 
 check "list shows raw bytes and the CRC32C" sh -c 'grep -q "^big  *f32  *(40, 30)  *4800 .* [0-9a-f]\{8\} " "$1"' sh "$T/out"
 check "list counts 21 tensors" out_has "21 tensors"
 expect 0 "list --json exits 0" "$TOOL" list --json "$A"
+expect 0 "--json before the subcommand" "$TOOL" --json list "$A"
 check "list --json is valid JSON with 21 tensors" json_ok "$T/out" 'd["tensor_count"] == 21 and len(d["tensors"]) == 21 and any(t["name"] == "big" and t["shape"] == [40, 30] and t["raw_bytes"] == 4800 for t in d["tensors"])'
 run "$TOOL" list --json "$T/a-deflate.ckpt"
 cp "$T/out" "$T/list-deflate.json"

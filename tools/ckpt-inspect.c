@@ -2009,11 +2009,34 @@ static int parse_double(const char *opt, const char *s, double *v) {
   return 0;
 }
 
+/* Options may precede the subcommand ("ckpt-inspect --json list x"): moves
+ * the first word that is neither an option nor an option's value to
+ * argv[1], keeping the order of the rest. */
+static void hoist_subcommand(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) return;
+    if (a[0] == '-' && a[1] != '\0') {
+      if (!strchr(a, '=') &&
+          (strcmp(a, "--atol") == 0 || strcmp(a, "--rtol") == 0 || strcmp(a, "--compress") == 0))
+        i++; /* its value */
+      continue;
+    }
+    if (i == 1) return;
+    char *sub = argv[i];
+    memmove(argv + 2, argv + 1, (size_t)(i - 1) * sizeof *argv);
+    argv[1] = sub;
+    return;
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return EXIT_ERROR;
   }
+  if (strcmp(argv[1], "-h") != 0 && strcmp(argv[1], "--help") != 0 && strcmp(argv[1], "--version") != 0)
+    hoist_subcommand(argc, argv);
   const char *sub = argv[1];
   if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
     usage(stdout);
@@ -2038,6 +2061,14 @@ int main(int argc, char **argv) {
     return EXIT_OK_;
   }
   const command *cmd = find_command(sub);
+  if (!cmd && sub[0] == '-') { /* only options: --help or --version anywhere still work */
+    for (int i = 1; i < argc; i++) {
+      if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        usage(stdout);
+        return EXIT_OK_;
+      }
+    }
+  }
   if (!cmd) {
     errorf("%s '%s' (try --help)", sub[0] == '-' ? "unknown option" : "unknown subcommand", sub);
     return EXIT_ERROR;
