@@ -126,7 +126,10 @@ typedef struct cairn_run_values cairn_run_values;    /* TF's SessionRunValues */
  * hooks are skipped and the error propagates from the monitored call. */
 typedef struct cairn_hook_vtable {
   const char *name; /* for messages and logs */
-  cairn_status (*begin)(void *self);
+  /* r: the monitored session's registry, still open for new variables
+     (TF's default graph in begin()); NULL when a custom creator was given
+     without cairn_monitored_session_options.registry. */
+  cairn_status (*begin)(void *self, cairn_registry *r);
   cairn_status (*after_create_session)(void *self, cairn_session *s, cairn_coordinator *coord);
   cairn_status (*before_run)(void *self, cairn_run_context *ctx, cairn_run_request *req);
   cairn_status (*after_run)(void *self, cairn_run_context *ctx, const cairn_run_values *values);
@@ -239,7 +242,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_worker_session_creator_new(
 typedef struct cairn_monitored_session cairn_monitored_session;
 
 typedef struct cairn_monitored_session_options {
-  cairn_registry *registry;               /* for the default creator */
+  cairn_registry *registry;               /* for the default creator; also given to hooks'
+                                             begin() with a custom creator */
   cairn_session_creator *session_creator; /* borrowed; NULL: ChiefSessionCreator with a default Scaffold */
   cairn_hook *const *hooks;               /* borrowed (the caller frees them after the session) */
   size_t n_hooks;
