@@ -1,1 +1,388 @@
-int main(void) { return 0; }
+/* bench_ckpt: checkpoint I/O next to the plain system calls it is built on,
+ * on the same machine and in the same run, interleaved round by round (the
+ * order alternates every round) because the machine is shared. Prints JSON
+ * with medians over the rounds and the per-round figures.
+ *
+ *   bench_ckpt [--dir D] [--rounds R] [--small] [--no-sparse] [--threads T]
+ *
+ * The tensor set is an MLP-like state of 26.8 M float32 (107.3 MB: kernels
+ * (784, 4096), (4096, 4096), (4096, 1664), (1664, 10) and their biases),
+ * filled with N(0, 1) noise, in one pre-touched 64-byte-aligned slab. Per
+ * round:
+ *   write_fsync   open(O_CREAT) + write() of the slab + fsync() + close()
+ *   cairn_save    cairn_ckpt_writer_open/add/commit, default options
+ *                 (compression AUTO, CRC32C everywhere, fsync of file and
+ *                 directory, atomic rename)
+ *   read_hot      open() + read() of the plain file into a pre-touched buffer
+ *   cairn_load    cairn_ckpt_open + cairn_ckpt_read of every tensor into
+ *                 pre-allocated, pre-touched tensors (every chunk and tensor
+ *                 CRC checked) + close
+ *   cairn_load_fresh  the same into tensors made by cairn_tensor_new in the
+ *                 timed region (what torch.load pays: fresh memory)
+ *   cairn_verify  cairn_ckpt_open + cairn_ckpt_verify + close
+ *   sparse_save / sparse_load  the same shapes with 90 % zeros (LZ4 pays)
+ * Files are removed before each write (not timed), so every write makes a
+ * new file. MB are 10^6 bytes of tensor data. The directory is a fresh
+ * one under --dir, else under $TMPDIR, else under the working directory;
+ * its file system is reported ("tmpfs" makes fsync free).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cairn/ckpt.h>
+#include <cairn/rng.h>
+#include <cairn/runtime.h>
+#include <cairn/status.h>
+#include <cairn/tensor.h>
+
+#define MAX_ROUNDS 100
+#define N_TENSORS 8
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n) {
+  double s[MAX_ROUNDS];
+  memcpy(s, v, (size_t)n * sizeof *v);
+  qsort(s, (size_t)n, sizeof *s, cmp);
+  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+#define DIE(msg)                                                                                   \
+  do {                                                                                             \
+    fprintf(stderr, "bench_ckpt: %s: %s\n", msg, cairn_errmsg());                                  \
+    exit(1);                                                                                       \
+  } while (0)
+#define DIE_ERRNO(msg)                                                                             \
+  do {                                                                                             \
+    fprintf(stderr, "bench_ckpt: %s: %s\n", msg, strerror(errno));                                 \
+    exit(1);                                                                                       \
+  } while (0)
+
+typedef struct tset {
+  const char *name[N_TENSORS];
+  int rank[N_TENSORS];
+  int64_t shape[N_TENSORS][2];
+  size_t off[N_TENSORS], bytes[N_TENSORS];
+  size_t total;
+} tset;
+
+/* The MLP-like set; --small divides the large dimensions by 16. */
+static void tset_init(tset *s, int small) {
+  static const char *names[N_TENSORS] = {"dense0/kernel", "dense0/bias", "dense1/kernel", "dense1/bias",
+                                         "dense2/kernel", "dense2/bias", "dense3/kernel", "dense3/bias"};
+  int64_t d = small ? 16 : 1;
+  const int64_t dims[4][2] = {{784, 4096 / d}, {4096 / d, 4096}, {4096, 1664 / d}, {1664 / d, 10}};
+  s->total = 0;
+  for (int i = 0; i < N_TENSORS; i++) {
+    s->name[i] = names[i];
+    const int64_t *kd = dims[i / 2];
+    if (i % 2 == 0) {
+      s->rank[i] = 2;
+      s->shape[i][0] = kd[0];
+      s->shape[i][1] = kd[1];
+    } else {
+      s->rank[i] = 1;
+      s->shape[i][0] = kd[1];
+      s->shape[i][1] = 1;
+    }
+    s->bytes[i] = (size_t)(s->shape[i][0] * s->shape[i][1]) * sizeof(float);
+    s->off[i] = s->total;
+    s->total += s->bytes[i];
+  }
+}
+
+static void views(const tset *s, unsigned char *slab, cairn_tensor *t) {
+  for (int i = 0; i < N_TENSORS; i++)
+    if (cairn_tensor_view(&t[i], slab + s->off[i], CAIRN_DTYPE_F32, s->rank[i], s->shape[i])) DIE("view");
+}
+
+static void fill(float *p, size_t n, uint64_t seed, int zero_pct) {
+  cairn_rng r;
+  cairn_rng_init(&r, seed, 11);
+  for (size_t i = 0; i < n; i++)
+    p[i] = zero_pct && (int)cairn_rng_below(&r, 100) < zero_pct ? 0.0f : cairn_rng_normal(&r);
+}
+
+/* ---- the timed operations --------------------------------------------------- */
+
+static void plain_write(const char *path, const unsigned char *buf, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) DIE_ERRNO(path);
+  for (size_t done = 0; done < n;) {
+    ssize_t k = write(fd, buf + done, n - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) DIE_ERRNO("write");
+    done += (size_t)k;
+  }
+  if (fsync(fd) || close(fd)) DIE_ERRNO("fsync/close");
+}
+
+static void plain_read(const char *path, unsigned char *buf, size_t n) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) DIE_ERRNO(path);
+  for (size_t done = 0; done < n;) {
+    ssize_t k = read(fd, buf + done, n - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) DIE_ERRNO("read");
+    done += (size_t)k;
+  }
+  close(fd);
+}
+
+static void cairn_save(const char *path, const tset *s, const cairn_tensor *t) {
+  cairn_ckpt_writer *w;
+  if (cairn_ckpt_writer_open(path, NULL, &w)) DIE("writer_open");
+  for (int i = 0; i < N_TENSORS; i++)
+    if (cairn_ckpt_writer_add(w, s->name[i], &t[i])) {
+      cairn_ckpt_writer_abort(w);
+      DIE("writer_add");
+    }
+  if (cairn_ckpt_writer_commit(w)) DIE("commit");
+}
+
+static void cairn_load(const char *path, const tset *s, cairn_tensor *t) {
+  cairn_ckpt *c;
+  if (cairn_ckpt_open(path, NULL, &c)) DIE("ckpt_open");
+  for (int i = 0; i < N_TENSORS; i++)
+    if (cairn_ckpt_read(c, s->name[i], &t[i])) DIE("ckpt_read");
+  cairn_ckpt_close(c);
+}
+
+/* Loads into new tensors (allocated in the timed region); returns them. */
+static void cairn_load_fresh(const char *path, const tset *s, cairn_tensor **t) {
+  cairn_ckpt *c;
+  if (cairn_ckpt_open(path, NULL, &c)) DIE("ckpt_open");
+  for (int i = 0; i < N_TENSORS; i++)
+    if (cairn_tensor_new(CAIRN_DTYPE_F32, s->rank[i], s->shape[i], &t[i]) || cairn_ckpt_read(c, s->name[i], t[i]))
+      DIE("ckpt_read (fresh)");
+  cairn_ckpt_close(c);
+}
+
+static void cairn_verify_file(const char *path) {
+  cairn_ckpt *c;
+  if (cairn_ckpt_open(path, NULL, &c) || cairn_ckpt_verify(c)) DIE("verify");
+  cairn_ckpt_close(c);
+}
+
+static const char *fs_name(const char *dir, char *buf, size_t len) {
+  struct statfs sf;
+  if (statfs(dir, &sf)) return "unknown";
+  switch ((unsigned long)sf.f_type) {
+  case 0xEF53UL: return "ext2/3/4";
+  case 0x01021994UL: return "tmpfs";
+  case 0x58465342UL: return "xfs";
+  case 0x9123683EUL: return "btrfs";
+  case 0x794C7630UL: return "overlayfs";
+  default: snprintf(buf, len, "0x%lx", (unsigned long)sf.f_type); return buf;
+  }
+}
+
+/* The 1-minute load average: the machine is shared; a busy one shows here. */
+static double loadavg(void) {
+  double l = -1;
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (fscanf(f, "%lf", &l) != 1) l = -1;
+    fclose(f);
+  }
+  return l;
+}
+
+static off_t file_size(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) ? -1 : sb.st_size;
+}
+
+enum { W, S, R, L, LF, V, SS, SL, N_OPS };
+static const char *op_names[N_OPS] = {"write_fsync", "cairn_save_fsync", "read_hot",          "cairn_load_verified",
+                                      "cairn_load_fresh", "cairn_verify", "sparse_cairn_save", "sparse_cairn_load"};
+
+static void print_series(const char *name, const double *v, int n, const char *fmt) {
+  printf("    \"%s\": [", name);
+  for (int r = 0; r < n; r++) {
+    printf(r ? ", " : "");
+    printf(fmt, v[r]);
+  }
+  printf("]");
+}
+
+int main(int argc, char **argv) {
+  const char *dir_opt = NULL;
+  int rounds = 7, small = 0, sparse = 1, threads = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir_opt = argv[++i];
+    else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--small")) small = 1;
+    else if (!strcmp(argv[i], "--no-sparse")) sparse = 0;
+    else rounds = -1;
+  }
+  if (rounds < 1 || rounds > MAX_ROUNDS) {
+    fprintf(stderr, "usage: bench_ckpt [--dir D] [--rounds R<=%d] [--small] [--no-sparse] [--threads T]\n",
+            MAX_ROUNDS);
+    return 2;
+  }
+  if (threads > 0 && cairn_set_num_threads(threads)) DIE("threads");
+
+  const char *base = dir_opt ? dir_opt : getenv("TMPDIR");
+  if (!base || !*base) base = ".";
+  char dir[4096], p_plain[4200], p_ckpt[4200], p_sparse[4200], fsbuf[32];
+  snprintf(dir, sizeof dir, "%s/bench_ckpt.XXXXXX", base);
+  if (!mkdtemp(dir)) DIE_ERRNO(dir);
+  snprintf(p_plain, sizeof p_plain, "%s/plain.bin", dir);
+  snprintf(p_ckpt, sizeof p_ckpt, "%s/dense.ckpt", dir);
+  snprintf(p_sparse, sizeof p_sparse, "%s/sparse.ckpt", dir);
+
+  tset s;
+  tset_init(&s, small);
+  const size_t n = s.total;
+  /* Sources, destinations and the read buffer: allocated and written once
+   * (pre-touched) before any timing. */
+  unsigned char *src = cairn_alloc(n), *dst = cairn_alloc(n), *rbuf = cairn_alloc(n);
+  unsigned char *sp_src = sparse ? cairn_alloc(n) : NULL, *sp_dst = sparse ? cairn_alloc(n) : NULL;
+  if (!src || !dst || !rbuf || (sparse && (!sp_src || !sp_dst))) DIE("alloc");
+  fill((float *)src, n / sizeof(float), 1, 0);
+  memset(dst, 0x5a, n);
+  memset(rbuf, 0x5a, n);
+  if (sparse) {
+    fill((float *)sp_src, n / sizeof(float), 2, 90);
+    memset(sp_dst, 0x5a, n);
+  }
+  cairn_tensor t_src[N_TENSORS], t_dst[N_TENSORS], t_sp_src[N_TENSORS], t_sp_dst[N_TENSORS];
+  views(&s, src, t_src);
+  views(&s, dst, t_dst);
+  if (sparse) {
+    views(&s, sp_src, t_sp_src);
+    views(&s, sp_dst, t_sp_dst);
+  }
+
+  /* Warm-up, and a check that what is timed is right. */
+  plain_write(p_plain, src, n);
+  plain_read(p_plain, rbuf, n);
+  cairn_save(p_ckpt, &s, t_src);
+  cairn_load(p_ckpt, &s, t_dst);
+  if (memcmp(src, dst, n) || memcmp(src, rbuf, n)) {
+    fprintf(stderr, "bench_ckpt: data read back differs from data written\n");
+    return 1;
+  }
+  if (sparse) {
+    cairn_save(p_sparse, &s, t_sp_src);
+    cairn_load(p_sparse, &s, t_sp_dst);
+    if (memcmp(sp_src, sp_dst, n)) {
+      fprintf(stderr, "bench_ckpt: sparse data read back differs from data written\n");
+      return 1;
+    }
+  }
+  const off_t ckpt_bytes = file_size(p_ckpt), sparse_bytes = sparse ? file_size(p_sparse) : 0;
+
+  const double load_before = loadavg();
+  static double t[N_OPS][MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) {
+    /* Even rounds: plain first; odd rounds: cairn first. */
+    for (int half = 0; half < 2; half++) {
+      int cairn_turn = (half == 0) == (r % 2 == 1);
+      double t0;
+      if (cairn_turn) {
+        unlink(p_ckpt);
+        t0 = now();
+        cairn_save(p_ckpt, &s, t_src);
+        t[S][r] = now() - t0;
+      } else {
+        unlink(p_plain);
+        t0 = now();
+        plain_write(p_plain, src, n);
+        t[W][r] = now() - t0;
+      }
+    }
+    for (int half = 0; half < 2; half++) {
+      int cairn_turn = (half == 0) == (r % 2 == 1);
+      double t0 = now();
+      if (cairn_turn) {
+        cairn_load(p_ckpt, &s, t_dst);
+        t[L][r] = now() - t0;
+      } else {
+        plain_read(p_plain, rbuf, n);
+        t[R][r] = now() - t0;
+      }
+    }
+    cairn_tensor *fresh[N_TENSORS];
+    double t0 = now();
+    cairn_load_fresh(p_ckpt, &s, fresh);
+    t[LF][r] = now() - t0;
+    for (int i = 0; i < N_TENSORS; i++) cairn_tensor_free(fresh[i]);
+    t0 = now();
+    cairn_verify_file(p_ckpt);
+    t[V][r] = now() - t0;
+    if (sparse) {
+      unlink(p_sparse);
+      t0 = now();
+      cairn_save(p_sparse, &s, t_sp_src);
+      t[SS][r] = now() - t0;
+      t0 = now();
+      cairn_load(p_sparse, &s, t_sp_dst);
+      t[SL][r] = now() - t0;
+    }
+  }
+
+  const double mb = (double)n / 1e6;
+  double mbps[N_OPS][MAX_ROUNDS], save_ratio[MAX_ROUNDS], load_ratio[MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) {
+    for (int k = 0; k < N_OPS; k++) mbps[k][r] = t[k][r] > 0 ? mb / t[k][r] : 0;
+    save_ratio[r] = t[W][r] / t[S][r]; /* (MB/s save) / (MB/s write+fsync) */
+    load_ratio[r] = t[R][r] / t[L][r];
+  }
+  char info[512];
+  printf("{\n  \"bench\": \"ckpt_io\",\n  \"context\": \"%s\",\n", cairn_runtime_info(info, sizeof info));
+  printf("  \"threads\": %d,\n  \"loadavg_1min_before_after\": [%.2f, %.2f],\n", cairn_get_num_threads(),
+         load_before, loadavg());
+  printf("  \"dir\": \"%s\",\n  \"fs\": \"%s\",\n", dir, fs_name(dir, fsbuf, sizeof fsbuf));
+  printf("  \"tensors\": %d,\n  \"dtype\": \"f32\",\n  \"mb\": %.2f,\n", N_TENSORS, mb);
+  printf("  \"ckpt_file_bytes\": %lld,\n", (long long)ckpt_bytes);
+  printf("  \"rounds\": %d,\n  \"unit\": \"MB/s (1e6 bytes of tensor data per second)\",\n", rounds);
+  for (int k = 0; k < N_OPS; k++) {
+    if (!sparse && (k == SS || k == SL)) continue;
+    printf("  \"%s_mbps_median\": %.0f,\n", op_names[k], median(mbps[k], rounds));
+  }
+  if (sparse)
+    printf("  \"sparse_zero_fraction\": 0.9,\n  \"sparse_file_bytes\": %lld,\n  \"sparse_ratio\": %.2f,\n",
+           (long long)sparse_bytes, sparse_bytes > 0 ? (double)n / (double)sparse_bytes : 0.0);
+  printf("  \"save_over_write_fsync_median\": %.3f,\n", median(save_ratio, rounds));
+  printf("  \"load_over_read_hot_median\": %.3f,\n", median(load_ratio, rounds));
+  printf("  \"per_round_mbps\": {\n");
+  int first = 1;
+  for (int k = 0; k < N_OPS; k++) {
+    if (!sparse && (k == SS || k == SL)) continue;
+    printf(first ? "" : ",\n");
+    first = 0;
+    print_series(op_names[k], mbps[k], rounds, "%.0f");
+  }
+  printf("\n  }\n}\n");
+
+  unlink(p_plain);
+  unlink(p_ckpt);
+  if (sparse) unlink(p_sparse);
+  rmdir(dir);
+  cairn_free(src);
+  cairn_free(dst);
+  cairn_free(rbuf);
+  cairn_free(sp_src);
+  cairn_free(sp_dst);
+  return 0;
+}

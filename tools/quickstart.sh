@@ -7,7 +7,9 @@
 #                                 ISA and CAIRN_ISA=ref), a build with
 #                                 --disable-openmp and its make check, make install
 #                                 into a temporary prefix + a program built with
-#                                 pkg-config, and make distcheck.
+#                                 pkg-config, make distcheck, and a short
+#                                 libFuzzer run of the checkpoint reader
+#                                 (clang, ASan+UBSan; CAIRN_FUZZ_SECONDS, 60).
 # The test mode ends with one line "N passed, N failed" and exits non-zero
 # if anything failed. Packages are installed with apt-get (as root, or via
 # sudo when not root).
@@ -19,6 +21,8 @@ cd "$top" || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 
 pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libcriterion-dev"
+# The test mode also fuzzes the checkpoint reader with clang's libFuzzer.
+[ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -121,6 +125,34 @@ if (cd _build && make -j"$jobs" distcheck >distcheck.out 2>&1); then
 else
   tail -40 _build/distcheck.out
   bad "make distcheck"
+fi
+
+echo "== libFuzzer: checkpoint reader under ASan+UBSan"
+# A separate clang build (static, serial so runs are deterministic) of
+# tests/fuzz/fuzz_ckpt, run for a bounded time on a copy of the seed corpus.
+fuzz_secs=${CAIRN_FUZZ_SECONDS:-60}
+mkdir -p _build-fuzz
+if (cd _build-fuzz && { [ -f Makefile ] || CC=clang "$top/configure" -q --enable-fuzzing --disable-openmp --disable-shared; } &&
+    make -j"$jobs" tests/fuzz/fuzz_ckpt >make.out 2>&1); then
+  fuzz_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-fuzz.XXXXXX")
+  mkdir "$fuzz_dir/corpus" && cp tests/fuzz/corpus/* "$fuzz_dir/corpus/" 2>/dev/null
+  if _build-fuzz/tests/fuzz/fuzz_ckpt -max_total_time="$fuzz_secs" -rss_limit_mb=2048 -timeout=20 \
+       -print_final_stats=1 -artifact_prefix="$fuzz_dir/" "$fuzz_dir/corpus" >_build-fuzz/fuzz.out 2>&1; then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' _build-fuzz/fuzz.out)
+    ok "fuzz_ckpt: ${fuzz_secs} s, ${runs:-?} inputs, nothing found"
+  else
+    grep -v '^#[0-9]\|^0x\|^Base64\|^\\' _build-fuzz/fuzz.out | tail -60
+    for f in "$fuzz_dir"/crash-* "$fuzz_dir"/leak-* "$fuzz_dir"/timeout-* "$fuzz_dir"/oom-*; do
+      [ -f "$f" ] || continue
+      echo "input $(basename "$f") ($(wc -c <"$f") bytes), hex:"
+      od -An -tx1 -v "$f"
+    done
+    bad "fuzz_ckpt found a failing input"
+  fi
+  rm -rf "$fuzz_dir"
+else
+  tail -40 _build-fuzz/make.out 2>/dev/null
+  bad "build of tests/fuzz/fuzz_ckpt (CC=clang --enable-fuzzing)"
 fi
 
 echo "$passed passed, $failed failed"

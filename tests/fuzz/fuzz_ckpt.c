@@ -38,7 +38,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cairn.h>
+#include <cairn/ckpt.h>
+#include <cairn/status.h>
+#include <cairn/tensor.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cairn.h>
+#include <cairn/ckpt.h>
+#include <cairn/rng.h>
+#include <cairn/status.h>
+#include <cairn/tensor.h>
 
 static const char *outdir;
 
