@@ -407,6 +407,15 @@ for k in a.files:
     "$1" show --all "$2" big | sed 1,2d >"$4/mine" &&
     "$5" -c "import numpy, sys; numpy.set_printoptions(threshold=sys.maxsize); print(repr(numpy.load(sys.argv[1])[\"big\"]))" "$3" >"$4/numpy" &&
     cmp -s "$4/mine" "$4/numpy"' sh "$TOOL" "$A" "$DATA/inspect-a.npz" "$T" "$PY"
+  "$PY" -c '
+import numpy as np, sys
+np.savez(sys.argv[1], i=np.array([2**62, 5], "i8"), f=np.array([np.nan, 1.0, np.inf]), u=np.array([2**64 - 1], "u8"))
+np.savez(sys.argv[2], i=np.array([2**62 + 1, 5], "i8"), f=np.array([np.nan, np.nan, np.inf]), u=np.array([2**64 - 2], "u8"))
+' "$T/x1.npz" "$T/x2.npz"
+  "$TOOL" import "$T/x1.npz" "$T/x1.ckpt" >/dev/null && "$TOOL" import "$T/x2.npz" "$T/x2.ckpt" >/dev/null
+  expect 1 "diff sees a difference of 1 in 2^62 (i64) and in u64" "$TOOL" diff "$T/x1.ckpt" "$T/x2.ckpt"
+  check "... exactly, and NaN on one side only" sh -c 'grep -q "^values: *i  1 of 2 elements differ, max abs diff 1," "$1" && grep -q "^values: *u  1 of 1 elements differ, max abs diff 1," "$1" && grep -q "^values: *f  1 of 3 elements differ (1 NaN on one side only)" "$1"' sh "$T/out"
+  expect 0 "diff: NaN equals NaN, inf equals inf" "$TOOL" diff "$T/x1.ckpt" "$T/x1.ckpt"
   "$PY" -c 'import numpy as np, sys; np.savez(sys.argv[1], z=np.array([1j, 2]))' "$T/complex.npz"
   expect 2 "import of an unsupported dtype (complex): exit 2" "$TOOL" import "$T/complex.npz" "$T/x.ckpt"
   check "... names the member and the dtype" sh -c 'grep -q "z.npy" "$1" && grep -q "<c16" "$1"' sh "$T/err"
@@ -415,7 +424,7 @@ for k in a.files:
   "$PY" -c 'import numpy as np, sys; np.savez(sys.argv[1], o=np.array([None, 1], dtype=object))' "$T/object.npz" 2>/dev/null
   expect 2 "import of an object array (pickle): exit 2" "$TOOL" import "$T/object.npz" "$T/x.ckpt"
 else
-  for t in 1 2 3 4 5 6 7 8 9 10 11 12 13; do skip "numpy not installed"; done
+  for t in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do skip "numpy not installed"; done
 fi
 
 # Hostile ZIPs, made with Python's zipfile (no numpy needed)

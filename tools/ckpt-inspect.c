@@ -1161,7 +1161,7 @@ typedef struct dresult {
   dkind kind;
   const char *name;
   const cairn_ckpt_entry *a, *b;
-  uint64_t n_diff, n;
+  uint64_t n_diff, n, n_nan; /* n_nan: pairs where only one side is NaN */
   double max_abs, max_rel;
 } dresult;
 
@@ -1191,50 +1191,42 @@ static cairn_ckpt_entry *load_entries(cairn_ckpt *c, const char *path, size_t *n
 /* Element-wise comparison: a value counts as different when
  * |a - b| > atol + rtol·|b| (numpy.isclose); NaN equals NaN, infinities
  * equal themselves. max_rel is |a - b| / |b| (inf where b == 0 != a). */
+/* Folds one differing pair (|a - b| = dd, reference |b| = ref) into r. */
+static void note_diff(dresult *r, double dd, double ref, double atol, double rtol) {
+  if (dd > r->max_abs) r->max_abs = dd;
+  double rel = ref == 0 ? INFINITY : dd / ref;
+  if (rel > r->max_rel) r->max_rel = rel;
+  if (isinf(dd) || dd > atol + rtol * ref) r->n_diff++;
+}
+
 static void compare_values(cairn_dtype dt, const void *pa, const void *pb, uint64_t n, double atol, double rtol,
                            dresult *r) {
   r->n = n;
   for (uint64_t i = 0; i < n; i++) {
-    int equal;
-    double x = get_d(dt, pa, i), y = get_d(dt, pb, i);
-    if (dt == CAIRN_DTYPE_I64 || dt == CAIRN_DTYPE_U64) {
-      /* exact first: doubles lose bits beyond 2^53 */
-      const unsigned char *a8 = (const unsigned char *)pa + 8 * i, *b8 = (const unsigned char *)pb + 8 * i;
-      if (memcmp(a8, b8, 8) == 0) continue;
-      if (dt == CAIRN_DTYPE_I64) {
-        int64_t u = get_i(dt, pa, i), v = get_i(dt, pb, i);
-        x = (double)u;
-        y = (double)v;
-        double dd = u > v ? (double)((uint64_t)u - (uint64_t)v) : (double)((uint64_t)v - (uint64_t)u);
-        if (dd > r->max_abs) r->max_abs = dd;
-        double rel = y == 0 ? INFINITY : dd / fabs(y);
-        if (rel > r->max_rel) r->max_rel = rel;
-        if (dd > atol + rtol * fabs(y)) r->n_diff++;
-        continue;
-      }
-      uint64_t u = get_u(dt, pa, i), v = get_u(dt, pb, i);
-      double dd = (double)(u > v ? u - v : v - u);
-      y = (double)v;
-      if (dd > r->max_abs) r->max_abs = dd;
-      double rel = v == 0 ? INFINITY : dd / y;
-      if (rel > r->max_rel) r->max_rel = rel;
-      if (dd > atol + rtol * y) r->n_diff++;
-      (void)x;
+    if (dt == CAIRN_DTYPE_I64) { /* exact: doubles lose bits beyond 2^53 */
+      int64_t u = get_i(dt, pa, i), v = get_i(dt, pb, i);
+      if (u == v) continue;
+      uint64_t d = u > v ? (uint64_t)u - (uint64_t)v : (uint64_t)v - (uint64_t)u;
+      note_diff(r, (double)d, fabs((double)v), atol, rtol);
       continue;
     }
+    if (dt == CAIRN_DTYPE_U64) {
+      uint64_t u = get_u(dt, pa, i), v = get_u(dt, pb, i);
+      if (u == v) continue;
+      note_diff(r, (double)(u > v ? u - v : v - u), (double)v, atol, rtol);
+      continue;
+    }
+    double x = get_d(dt, pa, i), y = get_d(dt, pb, i);
     if (isnan(x) || isnan(y)) {
-      equal = isnan(x) && isnan(y);
-      if (!equal) r->n_diff++;
+      if (!(isnan(x) && isnan(y))) { /* NaN equals only NaN; no finite difference */
+        r->n_diff++;
+        r->n_nan++;
+      }
       continue;
     }
     if (x == y) continue;
-    double dd = fabs(x - y);
-    if (isinf(x) || isinf(y)) dd = INFINITY;
-    if (dd > r->max_abs) r->max_abs = dd;
-    double rel = y == 0 ? INFINITY : dd / fabs(y);
-    if (rel > r->max_rel) r->max_rel = rel;
-    equal = !isinf(dd) && dd <= atol + rtol * fabs(y);
-    if (!equal) r->n_diff++;
+    double dd = (isinf(x) || isinf(y)) ? INFINITY : fabs(x - y);
+    note_diff(r, dd, fabs(y), atol, rtol);
   }
 }
 
@@ -1378,8 +1370,8 @@ static int cmd_diff(const options *o, const char *arg_a, const char *arg_b) {
         fputs(", \"shape_b\": ", stdout);
         json_shape(stdout, r->b->rank, r->b->shape);
         if (r->kind == D_VALUES || r->kind == D_CLOSE) {
-          printf(", \"n_elements\": %llu, \"n_different\": %llu, \"max_abs_diff\": ", (unsigned long long)r->n,
-                 (unsigned long long)r->n_diff);
+          printf(", \"n_elements\": %llu, \"n_different\": %llu, \"n_nan_mismatch\": %llu, \"max_abs_diff\": ",
+                 (unsigned long long)r->n, (unsigned long long)r->n_diff, (unsigned long long)r->n_nan);
           json_num(stdout, r->max_abs);
           fputs(", \"max_rel_diff\": ", stdout);
           json_num(stdout, r->max_rel);
@@ -1428,9 +1420,11 @@ static int cmd_diff(const options *o, const char *arg_a, const char *arg_b) {
           fmt_num(n2, sizeof n2, r->max_rel);
           fputs(r->kind == D_VALUES ? "values:  " : "close:   ", stdout);
           put_esc(stdout, r->name);
-          if (r->kind == D_VALUES)
-            printf("  %llu of %llu elements differ, max abs diff %s, max rel diff %s\n",
-                   (unsigned long long)r->n_diff, (unsigned long long)r->n, n1, n2);
+          if (r->kind == D_VALUES) {
+            printf("  %llu of %llu elements differ", (unsigned long long)r->n_diff, (unsigned long long)r->n);
+            if (r->n_nan) printf(" (%llu NaN on one side only)", (unsigned long long)r->n_nan);
+            printf(", max abs diff %s, max rel diff %s\n", n1, n2);
+          }
           else
             printf("  equal within tolerance (max abs diff %s, max rel diff %s)\n", n1, n2);
           break;
