@@ -487,6 +487,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *pat
     char inner[400];
     snprintf(inner, sizeof inner, "%s", cairn_errmsg());
     cairn_restore_report_free(r);
+    if (strstr(inner, path)) return cairn__fail(st, "%s: %s", fn, inner); /* already names the file */
     return cairn__fail(st, "%s '%s': %s", fn, path, inner);
   }
 

@@ -398,6 +398,7 @@ static char *dir_of(const char *path) {
 static cairn_status wrap(cairn_status st, const char *path, const char *what) {
   char inner[512];
   snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  if (!what[0] && strstr(inner, path)) return cairn__fail(st, "save: %s", inner); /* already names the file */
   return cairn__fail(st, "save '%s': %s%s", path, what, inner);
 }
 
