@@ -552,7 +552,7 @@ int npz_reader_open(const char *path, const npz_limits *limits, npz_reader **out
   npz_member **order = NULL;
   if (!r) goto nomem;
   r->fd = -1;
-  r->lim.max_member_bytes = limits && limits->max_member_bytes ? limits->max_member_bytes : (8ull << 30);
+  r->lim.max_member_bytes = limits && limits->max_member_bytes ? limits->max_member_bytes : (64ull << 30);
   r->lim.max_members = limits && limits->max_members ? limits->max_members : 1000000u;
   r->path = strdup(path);
   if (!r->path) goto nomem;

@@ -59,7 +59,8 @@ void npz_array_free(npz_array *a);
 /* ---- Reading ---------------------------------------------------------------- */
 
 typedef struct npz_limits {
-  uint64_t max_member_bytes;  /* uncompressed size of one member; 0: 8 GiB */
+  uint64_t max_member_bytes;  /* uncompressed size of one member; 0: 64 GiB
+                                 (the cairn reader's default tensor limit) */
   uint64_t max_members;       /* 0: 1,000,000 */
 } npz_limits;
 
