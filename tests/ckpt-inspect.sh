@@ -8,7 +8,8 @@
 # from a), inspect-c.npz (a with two values nudged by ~1e-3) were written
 # once by numpy (tests/data/inspect-gen.py); inspect-meta.ckpt (a bf16
 # tensor and metadata of every type) by tests/data/inspect-meta-gen.c with
-# the library's writer. Checkpoints are made here with `ckpt-inspect import`.
+# the library's writer. Checkpoints are made here with `ckpt-inspect import`;
+# the format's golden files (tests/data/v1-*.crn) are read when present.
 # numpy, when /usr/bin/python3 has it, checks export and imports numpy's own
 # files; JSON is parsed by /usr/bin/python3 when it exists.
 
@@ -353,6 +354,23 @@ expect 0 "round trip export/import keeps every tensor (diff exit 0)" "$TOOL" dif
 check "... bit for bit (no 'close')" sh -c '! grep -q "^close:" "$1" && grep -q "21 same, 0 different" "$1"' sh "$T/out"
 expect 0 "export of the round-tripped checkpoint" "$TOOL" export "$T/a-rt.ckpt" "$T/a-rt.npz"
 check "... is byte-identical to the first export (reproducible)" cmp -s "$T/a.npz" "$T/a-rt.npz"
+
+# The format's golden files, when present: verify, list --json, meta, export
+for g in "$DATA"/v1-*.crn; do
+  [ -f "$g" ] || continue
+  b=$(basename "$g")
+  expect 0 "verify golden $b" "$TOOL" verify "$g"
+  expect 0 "list --json golden $b" "$TOOL" list --json "$g"
+  check "... valid JSON" json_ok "$T/out"
+  expect 0 "meta --json golden $b" "$TOOL" meta --json "$g"
+  check "... valid JSON" json_ok "$T/out"
+  expect 0 "export golden $b" "$TOOL" export "$g" "$T/$b.npz"
+  if [ "$have_numpy" = 1 ]; then
+    check "... numpy.load reads it" "$PY" -c 'import numpy, sys; z = numpy.load(sys.argv[1]); [z[k] for k in z.files]' "$T/$b.npz"
+  else
+    skip "numpy not installed"
+  fi
+done
 
 # ---- numpy -------------------------------------------------------------------
 
