@@ -19,6 +19,10 @@ cairn_status cairn__fail(cairn_status s, const char *fmt, ...)
     ;
 void cairn__clear_error(void);
 
+/* The variable named `name`, or NULL — without touching cairn_errmsg()
+ * (cairn_registry_find reports a missing name as an error). var.c */
+cairn_var *cairn__registry_lookup(const cairn_registry *r, const char *name);
+
 /* Argument checks that produce the standard messages. `fn` and `what` name
  * the call and the argument: "dense_forward: X is NULL". */
 cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t);

@@ -3,6 +3,8 @@
  * report_uninitialized_variables. The values are generated in init.c. */
 #include "internal.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +20,26 @@ struct cairn_var {
   cairn_tensor *tensor; /* owned */
   cairn_init init;
   unsigned collections;
-  int initialized;
+  /* Atomic: sessions on several threads read it (release on set after the
+     values are written, acquire on read). */
+  atomic_int initialized;
   const cairn_registry *owner;
   uint64_t seed;        /* the owner's, for cairn_var_initialize(v) */
 };
 
+/* An item of a graph collection (cairn_registry_collection_add). */
+struct coll_item {
+  char *key;
+  void *item;
+  cairn_item_free_fn free_item;
+};
+
 struct cairn_registry {
   uint64_t seed;
+  pthread_mutex_t lock; /* guards finalized and the collection items */
+  int finalized;
+  struct coll_item *items;
+  size_t n_items, cap_items;
   cairn_var **vars;     /* creation order; each var allocated separately, so pointers stay valid */
   size_t n, cap;
   size_t *slots;        /* open addressing by cairn_hash_name: index + 1, 0 = empty */
@@ -128,6 +143,11 @@ cairn_status cairn_registry_new(uint64_t seed, cairn_registry **out) {
   *out = r;
   if (!r) return cairn__fail(CAIRN_E_NOMEM, "registry_new: cannot allocate the registry");
   r->seed = seed;
+  if (pthread_mutex_init(&r->lock, NULL) != 0) {
+    free(r);
+    *out = NULL;
+    return cairn__fail(CAIRN_E_NOMEM, "registry_new: cannot create the registry's lock");
+  }
   return CAIRN_OK;
 }
 
@@ -140,6 +160,14 @@ static void var_free(cairn_var *v) {
 
 void cairn_registry_free(cairn_registry *r) {
   if (!r) return;
+  /* Collection items first (newest first): ops and savers refer to the
+     variables but never touch them when freed. */
+  for (size_t i = r->n_items; i-- > 0;) {
+    if (r->items[i].free_item) r->items[i].free_item(r->items[i].item);
+    free(r->items[i].key);
+  }
+  free(r->items);
+  pthread_mutex_destroy(&r->lock);
   for (size_t i = 0; i < r->n; i++) var_free(r->vars[i]);
   free(r->vars);
   free(r->slots);
@@ -147,6 +175,80 @@ void cairn_registry_free(cairn_registry *r) {
 }
 
 uint64_t cairn_registry_seed(const cairn_registry *r) { return r ? r->seed : 0; }
+
+/* ---- finalization and collections ------------------------------------------- */
+
+static const char finalized_msg[] = "Graph is finalized and cannot be modified.";
+
+static void set_finalized(cairn_registry *r, int f) {
+  if (!r) return;
+  pthread_mutex_lock(&r->lock);
+  r->finalized = f;
+  pthread_mutex_unlock(&r->lock);
+}
+
+void cairn_registry_finalize(cairn_registry *r) { set_finalized(r, 1); }
+void cairn_registry_unfinalize(cairn_registry *r) { set_finalized(r, 0); }
+
+int cairn_registry_is_finalized(const cairn_registry *r) {
+  if (!r) return 0;
+  cairn_registry *m = (cairn_registry *)r; /* the lock is not part of the value */
+  pthread_mutex_lock(&m->lock);
+  int f = m->finalized;
+  pthread_mutex_unlock(&m->lock);
+  return f;
+}
+
+cairn_status cairn_registry_collection_add(cairn_registry *r, const char *key, void *item,
+                                           cairn_item_free_fn free_item) {
+  static const char fn[] = "registry_collection_add";
+  if (!r) return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
+  if (!key) return cairn__fail(CAIRN_E_NULL, "%s: key is NULL", fn);
+  if (!item) return cairn__fail(CAIRN_E_NULL, "%s: '%s': item is NULL", fn, key);
+  size_t len = strlen(key);
+  if (len == 0 || len > NAME_MAX_LEN)
+    return cairn__fail(CAIRN_E_INVALID, "%s: key is %zu bytes, expected 1..%d", fn, len, NAME_MAX_LEN);
+  char *k = malloc(len + 1);
+  if (!k) return cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot copy the key", fn, key);
+  memcpy(k, key, len + 1);
+  cairn_status s = CAIRN_OK;
+  pthread_mutex_lock(&r->lock);
+  if (r->finalized) {
+    s = cairn__fail(CAIRN_E_STATE, "%s: '%s': %s", fn, key, finalized_msg);
+  } else if (r->n_items == r->cap_items) {
+    size_t cap = r->cap_items ? 2 * r->cap_items : 8;
+    struct coll_item *it = realloc(r->items, cap * sizeof *it);
+    if (!it) {
+      s = cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot grow the collections", fn, key);
+    } else {
+      r->items = it;
+      r->cap_items = cap;
+    }
+  }
+  if (s == CAIRN_OK) {
+    r->items[r->n_items].key = k;
+    r->items[r->n_items].item = item;
+    r->items[r->n_items].free_item = free_item;
+    r->n_items++;
+  }
+  pthread_mutex_unlock(&r->lock);
+  if (s) free(k);
+  return s;
+}
+
+size_t cairn_registry_collection_get(const cairn_registry *r, const char *key, void **out, size_t cap) {
+  if (!r || !key) return 0;
+  cairn_registry *m = (cairn_registry *)r;
+  size_t k = 0;
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->n_items; i++) {
+    if (strcmp(m->items[i].key, key) != 0) continue;
+    if (out && k < cap) out[k] = m->items[i].item;
+    k++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return k;
+}
 
 cairn_status cairn_var_create(cairn_registry *r, const char *name, cairn_dtype dt, int rank,
                               const int64_t *shape, cairn_init init, unsigned collections, cairn_var **out) {
@@ -156,6 +258,7 @@ cairn_status cairn_var_create(cairn_registry *r, const char *name, cairn_dtype d
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   cairn_status s = check_name(fn, name);
   if (s) return s;
+  if (cairn_registry_is_finalized(r)) return cairn__fail(CAIRN_E_STATE, "%s: '%s': %s", fn, name, finalized_msg);
   s = check_collections(fn, name, collections);
   if (s) return s;
   if (r->n > 0) {
@@ -219,6 +322,12 @@ cairn_status cairn_registry_find(const cairn_registry *r, const char *name, cair
   return CAIRN_OK;
 }
 
+cairn_var *cairn__registry_lookup(const cairn_registry *r, const char *name) {
+  if (!r || !name || r->n == 0) return NULL;
+  const size_t *slot = lookup(r, name);
+  return *slot ? r->vars[*slot - 1] : NULL;
+}
+
 cairn_status cairn_registry_global_step(cairn_registry *r, cairn_var **out) {
   static const char fn[] = "registry_global_step";
   if (out) *out = NULL;
@@ -263,11 +372,11 @@ size_t cairn_registry_list(const cairn_registry *r, unsigned mask, cairn_var **o
 static cairn_var *next_uninitialized(const cairn_registry *r, cairn_var *const *vars, size_t n, size_t *pos) {
   if (vars) {
     for (; *pos < n; ++*pos)
-      if (vars[*pos] && !vars[*pos]->initialized) return vars[(*pos)++];
+      if (vars[*pos] && !cairn_var_is_initialized(vars[*pos])) return vars[(*pos)++];
   } else if (r) {
     for (; *pos < r->n; ++*pos) {
       cairn_var *v = r->vars[*pos];
-      if ((v->collections & (CAIRN_COLL_GLOBAL | CAIRN_COLL_LOCAL)) && !v->initialized) {
+      if ((v->collections & (CAIRN_COLL_GLOBAL | CAIRN_COLL_LOCAL)) && !cairn_var_is_initialized(v)) {
         ++*pos;
         return v;
       }
@@ -337,16 +446,18 @@ const char *cairn_var_name(const cairn_var *v) { return v ? v->name : NULL; }
 cairn_tensor *cairn_var_tensor(const cairn_var *v) { return v ? v->tensor : NULL; }
 unsigned cairn_var_collections(const cairn_var *v) { return v ? v->collections : 0; }
 cairn_init cairn_var_initializer(const cairn_var *v) { return v ? v->init : cairn_init_zeros(); }
-int cairn_var_is_initialized(const cairn_var *v) { return v ? v->initialized : 0; }
+int cairn_var_is_initialized(const cairn_var *v) {
+  return v ? atomic_load_explicit(&((cairn_var *)v)->initialized, memory_order_acquire) : 0;
+}
 
 void cairn_var_set_initialized(cairn_var *v, int initialized) {
-  if (v) v->initialized = initialized != 0;
+  if (v) atomic_store_explicit(&v->initialized, initialized != 0, memory_order_release);
 }
 
 cairn_status cairn_var_initialize(cairn_var *v) {
   if (!v) return cairn__fail(CAIRN_E_NULL, "var_initialize: variable is NULL");
   cairn_status s = cairn_init_fill(v->tensor, v->init, v->seed, v->name);
   if (s) return s;
-  v->initialized = 1;
+  atomic_store_explicit(&v->initialized, 1, memory_order_release);
   return CAIRN_OK;
 }

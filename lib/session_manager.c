@@ -1,0 +1,483 @@
+/* The SessionManager (cairn/session.h): TF's
+ * tf.compat.v1.train.SessionManager — prepare_session (chief),
+ * recover_session, wait_for_session (worker) — plus cairn's first-class
+ * partial restore and warm start.
+ * Reference: ../shared/spec/tensorflow-session-semantics.md §2, §6. */
+#define _POSIX_C_SOURCE 200809L
+#include "session_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cairn/saver.h"
+#include "cairn/session.h"
+
+/* Room for one readiness message ("Variables not initialized: a, b, ..."). */
+#define MSG_CAP 2048
+
+struct cairn_session_manager {
+  cairn_registry *r;
+  cairn_op *local_init_op; /* referenced */
+  const cairn_feed *local_init_feeds;
+  size_t n_local_init_feeds;
+  cairn_ready_op *ready_op;
+  cairn_ready_op *ready_for_local_init_op;
+  double recovery_wait_secs;
+  unsigned session_flags;
+  const cairn_env *env;
+  cairn_names *names; /* scratch list for ready ops */
+  cairn_restore_report *report;
+  char msg_local[MSG_CAP]; /* the last not-ready messages */
+  char msg_ready[MSG_CAP];
+  char restored_from[1024];
+  char errmsg[CAIRN__ERRBUF];
+};
+
+cairn_status cairn_session_manager_new(cairn_registry *r, const cairn_session_manager_options *opts,
+                                       cairn_session_manager **out) {
+  static const char fn[] = "session_manager_new";
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  *out = NULL;
+  if (!r) return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
+  cairn_session_manager_options o = opts ? *opts : cairn_session_manager_options_default();
+  if (o.ready_for_local_init_op && !o.local_init_op)
+    return cairn__fail(CAIRN_E_INVALID,
+                       "If you pass a ready_for_local_init_op you must also pass a local_init_op , "
+                       "ready_for_local_init_op [%s]",
+                       cairn_ready_op_name(o.ready_for_local_init_op));
+  if (!(o.recovery_wait_secs > 0) || isinf(o.recovery_wait_secs))
+    return cairn__fail(CAIRN_E_INVALID,
+                       "%s: recovery_wait_secs must be a finite number > 0 (got %g); start from "
+                       "cairn_session_manager_options_default()",
+                       fn, o.recovery_wait_secs);
+  if (o.session_flags & ~CAIRN_SESSION_FRESH)
+    return cairn__fail(CAIRN_E_INVALID, "%s: unknown session flags 0x%x", fn, o.session_flags);
+  cairn_session_manager *sm = calloc(1, sizeof *sm);
+  if (!sm) return cairn__fail(CAIRN_E_NOMEM, "%s: cannot allocate the session manager", fn);
+  cairn_status s = cairn_names_new(&sm->names);
+  if (s) {
+    free(sm);
+    return s;
+  }
+  sm->r = r;
+  sm->local_init_op = cairn_op_ref(o.local_init_op);
+  sm->local_init_feeds = o.local_init_feeds;
+  sm->n_local_init_feeds = o.n_local_init_feeds;
+  sm->ready_op = cairn_ready_op_ref(o.ready_op);
+  sm->ready_for_local_init_op = cairn_ready_op_ref(o.ready_for_local_init_op);
+  sm->recovery_wait_secs = o.recovery_wait_secs;
+  sm->session_flags = o.session_flags;
+  sm->env = o.env;
+  *out = sm;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_session_manager_new_from_scaffold(const cairn_scaffold *sc,
+                                                     const cairn_session_manager_options *base,
+                                                     cairn_session_manager **out) {
+  static const char fn[] = "session_manager_new_from_scaffold";
+  if (out) *out = NULL;
+  if (!sc) return cairn__fail(CAIRN_E_NULL, "%s: scaffold is NULL", fn);
+  if (!cairn_scaffold_is_finalized(sc))
+    return cairn__fail(CAIRN_E_STATE, "%s: the scaffold is not finalized (call cairn_scaffold_finalize)", fn);
+  cairn_session_manager_options o = base ? *base : cairn_session_manager_options_default();
+  o.local_init_op = cairn_scaffold_local_init_op(sc);
+  o.local_init_feeds = cairn_scaffold_local_init_feeds(sc, &o.n_local_init_feeds);
+  o.ready_op = cairn_scaffold_ready_op(sc);
+  o.ready_for_local_init_op = cairn_scaffold_ready_for_local_init_op(sc);
+  return cairn_session_manager_new(cairn_scaffold_registry(sc), &o, out);
+}
+
+void cairn_session_manager_free(cairn_session_manager *sm) {
+  if (!sm) return;
+  cairn_op_free(sm->local_init_op);
+  cairn_ready_op_free(sm->ready_op);
+  cairn_ready_op_free(sm->ready_for_local_init_op);
+  cairn_names_free(sm->names);
+  cairn_restore_report_free(sm->report);
+  free(sm);
+}
+
+const char *cairn_session_manager_errmsg(const cairn_session_manager *sm) { return sm ? sm->errmsg : ""; }
+
+const cairn_restore_report *cairn_session_manager_restore_report(const cairn_session_manager *sm) {
+  return sm ? sm->report : NULL;
+}
+
+cairn_prepare_options cairn_prepare_options_from_scaffold(const cairn_scaffold *sc, const char *checkpoint_dir,
+                                                          const char *checkpoint_filename_with_path) {
+  cairn_prepare_options o = cairn_prepare_options_default();
+  o.checkpoint_dir = checkpoint_dir;
+  o.checkpoint_filename_with_path = checkpoint_filename_with_path;
+  if (!sc) return o;
+  o.init_op = cairn_scaffold_init_op(sc);
+  o.init_feeds = cairn_scaffold_init_feeds(sc, &o.n_init_feeds);
+  cairn_scaffold_bound_init_fn(sc, &o.init_fn, &o.init_fn_user, &o.init_fn_name);
+  o.saver = cairn_scaffold_saver(sc);
+  o.restore = cairn_scaffold_restore(sc);
+  o.warm_start_path = cairn_scaffold_warm_start_path(sc);
+  o.warm_start = cairn_scaffold_warm_start(sc);
+  return o;
+}
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+static cairn_status sm_fail(cairn_session_manager *sm, cairn_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static cairn_status sm_fail(cairn_session_manager *sm, cairn_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cairn__errbuf_vfail(sm->errmsg, st, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+/* An error from a session run: its whole message is on the session. */
+static cairn_status sm_keep_session(cairn_session_manager *sm, cairn_session *s, cairn_status st) {
+  cairn__errbuf_keep(sm->errmsg, st, cairn__session_errbuf(s));
+  return cairn__fail(st, "%s", sm->errmsg);
+}
+
+/* An error reported through cairn__fail (saver, registry). */
+static cairn_status sm_keep(cairn_session_manager *sm, cairn_status st) {
+  return cairn__errbuf_keep(sm->errmsg, st, NULL);
+}
+
+/* ---- readiness primitives (§2.2) ------------------------------------------------------ */
+
+/* TF's _ready: *ready and, when not ready, msg ("Variables not initialized:
+ * a, b" or a legacy op's "...uninitialized..." message). Other errors of
+ * the op propagate. */
+static cairn_status check_ready(cairn_session_manager *sm, cairn_session *s, const cairn_ready_op *op, int *ready,
+                                char *msg) {
+  msg[0] = '\0';
+  *ready = 1;
+  if (!op) return CAIRN_OK;
+  cairn_status st = cairn_session_run_ready(s, op, sm->names);
+  if (st == CAIRN_E_UNINITIALIZED) {
+    *ready = 0;
+    snprintf(msg, MSG_CAP, "%s", cairn_session_errmsg(s));
+    return CAIRN_OK;
+  }
+  if (st) return sm_keep_session(sm, s, st);
+  if (cairn_names_count(sm->names) == 0) return CAIRN_OK;
+  *ready = 0;
+  static const char head[] = "Variables not initialized: ";
+  memcpy(msg, head, sizeof head);
+  size_t used = sizeof head - 1;
+  size_t total = cairn_names_join(sm->names, ", ", msg + used, MSG_CAP - used);
+  if (used + total + 1 > MSG_CAP) memcpy(msg + MSG_CAP - 4, "...", 4); /* cut: say so */
+  return CAIRN_OK;
+}
+
+/* TF's _try_run_local_init_op. */
+static cairn_status try_local_init(cairn_session_manager *sm, cairn_session *s, int *ok) {
+  *ok = 1;
+  sm->msg_local[0] = '\0';
+  if (!sm->local_init_op) return CAIRN_OK;
+  int ready;
+  cairn_status st = check_ready(sm, s, sm->ready_for_local_init_op, &ready, sm->msg_local);
+  if (st) return st;
+  if (!ready) {
+    *ok = 0;
+    return CAIRN_OK;
+  }
+  st = cairn_session_run_op_feeds(s, sm->local_init_op, sm->local_init_feeds, sm->n_local_init_feeds);
+  if (st) return sm_keep_session(sm, s, st);
+  return CAIRN_OK;
+}
+
+/* ---- restore (§2.3) ------------------------------------------------------------------- */
+
+/* Initializes every GLOBAL variable that the partial restore reported in
+ * `report` did not restore. */
+static cairn_status init_unrestored(cairn_session_manager *sm, const cairn_restore_report *report, size_t *count) {
+  *count = 0;
+  size_t n = cairn_registry_count(sm->r, CAIRN_COLL_GLOBAL);
+  if (n == 0) return CAIRN_OK;
+  cairn_var **vars = malloc(n * sizeof *vars);
+  if (!vars) return sm_fail(sm, CAIRN_E_NOMEM, "prepare_session: cannot list %zu variables", n);
+  cairn_registry_list(sm->r, CAIRN_COLL_GLOBAL, vars, n);
+  size_t nr = cairn_restore_report_count(report, CAIRN_RESTORE_RESTORED);
+  cairn_status st = CAIRN_OK;
+  for (size_t i = 0; i < n && !st; i++) {
+    int restored = 0;
+    for (size_t k = 0; k < nr && !restored; k++)
+      restored = cairn_restore_report_item(report, CAIRN_RESTORE_RESTORED, k)->var == vars[i];
+    if (restored) continue;
+    st = cairn_var_initialize(vars[i]);
+    if (st) sm_keep(sm, st);
+    else ++*count;
+  }
+  free(vars);
+  return st;
+}
+
+/* Restores `path`: strictly with the saver (TF), or partially with `ropts`
+ * and then initializes what was not restored. */
+static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, const char *path,
+                                 const cairn_restore_options *ropts, int init_rest) {
+  cairn_env_log(sm->env, CAIRN_LOG_INFO, "Restoring parameters from %s", path);
+  if (!ropts) {
+    cairn_status st = cairn_saver_restore(saver, path, NULL);
+    return st ? sm_keep(sm, st) : CAIRN_OK;
+  }
+  cairn_restore_report_free(sm->report);
+  sm->report = NULL;
+  cairn_status st = cairn_saver_restore_partial(saver, path, ropts, &sm->report, NULL);
+  if (st) return sm_keep(sm, st);
+  size_t restored = cairn_restore_report_count(sm->report, CAIRN_RESTORE_RESTORED), fresh = 0;
+  if (init_rest) {
+    st = init_unrestored(sm, sm->report, &fresh);
+    if (st) return st;
+  }
+  char rest[96] = "";
+  if (init_rest) snprintf(rest, sizeof rest, "; %zu other GLOBAL variables initialized", fresh);
+  cairn_env_log(sm->env, CAIRN_LOG_INFO,
+                "Partial restore from %s: %zu variables restored, %zu missing, %zu mismatched, %zu skipped%s", path,
+                restored, cairn_restore_report_count(sm->report, CAIRN_RESTORE_MISSING),
+                cairn_restore_report_count(sm->report, CAIRN_RESTORE_MISMATCHED),
+                cairn_restore_report_count(sm->report, CAIRN_RESTORE_SKIPPED), rest);
+  return CAIRN_OK;
+}
+
+/* TF's _restore_checkpoint: *out is always a new session on success. */
+static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_prepare_options *o,
+                                       cairn_session **out, int *restored) {
+  static const char fn[] = "restore_checkpoint";
+  *restored = 0;
+  sm->restored_from[0] = '\0';
+  cairn_status st = cairn_session_new(sm->r, sm->session_flags, out);
+  if (st) return sm_keep(sm, st);
+  if (o->checkpoint_dir && o->checkpoint_filename_with_path)
+    return sm_fail(sm, CAIRN_E_INVALID, "Can not provide both checkpoint_dir and checkpoint_filename_with_path.");
+  if (!o->saver || (!o->checkpoint_dir && !o->checkpoint_filename_with_path)) return CAIRN_OK;
+
+  if (o->checkpoint_filename_with_path) {
+    st = restore_file(sm, o->saver, o->checkpoint_filename_with_path, o->restore, 1);
+    if (st) return st;
+    snprintf(sm->restored_from, sizeof sm->restored_from, "%s", o->checkpoint_filename_with_path);
+    *restored = 1;
+    return CAIRN_OK;
+  }
+
+  /* The waiting budget counts sleeps, not wall time (TF; §8.2). */
+  double wait_time = 0;
+  cairn_checkpoint_state *state = NULL;
+  for (;;) {
+    st = cairn_checkpoint_state_read(o->checkpoint_dir, &state);
+    if (st == CAIRN_OK) break;
+    if (st != CAIRN_E_NOT_FOUND) return sm_keep(sm, st); /* "Invalid checkpoint state" etc. propagate */
+    if (o->wait_for_checkpoint && wait_time < o->max_wait_secs) {
+      cairn_env_log(sm->env, CAIRN_LOG_INFO, "Waiting for checkpoint to be available.");
+      cairn_env_sleep(sm->env, sm->recovery_wait_secs);
+      wait_time += sm->recovery_wait_secs;
+      continue;
+    }
+    return CAIRN_OK;
+  }
+  const char *path = cairn_checkpoint_state_model_path(state);
+  st = restore_file(sm, o->saver, path, o->restore, 1);
+  if (!st) {
+    /* So the saver's max_to_keep continues where the last process left off. */
+    size_t n = cairn_checkpoint_state_count(state);
+    const char **paths = n ? malloc(n * sizeof *paths) : NULL;
+    if (n && !paths) {
+      st = sm_fail(sm, CAIRN_E_NOMEM, "%s: cannot list %zu checkpoints", fn, n);
+    } else {
+      for (size_t i = 0; i < n; i++) paths[i] = cairn_checkpoint_state_path_at(state, i);
+      st = cairn_saver_recover_last_checkpoints(o->saver, paths, n);
+      if (st) sm_keep(sm, st);
+      free(paths);
+    }
+  }
+  if (!st) {
+    snprintf(sm->restored_from, sizeof sm->restored_from, "%s", path);
+    *restored = 1;
+  }
+  cairn_checkpoint_state_free(state);
+  return st;
+}
+
+/* ---- prepare_session (§2.4) ------------------------------------------------------------ */
+
+static const char *op_label(const cairn_op *op) { return op ? cairn_op_name(op) : "None"; }
+
+static const char *fn_label(const cairn_prepare_options *o) {
+  if (!o->init_fn) return "None";
+  return o->init_fn_name ? o->init_fn_name : "<init_fn>";
+}
+
+/* cairn's addition after TF's text: what to do about a model restored from
+ * a checkpoint that does not cover every variable (§6.2, pain point 1). */
+static void restored_hint(const cairn_session_manager *sm, char *buf, size_t cap) {
+  buf[0] = '\0';
+  if (!sm->restored_from[0]) return;
+  snprintf(buf, cap,
+           " [cairn: the model was restored from '%s', so init_op and init_fn did not run; variables that "
+           "restore did not cover stay uninitialized. To restore some variables and initialize the rest, set "
+           "the `restore` option (e.g. .lenient = 1) or warm-start with warm_start_path / init_fn]",
+           sm->restored_from);
+}
+
+static cairn_status prepare(cairn_session_manager *sm, const cairn_prepare_options *o, cairn_session *s,
+                            int restored) {
+  cairn_status st;
+  if (!restored) {
+    if (!o->init_op && !o->init_fn && !sm->local_init_op)
+      return sm_fail(sm, CAIRN_E_NOT_READY, "Model is not initialized and no init_op or init_fn or local_init_op "
+                                            "was given");
+    if (o->init_op) {
+      st = cairn_session_run_op_feeds(s, o->init_op, o->init_feeds, o->n_init_feeds);
+      if (st) return sm_keep_session(sm, s, st);
+    }
+    if (o->warm_start_path) {
+      if (!o->saver)
+        return sm_fail(sm, CAIRN_E_INVALID, "prepare_session: warm_start_path '%s' needs a saver",
+                       o->warm_start_path);
+      cairn_restore_options all;
+      memset(&all, 0, sizeof all);
+      st = restore_file(sm, o->saver, o->warm_start_path, o->warm_start ? o->warm_start : &all, 0);
+      if (st) return st;
+    }
+    if (o->init_fn) {
+      st = o->init_fn(s, o->init_fn_user);
+      if (st) {
+        /* The message is the session's if init_fn used cairn_session_fail
+           or ran ops; else the thread's. */
+        const char *m = cairn__session_errbuf(s)[0] ? cairn__session_errbuf(s) : cairn_errmsg();
+        cairn__errbuf_keep(sm->errmsg, st, m);
+        return cairn__fail(st, "%s", sm->errmsg);
+      }
+    }
+  }
+  int ok;
+  st = try_local_init(sm, s, &ok);
+  if (st) return st;
+  char hint[1400];
+  if (!ok) {
+    restored_hint(sm, hint, sizeof hint);
+    return sm_fail(sm, CAIRN_E_NOT_READY,
+                   "Init operations did not make model ready for local_init.  Init op: %s, init fn: %s, error: "
+                   "%s%s",
+                   op_label(o->init_op), fn_label(o), sm->msg_local, hint);
+  }
+  int ready;
+  st = check_ready(sm, s, sm->ready_op, &ready, sm->msg_ready);
+  if (st) return st;
+  if (!ready) {
+    restored_hint(sm, hint, sizeof hint);
+    return sm_fail(sm, CAIRN_E_NOT_READY,
+                   "Init operations did not make model ready.  Init op: %s, init fn: %s, local_init_op: %s, "
+                   "error: %s%s",
+                   op_label(o->init_op), fn_label(o), op_label(sm->local_init_op), sm->msg_ready, hint);
+  }
+  return CAIRN_OK;
+}
+
+cairn_status cairn_session_manager_prepare_session(cairn_session_manager *sm, const cairn_prepare_options *opts,
+                                                   cairn_session **out) {
+  if (out) *out = NULL;
+  if (!sm) return cairn__fail(CAIRN_E_NULL, "prepare_session: session manager is NULL");
+  if (!opts || !out) return sm_fail(sm, CAIRN_E_NULL, "prepare_session: options or out is NULL");
+  sm->errmsg[0] = '\0';
+  cairn_session *s = NULL;
+  int restored = 0;
+  cairn_status st = restore_checkpoint(sm, opts, &s, &restored);
+  if (!st) st = prepare(sm, opts, s, restored);
+  if (st) {
+    cairn_session_free(s);
+    return st;
+  }
+  *out = s;
+  return CAIRN_OK;
+}
+
+/* ---- recover_session (§2.5) --------------------------------------------------------------- */
+
+cairn_status cairn_session_manager_recover_session(cairn_session_manager *sm, const cairn_prepare_options *opts,
+                                                   cairn_session **out, int *initialized) {
+  if (out) *out = NULL;
+  if (initialized) *initialized = 0;
+  if (!sm) return cairn__fail(CAIRN_E_NULL, "recover_session: session manager is NULL");
+  if (!opts || !out || !initialized)
+    return sm_fail(sm, CAIRN_E_NULL, "recover_session: options, out or initialized is NULL");
+  sm->errmsg[0] = '\0';
+  cairn_session *s = NULL;
+  int restored = 0, ok = 0, ready = 0;
+  cairn_status st = restore_checkpoint(sm, opts, &s, &restored);
+  /* Always try local_init_op, even when nothing was restored. */
+  if (!st) st = try_local_init(sm, s, &ok);
+  if (!st && restored) {
+    if (!ok) {
+      cairn_env_log(sm->env, CAIRN_LOG_INFO, "Restoring model from %s did not make model ready for local init: %s",
+                    sm->restored_from, sm->msg_local);
+    } else {
+      st = check_ready(sm, s, sm->ready_op, &ready, sm->msg_ready);
+      if (!st && !ready)
+        cairn_env_log(sm->env, CAIRN_LOG_INFO, "Restoring model from %s did not make model ready: %s",
+                      sm->restored_from, sm->msg_ready);
+      if (!st && ready) {
+        cairn_env_log(sm->env, CAIRN_LOG_INFO, "Restored model from %s", sm->restored_from);
+        *initialized = 1;
+      }
+    }
+  }
+  if (st) {
+    cairn_session_free(s);
+    return st;
+  }
+  *out = s;
+  return CAIRN_OK;
+}
+
+/* ---- wait_for_session (§2.6) ------------------------------------------------------------- */
+
+cairn_status cairn_session_manager_wait_for_session(cairn_session_manager *sm, double max_wait_secs,
+                                                    cairn_session **out) {
+  if (out) *out = NULL;
+  if (!sm) return cairn__fail(CAIRN_E_NULL, "wait_for_session: session manager is NULL");
+  if (!out) return sm_fail(sm, CAIRN_E_NULL, "wait_for_session: out is NULL");
+  if (isnan(max_wait_secs)) return sm_fail(sm, CAIRN_E_INVALID, "wait_for_session: max_wait_secs is NaN");
+  sm->errmsg[0] = '\0';
+  int unlimited = max_wait_secs < 0 || isinf(max_wait_secs);
+  double start = cairn_env_now(sm->env);
+  for (unsigned attempt = 1;; attempt++) {
+    cairn_session *s;
+    cairn_status st = cairn_session_new(sm->r, sm->session_flags, &s);
+    if (st) return sm_keep(sm, st);
+    int ok, ready = 0;
+    sm->msg_ready[0] = '\0';
+    st = try_local_init(sm, s, &ok);
+    if (!st && ok) st = check_ready(sm, s, sm->ready_op, &ready, sm->msg_ready);
+    if (st) {
+      cairn_session_free(s);
+      return st;
+    }
+    if (ok && ready) {
+      *out = s;
+      return CAIRN_OK;
+    }
+    cairn_session_free(s);
+    const char *local = ok ? "None" : sm->msg_local;
+    const char *rdy = ok ? sm->msg_ready : "None";
+    if (!unlimited) {
+      double remaining = max_wait_secs - (cairn_env_now(sm->env) - start);
+      if (remaining - sm->recovery_wait_secs < 0)
+        return sm_fail(sm, CAIRN_E_DEADLINE,
+                       "Session was not ready after waiting %d secs. [cairn: %u attempts; last check: "
+                       "ready_for_local_init_op: %s, ready: %s. A worker never initializes or restores GLOBAL "
+                       "variables: the chief does (is the chief running and did it succeed?); variables a "
+                       "worker initializes itself must be LOCAL]",
+                       (int)max_wait_secs, attempt, local, rdy);
+    }
+    cairn_env_log(sm->env, CAIRN_LOG_INFO, "Waiting for model to be ready.  Ready_for_local_init_op:  %s, ready: %s",
+                  local, rdy);
+    cairn_env_sleep(sm->env, sm->recovery_wait_secs);
+  }
+}
