@@ -277,6 +277,11 @@ Test(saver, round_trip_every_dtype_and_rank) {
     unsigned char *p = t->data;
     for (size_t k = 0; k < cairn_tensor_nbytes(t); k++) p[k] = dts[i] == CAIRN_DTYPE_BOOL ? (k & 1) : (unsigned char)(k * 37 + i);
   }
+  int64_t empty_shape[2] = {0, 3}; /* size 0 */
+  cairn_var *e1 = NULL, *e2 = NULL;
+  ASSERT_OK(cairn_var_create(r, "empty", CAIRN_DTYPE_F32, 2, empty_shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &e1));
+  ASSERT_OK(cairn_var_create(r2, "empty", CAIRN_DTYPE_F32, 2, empty_shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &e2));
+  ASSERT_OK(cairn_var_initialize(e1));
   cairn_saver_options o = fast(5);
   cairn_saver *s = saver_of(r, &o), *s2 = saver_of(r2, &o);
   char path[600];
@@ -287,6 +292,7 @@ Test(saver, round_trip_every_dtype_and_rank) {
     cr_assert_eq(memcmp(x->data, y->data, cairn_tensor_nbytes(x)), 0, "dtype %s", cairn_dtype_name(dts[i]));
     cr_assert(cairn_var_is_initialized(b[i]));
   }
+  cr_assert(cairn_var_is_initialized(e2), "an empty tensor is restored (and marked) too");
   cairn_saver_free(s);
   cairn_saver_free(s2);
   cairn_registry_free(r);
@@ -1731,6 +1737,56 @@ Test(restore, restricted_saver_leaves_the_rest_uninitialized) {
   ASSERT_OK(cairn_ckpt_open(p2, NULL, &c));
   cr_assert_eq(cairn_ckpt_count(c), 2);
   cairn_ckpt_close(c);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
+/* Accessors and free functions take NULL and out-of-range arguments without crashing */
+Test(saver, null_and_out_of_range_inputs) {
+  cr_assert_eq(cairn_saver_count(NULL), 0);
+  cr_assert_null(cairn_saver_name_at(NULL, 0));
+  cr_assert_null(cairn_saver_var_at(NULL, 0));
+  cr_assert_eq(cairn_saver_last_checkpoints_count(NULL), 0);
+  cr_assert_null(cairn_saver_last_checkpoint_at(NULL, 0));
+  cairn_saver_clear_meta(NULL);
+  cr_assert_eq(cairn_restore_report_count(NULL, CAIRN_RESTORE_RESTORED), 0);
+  cr_assert_null(cairn_restore_report_item(NULL, CAIRN_RESTORE_RESTORED, 0));
+  char buf[8] = "x";
+  cr_assert_eq(cairn_restore_report_format(NULL, buf, sizeof buf), 0);
+  cr_assert_str_eq(buf, "");
+  cr_assert_null(cairn_saver_meta_producer(NULL));
+  int64_t i64;
+  double f64;
+  const char *str;
+  const void *data;
+  size_t len;
+  cr_assert_eq(cairn_saver_meta_global_step(NULL, &i64), CAIRN_E_NULL);
+  cr_assert_eq(cairn_saver_meta_user_i64(NULL, "k", &i64), CAIRN_E_NULL);
+  cr_assert_eq(cairn_saver_meta_user_f64(NULL, "k", &f64), CAIRN_E_NULL);
+  cr_assert_eq(cairn_saver_meta_user_str(NULL, "k", &str), CAIRN_E_NULL);
+  cr_assert_eq(cairn_saver_meta_state(NULL, "k", &data, &len), CAIRN_E_NULL);
+  cr_assert_eq(cairn_saver_meta_read(NULL, NULL), CAIRN_E_NULL);
+  cr_assert_null(cairn_checkpoint_state_model_path(NULL));
+  cr_assert_eq(cairn_checkpoint_state_count(NULL), 0);
+  cr_assert_null(cairn_checkpoint_state_path_at(NULL, 0));
+  cairn_restore_options opt = {0};
+  cr_assert_eq(cairn_saver_restore_partial(NULL, P("x"), &opt, NULL, NULL), CAIRN_E_NULL);
+
+  cairn_registry *r = new_registry();
+  vec(r, "v", 1, 1, 1);
+  cairn_saver_options o = fast(5);
+  cairn_saver *s = saver_of(r, &o);
+  char path[600];
+  save(s, P("m"), 1, path);
+  cairn_saver_meta *m = NULL;
+  ASSERT_OK(cairn_saver_meta_read(path, &m));
+  cr_assert_eq(cairn_saver_meta_user_str(m, NULL, &str), CAIRN_E_NULL);
+  cr_assert_eq(cairn_saver_meta_user_str(m, "k", NULL), CAIRN_E_NULL);
+  cr_assert_eq(cairn_saver_meta_state(m, "k", NULL, &len), CAIRN_E_NULL);
+  cr_assert_eq(cairn_saver_meta_global_step(m, NULL), CAIRN_E_NULL);
+  cairn_saver_meta_free(m);
+  cr_assert_null(cairn_saver_var_at(s, 1));
+  cr_assert_not_null(cairn_saver_var_at(s, 0));
   cairn_saver_free(s);
   cairn_registry_free(r);
 }
