@@ -178,9 +178,11 @@ CAIRN_API void cairn_saver_clear_meta(cairn_saver *s);
  * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (empty prefix; the file name would
  * be "checkpoint", the state file's), CAIRN_E_LIMIT (path buffer too
  * small), CAIRN_E_UNINITIALIZED (lists the variables), CAIRN_E_NOT_FOUND
- * (the parent directory does not exist), CAIRN_E_NOSPC (disk full or file
- * size limit), CAIRN_E_IO (names the file and errno's text),
- * CAIRN_E_NOMEM. */
+ * (the parent directory does not exist), CAIRN_E_NOSPC / CAIRN_E_IO as
+ * the checkpoint writer or the state file reports them (disk full, file
+ * size limit, I/O error: the message names the file and errno's text; the
+ * checkpoint writer currently reports EFBIG as CAIRN_E_IO, the state file
+ * as CAIRN_E_NOSPC), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step,
                                                      char *path, size_t len);
 
