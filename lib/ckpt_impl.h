@@ -30,6 +30,10 @@
 #define CK_MAX_ALIGN (1u << 20)
 #define CK_DEFAULT_CHUNK (1u << 20)
 #define CK_DEFAULT_ALIGN 64u
+/* Below this much work (bytes) chunks are encoded/decoded on the calling
+ * thread: waking OpenMP workers costs more than it saves, and idle workers
+ * spinning on a busy machine slow everything else down. */
+#define CK_PAR_MIN_BYTES ((uint64_t)1 << 20)
 #define CK_MAX_REC_HDR (CK_REC_FIXED + 8u * CAIRN_MAX_RANK + CK_MAX_NAME)
 
 #define CK_LAYOUT_CHUNKED 0

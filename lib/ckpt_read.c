@@ -1045,6 +1045,7 @@ static cairn_status decode_tensor(const cairn_ckpt *c, const rentry *e, unsigned
   nt = cairn_get_num_threads();
 #endif
   if ((uint64_t)nt > npieces) nt = (int)npieces;
+  if (e->raw_bytes < CK_PAR_MIN_BYTES) nt = 1;
   _Atomic int stop = 0;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {

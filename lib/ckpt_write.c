@@ -622,7 +622,10 @@ static cairn_status emit_piece(cairn_ckpt_writer *w, wentry *e, uint32_t chunk_n
 }
 
 static void encode_batch(cairn_ckpt_writer *w, int nb, size_t es, int try_compress) {
-#pragma omp parallel for schedule(static, 1) num_threads(nb) if (nb > 1)
+  uint64_t bytes = 0;
+  for (int i = 0; i < nb; i++) bytes += w->pieces[i].raw;
+  int par = nb > 1 && bytes >= CK_PAR_MIN_BYTES;
+#pragma omp parallel for schedule(static, 1) num_threads(nb) if (par)
   for (int i = 0; i < nb; i++) encode_piece(w, i, &w->pieces[i], es, try_compress);
 }
 
