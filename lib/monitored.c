@@ -1,0 +1,1296 @@
+/* MonitoredSession and SingularMonitoredSession: the wrapper stack of TF's
+ * monitored_session.py (../shared/spec/tensorflow-session-semantics.md §3),
+ * the coordinator, hook objects, run requests/values, session creators.
+ *
+ * TF builds the stack as objects, outermost first:
+ *   _RecoverableSession → _CoordinatedSession → _HookedSession → raw session.
+ * Here one struct holds the state of all layers and each layer is a
+ * function: recoverable_run() → coord_run() → hooked_run() →
+ * cairn_session_run(); the same for should_stop (§3.5) and close (§3.7).
+ * SingularMonitoredSession is the same stack without the recoverable
+ * layer; cairn__hooked_session_new() (tests) is the hooked layer alone.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cairn/monitored.h"
+#include "monitored_impl.h"
+
+static int is_preemption(cairn_status st) { return st == CAIRN_E_ABORTED || st == CAIRN_E_UNAVAILABLE; }
+
+/* Grows *p (elements of `size` bytes) to hold at least `need`. */
+static int grow(void **p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 1;
+  size_t n = *cap ? *cap * 2 : 8;
+  while (n < need) n *= 2;
+  void *q = realloc(*p, n * size);
+  if (!q) return 0;
+  *p = q;
+  *cap = n;
+  return 1;
+}
+
+static char *dup_str(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out) {
+  if (!t || !t->data || i < 0 || i >= t->size) return 0;
+  const void *d = t->data;
+  switch (t->dtype) {
+    case CAIRN_DTYPE_F32: *out = ((const float *)d)[i]; return 1;
+    case CAIRN_DTYPE_F64: *out = ((const double *)d)[i]; return 1;
+    case CAIRN_DTYPE_BF16: {
+      uint32_t bits = (uint32_t)((const uint16_t *)d)[i] << 16;
+      float f;
+      memcpy(&f, &bits, sizeof f);
+      *out = f;
+      return 1;
+    }
+    case CAIRN_DTYPE_I8: *out = ((const int8_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_I16: *out = ((const int16_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_I32: *out = ((const int32_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_I64: *out = (double)((const int64_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_U8: *out = ((const uint8_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_BOOL: *out = ((const uint8_t *)d)[i] != 0; return 1;
+    case CAIRN_DTYPE_U16: *out = ((const uint16_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_U32: *out = ((const uint32_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_U64: *out = (double)((const uint64_t *)d)[i]; return 1;
+    default: return 0;
+  }
+}
+
+/* ==== Coordinator ============================================================ */
+
+typedef struct join_entry {
+  void (*join)(void *ctx);
+  void *ctx;
+} join_entry;
+
+struct cairn_coordinator {
+  pthread_mutex_t mu;
+  atomic_int stop;
+  cairn_status err; /* under mu; set once */
+  char msg[1024];
+  join_entry *joins;
+  size_t n_joins, cap_joins;
+};
+
+cairn_status cairn__coordinator_new(cairn_coordinator **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "coordinator_new: out is NULL");
+  *out = NULL;
+  cairn_coordinator *c = calloc(1, sizeof *c);
+  if (!c) return cairn__fail(CAIRN_E_NOMEM, "coordinator_new: out of memory");
+  if (pthread_mutex_init(&c->mu, NULL) != 0) {
+    free(c);
+    return cairn__fail(CAIRN_E_NOMEM, "coordinator_new: pthread_mutex_init failed");
+  }
+  atomic_init(&c->stop, 0);
+  c->err = CAIRN_OK;
+  *out = c;
+  return CAIRN_OK;
+}
+
+void cairn__coordinator_free(cairn_coordinator *c) {
+  if (!c) return;
+  pthread_mutex_destroy(&c->mu);
+  free(c->joins);
+  free(c);
+}
+
+/* As TF's Coordinator.request_stop(ex): the error is recorded only by the
+ * request that sets the stop flag (a later request_stop(ex) after a plain
+ * request_stop() records nothing), so "the first one wins". */
+void cairn_coordinator_request_stop(cairn_coordinator *c, cairn_status err, const char *fmt, ...) {
+  if (!c) return;
+  pthread_mutex_lock(&c->mu);
+  if (!atomic_load(&c->stop)) {
+    if (err != CAIRN_OK && c->err == CAIRN_OK) {
+      c->err = err;
+      if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+        va_end(ap);
+      } else {
+        snprintf(c->msg, sizeof c->msg, "%s", cairn_status_str(err));
+      }
+    }
+    atomic_store(&c->stop, 1);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+int cairn_coordinator_should_stop(const cairn_coordinator *c) {
+  if (!c) return 1;
+  return atomic_load(&((cairn_coordinator *)c)->stop) != 0;
+}
+
+cairn_status cairn_coordinator_error(const cairn_coordinator *c, const char **msg) {
+  if (msg) *msg = NULL;
+  if (!c) return CAIRN_OK;
+  cairn_coordinator *m = (cairn_coordinator *)c;
+  pthread_mutex_lock(&m->mu);
+  cairn_status st = m->err;
+  if (msg && st != CAIRN_OK) *msg = m->msg; /* never changes once set */
+  pthread_mutex_unlock(&m->mu);
+  return st;
+}
+
+cairn_status cairn_coordinator_register_join(cairn_coordinator *c, void (*join)(void *ctx), void *ctx) {
+  if (!c || !join) return cairn__fail(CAIRN_E_NULL, "coordinator_register_join: %s is NULL", c ? "join" : "c");
+  pthread_mutex_lock(&c->mu);
+  int ok = grow((void **)&c->joins, &c->cap_joins, c->n_joins + 1, sizeof *c->joins);
+  if (ok) c->joins[c->n_joins++] = (join_entry){join, ctx};
+  pthread_mutex_unlock(&c->mu);
+  return ok ? CAIRN_OK : cairn__fail(CAIRN_E_NOMEM, "coordinator_register_join: out of memory");
+}
+
+cairn_status cairn__coordinator_join(cairn_coordinator *c) {
+  if (!c) return CAIRN_OK;
+  cairn_coordinator_request_stop(c, CAIRN_OK, NULL);
+  /* The joins run without the lock: a thread being joined may still
+     report an error (which then loses against the stop already set, as a
+     late request_stop in TF). */
+  pthread_mutex_lock(&c->mu);
+  size_t n = c->n_joins;
+  pthread_mutex_unlock(&c->mu);
+  for (size_t i = 0; i < n; i++) c->joins[i].join(c->joins[i].ctx);
+  const char *msg;
+  cairn_status st = cairn_coordinator_error(c, &msg);
+  if (st != CAIRN_OK) return cairn__fail(st, "%s", msg ? msg : cairn_status_str(st));
+  return CAIRN_OK;
+}
+
+/* ==== Hooks ====================================================================== */
+
+struct cairn_hook {
+  const cairn_hook_vtable *vt;
+  void *self;
+};
+
+cairn_status cairn_hook_new(const cairn_hook_vtable *vt, void *self, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new: out is NULL");
+  *out = NULL;
+  if (!vt) return cairn__fail(CAIRN_E_NULL, "hook_new: vt is NULL");
+  cairn_hook *h = malloc(sizeof *h);
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new: out of memory");
+  h->vt = vt;
+  h->self = self;
+  *out = h;
+  return CAIRN_OK;
+}
+
+void cairn_hook_free(cairn_hook *h) {
+  if (!h) return;
+  if (h->vt->destroy) h->vt->destroy(h->self);
+  free(h);
+}
+
+void *cairn_hook_self(const cairn_hook *h) { return h ? h->self : NULL; }
+const char *cairn_hook_name(const cairn_hook *h) {
+  return h && h->vt->name ? h->vt->name : "hook";
+}
+
+const cairn_hook_vtable *cairn__hook_vtable(const cairn_hook *h) { return h ? h->vt : NULL; }
+
+cairn_status cairn__hook_begin(cairn_hook *h, cairn_registry *r) {
+  return h && h->vt->begin ? h->vt->begin(h->self, r) : CAIRN_OK;
+}
+cairn_status cairn__hook_after_create_session(cairn_hook *h, cairn_session *s, cairn_coordinator *coord) {
+  return h && h->vt->after_create_session ? h->vt->after_create_session(h->self, s, coord) : CAIRN_OK;
+}
+cairn_status cairn__hook_end(cairn_hook *h, cairn_session *s) {
+  return h && h->vt->end ? h->vt->end(h->self, s) : CAIRN_OK;
+}
+
+/* ==== Run context, request, values ================================================ */
+
+struct cairn_run_context {
+  cairn_session *session;
+  const cairn_run_args *args;
+  int stop_requested;
+};
+
+cairn_session *cairn_run_context_session(const cairn_run_context *ctx) { return ctx ? ctx->session : NULL; }
+const cairn_run_args *cairn_run_context_args(const cairn_run_context *ctx) { return ctx ? ctx->args : NULL; }
+void cairn_run_context_request_stop(cairn_run_context *ctx) {
+  if (ctx) ctx->stop_requested = 1;
+}
+int cairn_run_context_stop_requested(const cairn_run_context *ctx) { return ctx ? ctx->stop_requested : 0; }
+
+typedef struct req_feed {
+  size_t name; /* offset in arena */
+  const cairn_tensor *value;
+} req_feed;
+
+/* A hook's request. Names live in one arena (offsets, since it may move),
+ * reused from run to run: steady-state runs allocate nothing. */
+struct cairn_run_request {
+  char *arena;
+  size_t arena_len, arena_cap;
+  size_t *fetch;
+  size_t n_fetch, cap_fetch;
+  req_feed *feed;
+  size_t n_feed, cap_feed;
+  const cairn_op **ops;
+  size_t n_ops, cap_ops;
+  int summaries;
+};
+
+static void req_reset(cairn_run_request *r) {
+  for (size_t i = 0; i < r->n_ops; i++) cairn_op_free((cairn_op *)r->ops[i]);
+  r->arena_len = 0;
+  r->n_fetch = r->n_feed = r->n_ops = 0;
+  r->summaries = 0;
+}
+
+static void req_free(cairn_run_request *r) {
+  req_reset(r);
+  free(r->arena);
+  free(r->fetch);
+  free(r->feed);
+  free(r->ops);
+}
+
+static const char *req_str(const cairn_run_request *r, size_t off) { return r->arena + off; }
+
+static int req_intern(cairn_run_request *r, const char *name, size_t *off) {
+  size_t n = strlen(name) + 1;
+  if (!grow((void **)&r->arena, &r->arena_cap, r->arena_len + n, 1)) return 0;
+  memcpy(r->arena + r->arena_len, name, n);
+  *off = r->arena_len;
+  r->arena_len += n;
+  return 1;
+}
+
+cairn_status cairn_run_request_fetch(cairn_run_request *req, const char *name) {
+  if (!req || !name) return cairn__fail(CAIRN_E_NULL, "run_request_fetch: %s is NULL", req ? "name" : "req");
+  if (!*name) return cairn__fail(CAIRN_E_INVALID, "run_request_fetch: empty name");
+  for (size_t i = 0; i < req->n_fetch; i++)
+    if (!strcmp(req_str(req, req->fetch[i]), name)) return CAIRN_OK;
+  size_t off;
+  if (!grow((void **)&req->fetch, &req->cap_fetch, req->n_fetch + 1, sizeof *req->fetch) ||
+      !req_intern(req, name, &off))
+    return cairn__fail(CAIRN_E_NOMEM, "run_request_fetch: out of memory");
+  req->fetch[req->n_fetch++] = off;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_run_request_feed(cairn_run_request *req, const char *name, const cairn_tensor *value) {
+  if (!req || !name || !value)
+    return cairn__fail(CAIRN_E_NULL, "run_request_feed: %s is NULL", !req ? "req" : !name ? "name" : "value");
+  if (!*name) return cairn__fail(CAIRN_E_INVALID, "run_request_feed: empty name");
+  for (size_t i = 0; i < req->n_feed; i++)
+    if (!strcmp(req_str(req, req->feed[i].name), name)) { /* a dict key set twice */
+      req->feed[i].value = value;
+      return CAIRN_OK;
+    }
+  size_t off;
+  if (!grow((void **)&req->feed, &req->cap_feed, req->n_feed + 1, sizeof *req->feed) ||
+      !req_intern(req, name, &off))
+    return cairn__fail(CAIRN_E_NOMEM, "run_request_feed: out of memory");
+  req->feed[req->n_feed++] = (req_feed){off, value};
+  return CAIRN_OK;
+}
+
+cairn_status cairn_run_request_op(cairn_run_request *req, const cairn_op *op) {
+  if (!req || !op) return cairn__fail(CAIRN_E_NULL, "run_request_op: %s is NULL", req ? "op" : "req");
+  if (!grow((void **)&req->ops, &req->cap_ops, req->n_ops + 1, sizeof *req->ops))
+    return cairn__fail(CAIRN_E_NOMEM, "run_request_op: out of memory");
+  req->ops[req->n_ops++] = cairn_op_ref((cairn_op *)op);
+  return CAIRN_OK;
+}
+
+cairn_status cairn_run_request_summaries(cairn_run_request *req) {
+  if (!req) return cairn__fail(CAIRN_E_NULL, "run_request_summaries: req is NULL");
+  req->summaries = 1;
+  return CAIRN_OK;
+}
+
+typedef struct summary_rec {
+  size_t tag; /* offset in the session's summary arena */
+  double value;
+} summary_rec;
+
+struct cairn_run_values {
+  const cairn_run_request *req;
+  const cairn_fetch *merged; /* the merged fetches of the run */
+  const size_t *idx;         /* idx[i]: merged index of req->fetch[i] */
+  const summary_rec *sums;   /* NULL unless req->summaries */
+  size_t n_sums;
+  const char *sum_arena;
+};
+
+cairn_status cairn_run_values_get(const cairn_run_values *v, const char *name, cairn_value *out) {
+  if (!v || !name || !out) return cairn__fail(CAIRN_E_NULL, "run_values_get: an argument is NULL");
+  if (v->req)
+    for (size_t i = 0; i < v->req->n_fetch; i++)
+      if (!strcmp(req_str(v->req, v->req->fetch[i]), name)) {
+        *out = v->merged[v->idx[i]].value;
+        return CAIRN_OK;
+      }
+  return cairn__fail(CAIRN_E_NOT_FOUND, "run_values: '%s' was not requested by this hook in before_run", name);
+}
+
+static cairn_status value_to_f64(const char *name, const cairn_value *val, double *out) {
+  switch (val->kind) {
+    case CAIRN_VALUE_F64: *out = val->f64; return CAIRN_OK;
+    case CAIRN_VALUE_I64: *out = (double)val->i64; return CAIRN_OK;
+    case CAIRN_VALUE_TENSOR:
+      if (val->tensor && val->tensor->size == 1 && cairn__tensor_get_f64(val->tensor, 0, out)) return CAIRN_OK;
+      return cairn__fail(CAIRN_E_DTYPE, "run_values: '%s' is not a 1-element numeric tensor", name);
+    default: return cairn__fail(CAIRN_E_DTYPE, "run_values: '%s' has no value", name);
+  }
+}
+
+cairn_status cairn_run_values_f64(const cairn_run_values *v, const char *name, double *out) {
+  cairn_value val;
+  cairn_status st = cairn_run_values_get(v, name, &val);
+  if (st != CAIRN_OK) return st;
+  return value_to_f64(name, &val, out);
+}
+
+cairn_status cairn_run_values_i64(const cairn_run_values *v, const char *name, int64_t *out) {
+  cairn_value val;
+  cairn_status st = cairn_run_values_get(v, name, &val);
+  if (st != CAIRN_OK) return st;
+  if (val.kind == CAIRN_VALUE_I64) {
+    *out = val.i64;
+    return CAIRN_OK;
+  }
+  if (val.kind == CAIRN_VALUE_TENSOR && val.tensor && val.tensor->size == 1 &&
+      val.tensor->dtype == CAIRN_DTYPE_I64) {
+    *out = ((const int64_t *)val.tensor->data)[0];
+    return CAIRN_OK;
+  }
+  double d;
+  st = value_to_f64(name, &val, &d);
+  if (st != CAIRN_OK) return st;
+  *out = (int64_t)d;
+  return CAIRN_OK;
+}
+
+size_t cairn_run_values_summary_count(const cairn_run_values *v) { return v && v->sums ? v->n_sums : 0; }
+
+cairn_status cairn_run_values_summary_at(const cairn_run_values *v, size_t i, const char **tag, double *value) {
+  if (!v || !tag || !value) return cairn__fail(CAIRN_E_NULL, "run_values_summary_at: an argument is NULL");
+  if (!v->sums || i >= v->n_sums)
+    return cairn__fail(CAIRN_E_NOT_FOUND, "run_values_summary_at: no summary %zu (have %zu)", i,
+                       cairn_run_values_summary_count(v));
+  *tag = v->sum_arena + v->sums[i].tag;
+  *value = v->sums[i].value;
+  return CAIRN_OK;
+}
+
+/* ==== Session creators ============================================================ */
+
+struct cairn_session_creator {
+  const cairn_session_creator_vtable *vt;
+  void *self;
+  cairn_registry *registry;
+};
+
+cairn_status cairn_session_creator_new(const cairn_session_creator_vtable *vt, void *self,
+                                       cairn_session_creator **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "session_creator_new: out is NULL");
+  *out = NULL;
+  if (!vt || !vt->create_session)
+    return cairn__fail(CAIRN_E_NULL, "session_creator_new: %s is NULL", vt ? "vt->create_session" : "vt");
+  cairn_session_creator *c = calloc(1, sizeof *c);
+  if (!c) return cairn__fail(CAIRN_E_NOMEM, "session_creator_new: out of memory");
+  c->vt = vt;
+  c->self = self;
+  *out = c;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_session_creator_create(cairn_session_creator *c, cairn_session **out) {
+  if (!c || !out) return cairn__fail(CAIRN_E_NULL, "session_creator_create: %s is NULL", c ? "out" : "c");
+  *out = NULL;
+  cairn_status st = c->vt->create_session(c->self, out);
+  if (st == CAIRN_OK && !*out)
+    return cairn__fail(CAIRN_E_STATE, "session_creator_create: the creator returned no session");
+  return st;
+}
+
+void cairn_session_creator_free(cairn_session_creator *c) {
+  if (!c) return;
+  if (c->vt->destroy) c->vt->destroy(c->self);
+  free(c);
+}
+
+cairn_registry *cairn__session_creator_registry(const cairn_session_creator *c) { return c ? c->registry : NULL; }
+
+/* The chief and the worker creators share one implementation. */
+typedef struct std_creator {
+  int worker;
+  cairn_scaffold *scaffold;
+  int own_scaffold;
+  char *checkpoint_dir;
+  char *checkpoint_file;
+  double max_wait_secs;
+  cairn_session_manager_options sm_opts;
+  cairn_session_manager *sm; /* built on first use (TF's _get_session_manager) */
+} std_creator;
+
+static cairn_status std_create(void *self, cairn_session **out) {
+  std_creator *c = self;
+  cairn_status st = cairn_scaffold_finalize(c->scaffold);
+  if (st != CAIRN_OK) return st;
+  if (!c->sm) {
+    st = cairn_session_manager_new_from_scaffold(c->scaffold, &c->sm_opts, &c->sm);
+    if (st != CAIRN_OK) return st;
+  }
+  if (c->worker) return cairn_session_manager_wait_for_session(c->sm, c->max_wait_secs, out);
+  cairn_prepare_options po = cairn_prepare_options_from_scaffold(c->scaffold, c->checkpoint_dir, c->checkpoint_file);
+  return cairn_session_manager_prepare_session(c->sm, &po, out);
+}
+
+static void std_destroy(void *self) {
+  std_creator *c = self;
+  if (!c) return;
+  cairn_session_manager_free(c->sm);
+  if (c->own_scaffold) cairn_scaffold_free(c->scaffold);
+  free(c->checkpoint_dir);
+  free(c->checkpoint_file);
+  free(c);
+}
+
+static const cairn_session_creator_vtable std_creator_vt = {std_create, std_destroy};
+
+static cairn_status std_creator_new(const char *fn, int worker, cairn_registry *r, cairn_scaffold *sc,
+                                    const char *dir, const char *file, double max_wait,
+                                    const cairn_session_manager_options *smo, cairn_session_creator **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  *out = NULL;
+  if (!r && !sc) return cairn__fail(CAIRN_E_NULL, "%s: registry and scaffold are both NULL", fn);
+  if (sc && r && cairn_scaffold_registry(sc) != r)
+    return cairn__fail(CAIRN_E_INVALID, "%s: the scaffold belongs to another registry", fn);
+  std_creator *c = calloc(1, sizeof *c);
+  if (!c) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  c->worker = worker;
+  c->max_wait_secs = max_wait;
+  c->sm_opts = smo ? *smo : cairn_session_manager_options_default();
+  cairn_status st = CAIRN_OK;
+  if ((dir && !(c->checkpoint_dir = dup_str(dir))) || (file && !(c->checkpoint_file = dup_str(file)))) {
+    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  } else if (sc) {
+    c->scaffold = sc;
+  } else {
+    cairn_scaffold_options so;
+    memset(&so, 0, sizeof so);
+    st = cairn_scaffold_new(r, &so, &c->scaffold);
+    c->own_scaffold = (st == CAIRN_OK);
+  }
+  cairn_session_creator *cr = NULL;
+  if (st == CAIRN_OK) st = cairn_session_creator_new(&std_creator_vt, c, &cr);
+  if (st != CAIRN_OK) {
+    std_destroy(c);
+    return st;
+  }
+  cr->registry = cairn_scaffold_registry(c->scaffold);
+  *out = cr;
+  return CAIRN_OK;
+}
+
+cairn_chief_session_creator_options cairn_chief_session_creator_options_default(void) {
+  cairn_chief_session_creator_options o;
+  memset(&o, 0, sizeof o);
+  o.sm = cairn_session_manager_options_default();
+  return o;
+}
+
+cairn_worker_session_creator_options cairn_worker_session_creator_options_default(void) {
+  cairn_worker_session_creator_options o;
+  memset(&o, 0, sizeof o);
+  o.max_wait_secs = 1800.0;
+  o.sm = cairn_session_manager_options_default();
+  return o;
+}
+
+cairn_status cairn_chief_session_creator_new(const cairn_chief_session_creator_options *o,
+                                             cairn_session_creator **out) {
+  if (!o) return cairn__fail(CAIRN_E_NULL, "chief_session_creator_new: options are NULL");
+  return std_creator_new("chief_session_creator_new", 0, o->registry, o->scaffold, o->checkpoint_dir,
+                         o->checkpoint_filename_with_path, 0, &o->sm, out);
+}
+
+cairn_status cairn_worker_session_creator_new(const cairn_worker_session_creator_options *o,
+                                              cairn_session_creator **out) {
+  if (!o) return cairn__fail(CAIRN_E_NULL, "worker_session_creator_new: options are NULL");
+  return std_creator_new("worker_session_creator_new", 1, o->registry, o->scaffold, NULL, NULL, o->max_wait_secs,
+                         &o->sm, out);
+}
+
+/* ==== The monitored session ======================================================= */
+
+typedef struct hook_slot {
+  cairn_run_request req;
+  cairn_run_values vals;
+  size_t *idx;
+  size_t cap_idx;
+} hook_slot;
+
+struct cairn_monitored_session {
+  /* configuration */
+  cairn_session_creator *creator;
+  int own_creator;
+  cairn_hook **hooks;
+  size_t n_hooks;
+  cairn_hook **owned_hooks;
+  size_t n_owned_hooks;
+  cairn_scaffold *owned_scaffold;
+  cairn_registry *registry;
+  int was_finalized; /* the registry's state before the session: restored at close */
+  int should_recover;
+  int hooked_only; /* cairn__hooked_session_new: the raw session is borrowed */
+  double grace_secs;
+  int max_recoveries;
+  double backoff_secs;
+  const cairn_env *env;
+
+  /* the stack: raw == NULL means no session (closed, or the recoverable
+     layer lost it and will create one on the next call) */
+  int closed;
+  cairn_session *raw;
+  cairn_coordinator *coord;
+  int hook_stop; /* the hooked layer's stop flag */
+  int in_run;
+
+  /* run scratch, reused: steady-state runs allocate nothing */
+  hook_slot *slots;
+  cairn_feed *feeds;
+  size_t cap_feeds;
+  cairn_fetch *fetches;
+  size_t cap_fetches;
+  const cairn_op **ops;
+  size_t cap_ops;
+  summary_rec *sums;
+  size_t n_sums, cap_sums;
+  char *sum_arena;
+  size_t sum_len, sum_cap;
+  int sum_failed;
+  cairn_summary_fn user_sum_fn;
+  void *user_sum_ctx;
+
+  char err[4096];
+};
+
+static cairn_status ms_ret(cairn_monitored_session *ms, cairn_status st) {
+  if (st != CAIRN_OK) snprintf(ms->err, sizeof ms->err, "%s", cairn_errmsg());
+  return st;
+}
+
+/* The summaries ops emit during a run: collected for the hooks that asked,
+   and passed on to the caller's own summary_fn. */
+static void collect_summary(void *ctx, const char *tag, double value) {
+  cairn_monitored_session *ms = ctx;
+  if (ms->user_sum_fn) ms->user_sum_fn(ms->user_sum_ctx, tag, value);
+  size_t n = strlen(tag) + 1;
+  if (!grow((void **)&ms->sums, &ms->cap_sums, ms->n_sums + 1, sizeof *ms->sums) ||
+      !grow((void **)&ms->sum_arena, &ms->sum_cap, ms->sum_len + n, 1)) {
+    ms->sum_failed = 1;
+    return;
+  }
+  memcpy(ms->sum_arena + ms->sum_len, tag, n);
+  ms->sums[ms->n_sums++] = (summary_rec){ms->sum_len, value};
+  ms->sum_len += n;
+}
+
+/* Appends "name" to a conflict list "a, b" in buf. */
+static void conflict_add(char *buf, size_t len, const char *name) {
+  size_t used = strlen(buf);
+  if (used + 1 < len) snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
+}
+
+static const cairn_run_args empty_args;
+
+/* ---- _HookedSession.run (§3.4) ---- */
+static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args *args) {
+  if (ms->hook_stop) return cairn__fail(CAIRN_E_STATE, "Run called even after should_stop requested.");
+  if (!ms->raw) return cairn__fail(CAIRN_E_STATE, "run: the monitored session has no session");
+  cairn_run_context ctx = {ms->raw, args, 0};
+  char conflicts[512];
+
+  for (size_t i = 0; i < ms->n_hooks; i++) req_reset(&ms->slots[i].req);
+  /* 3. before_run of every hook, in order; merge their feeds as we go. */
+  size_t n_hook_feeds = 0;
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    cairn_hook *h = ms->hooks[i];
+    cairn_run_request *req = &ms->slots[i].req;
+    if (h->vt->before_run) {
+      cairn_status st = h->vt->before_run(h->self, &ctx, req);
+      if (st != CAIRN_OK) return st;
+    }
+    conflicts[0] = '\0';
+    for (size_t f = 0; f < req->n_feed; f++)
+      for (size_t j = 0; j < i; j++) {
+        const cairn_run_request *o = &ms->slots[j].req;
+        for (size_t g = 0; g < o->n_feed; g++)
+          if (!strcmp(req_str(req, req->feed[f].name), req_str(o, o->feed[g].name)))
+            conflict_add(conflicts, sizeof conflicts, req_str(req, req->feed[f].name));
+      }
+    if (conflicts[0])
+      return cairn__fail(CAIRN_E_INVALID, "Same tensor is fed by two hooks. Conflict(s): [%s]", conflicts);
+    n_hook_feeds += req->n_feed;
+  }
+
+  /* 4. feeds: the caller's, then the hooks'; a name in both is an error. */
+  conflicts[0] = '\0';
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    const cairn_run_request *req = &ms->slots[i].req;
+    for (size_t f = 0; f < req->n_feed; f++)
+      for (size_t u = 0; u < args->n_feeds; u++)
+        if (args->feeds[u].name && !strcmp(args->feeds[u].name, req_str(req, req->feed[f].name)))
+          conflict_add(conflicts, sizeof conflicts, args->feeds[u].name);
+  }
+  if (conflicts[0])
+    return cairn__fail(CAIRN_E_INVALID, "Same tensor is fed by a SessionRunHook and user. Conflict(s): [%s]",
+                       conflicts);
+
+  size_t n_ops = args->n_ops, n_fetch = args->n_fetches, n_feeds = args->n_feeds + n_hook_feeds;
+  size_t max_fetch = n_fetch, max_ops = n_ops;
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    max_fetch += ms->slots[i].req.n_fetch;
+    max_ops += ms->slots[i].req.n_ops;
+  }
+  if (!grow((void **)&ms->feeds, &ms->cap_feeds, n_feeds ? n_feeds : 1, sizeof *ms->feeds) ||
+      !grow((void **)&ms->fetches, &ms->cap_fetches, max_fetch ? max_fetch : 1, sizeof *ms->fetches) ||
+      !grow((void **)&ms->ops, &ms->cap_ops, max_ops ? max_ops : 1, sizeof *ms->ops))
+    return cairn__fail(CAIRN_E_NOMEM, "run: out of memory");
+
+  size_t k = 0;
+  for (size_t u = 0; u < args->n_feeds; u++) ms->feeds[k++] = args->feeds[u];
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    const cairn_run_request *req = &ms->slots[i].req;
+    for (size_t f = 0; f < req->n_feed; f++)
+      ms->feeds[k++] = (cairn_feed){req_str(req, req->feed[f].name), req->feed[f].value};
+  }
+  /* Ops: the caller's, then each hook's (an op already in the list runs
+     once, as TF fetching the same op twice). */
+  for (size_t o = 0; o < args->n_ops; o++) ms->ops[o] = args->ops[o];
+  int want_sums = 0;
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    const cairn_run_request *req = &ms->slots[i].req;
+    want_sums |= req->summaries;
+    for (size_t o = 0; o < req->n_ops; o++) {
+      size_t q = 0;
+      while (q < n_ops && ms->ops[q] != req->ops[o]) q++;
+      if (q == n_ops) ms->ops[n_ops++] = req->ops[o];
+    }
+  }
+  /* Fetches: the caller's (under TF's 'caller' key), then each name a hook
+     asks for, once. */
+  for (size_t f = 0; f < args->n_fetches; f++) {
+    ms->fetches[f].name = args->fetches[f].name;
+    memset(&ms->fetches[f].value, 0, sizeof ms->fetches[f].value);
+  }
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    hook_slot *sl = &ms->slots[i];
+    if (!grow((void **)&sl->idx, &sl->cap_idx, sl->req.n_fetch ? sl->req.n_fetch : 1, sizeof *sl->idx))
+      return cairn__fail(CAIRN_E_NOMEM, "run: out of memory");
+    for (size_t f = 0; f < sl->req.n_fetch; f++) {
+      const char *name = req_str(&sl->req, sl->req.fetch[f]);
+      size_t q = 0;
+      while (q < n_fetch && !(ms->fetches[q].name && !strcmp(ms->fetches[q].name, name))) q++;
+      if (q == n_fetch) {
+        ms->fetches[n_fetch].name = name;
+        memset(&ms->fetches[n_fetch].value, 0, sizeof ms->fetches[n_fetch].value);
+        n_fetch++;
+      }
+      sl->idx[f] = q;
+    }
+  }
+
+  /* 6. one run of everything. */
+  cairn_run_args merged;
+  merged.ops = ms->ops;
+  merged.n_ops = n_ops;
+  merged.feeds = ms->feeds;
+  merged.n_feeds = n_feeds;
+  merged.fetches = ms->fetches;
+  merged.n_fetches = n_fetch;
+  ms->n_sums = 0;
+  ms->sum_len = 0;
+  ms->sum_failed = 0;
+  if (want_sums) {
+    ms->user_sum_fn = args->summary_fn;
+    ms->user_sum_ctx = args->summary_ctx;
+    merged.summary_fn = collect_summary;
+    merged.summary_ctx = ms;
+  } else {
+    merged.summary_fn = args->summary_fn;
+    merged.summary_ctx = args->summary_ctx;
+  }
+  cairn_status st = cairn_session_run(ms->raw, &merged);
+  if (st != CAIRN_OK) return st; /* no after_run when the run failed */
+  if (ms->sum_failed) return cairn__fail(CAIRN_E_NOMEM, "run: out of memory collecting summaries");
+  for (size_t f = 0; f < args->n_fetches; f++) args->fetches[f].value = ms->fetches[f].value;
+
+  /* 7. after_run of every hook with the values it asked for. */
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    cairn_hook *h = ms->hooks[i];
+    hook_slot *sl = &ms->slots[i];
+    sl->vals.req = (sl->req.n_fetch || sl->req.summaries) ? &sl->req : NULL;
+    sl->vals.merged = ms->fetches;
+    sl->vals.idx = sl->idx;
+    sl->vals.sums = sl->req.summaries ? ms->sums : NULL;
+    sl->vals.n_sums = sl->req.summaries ? ms->n_sums : 0;
+    sl->vals.sum_arena = ms->sum_arena;
+    if (h->vt->after_run) {
+      st = h->vt->after_run(h->self, &ctx, &sl->vals);
+      if (st != CAIRN_OK) return st;
+    }
+  }
+  /* 8. */
+  if (ctx.stop_requested) ms->hook_stop = 1;
+  return CAIRN_OK;
+}
+
+/* ---- _CoordinatedSession.run ---- */
+static cairn_status coord_run(cairn_monitored_session *ms, const cairn_run_args *args) {
+  cairn_status st = hooked_run(ms, args);
+  if (st == CAIRN_OK || is_preemption(st) || !ms->coord) return st;
+  /* A non-preemption error may have been caused by a preemption reported
+     to the coordinator: raise that root cause instead. */
+  const char *msg;
+  cairn_status ce = cairn_coordinator_error(ms->coord, &msg);
+  if (is_preemption(ce)) return cairn__fail(ce, "%s", msg ? msg : cairn_status_str(ce));
+  return st;
+}
+
+/* ---- the coordinated session creator (§3.3 step 4) ---- */
+static cairn_status create_stack(cairn_monitored_session *ms) {
+  cairn_session *raw = NULL;
+  cairn_status st = cairn_session_creator_create(ms->creator, &raw);
+  if (st != CAIRN_OK) return st;
+  cairn_coordinator *coord = NULL;
+  st = cairn__coordinator_new(&coord);
+  if (st != CAIRN_OK) {
+    cairn_session_free(raw);
+    return st;
+  }
+  ms->raw = raw;
+  ms->coord = coord;
+  ms->hook_stop = 0; /* a new _HookedSession */
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    cairn_hook *h = ms->hooks[i];
+    if (!h->vt->after_create_session) continue;
+    st = h->vt->after_create_session(h->self, raw, coord);
+    if (st != CAIRN_OK) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", cairn_errmsg());
+      (void)cairn__coordinator_join(ms->coord);
+      cairn__coordinator_free(ms->coord);
+      cairn_session_free(ms->raw);
+      ms->raw = NULL;
+      ms->coord = NULL;
+      return cairn__fail(st, "%s", why);
+    }
+  }
+  return CAIRN_OK;
+}
+
+/* ---- _CoordinatedSession.close: request stop, join (re-raising what the
+   coordinator recorded), then close the hooked and raw sessions, whose
+   errors are suppressed. */
+static cairn_status close_stack(cairn_monitored_session *ms) {
+  cairn_status st = CAIRN_OK;
+  if (ms->coord) {
+    st = cairn__coordinator_join(ms->coord);
+    cairn__coordinator_free(ms->coord);
+    ms->coord = NULL;
+  }
+  if (ms->raw && !ms->hooked_only) cairn_session_free(ms->raw);
+  ms->raw = NULL;
+  return st;
+}
+
+/* Counts one session re-creation against max_recoveries; on exceeding it
+   returns the error that caused it, saying so. */
+static cairn_status may_recover(cairn_monitored_session *ms, int *recoveries, cairn_status cause,
+                                const char *why) {
+  if (ms->max_recoveries >= 0 && *recoveries >= ms->max_recoveries)
+    return cairn__fail(cause,
+                       "gave up after %d session re-creation(s) in one call (max_recoveries %d; TF retries "
+                       "forever): %s",
+                       *recoveries, ms->max_recoveries, why);
+  (*recoveries)++;
+  if (ms->backoff_secs > 0) cairn_env_sleep(ms->env, ms->backoff_secs);
+  return CAIRN_OK;
+}
+
+/* _RecoverableSession._create_session: retried while creation fails with a
+   preemption error (test_retry_initialization_on_aborted_error). */
+static cairn_status recoverable_create(cairn_monitored_session *ms, int *recoveries) {
+  for (;;) {
+    cairn_status st = create_stack(ms);
+    if (st == CAIRN_OK || !ms->should_recover || !is_preemption(st)) return st;
+    char why[512];
+    snprintf(why, sizeof why, "%s", cairn_errmsg());
+    cairn_env_log(ms->env, CAIRN_LOG_INFO,
+                  "An error was raised while a session was being created. This may be due to a preemption "
+                  "of a connected worker or parameter server. A new session will be created. Error: %s",
+                  why);
+    st = may_recover(ms, recoveries, st, why);
+    if (st != CAIRN_OK) return st;
+  }
+}
+
+/* Closes the inner session after a preemption error and decides whether to
+   go on. Errors of the close other than preemption propagate (TF's
+   _WrappedSession.close swallows only those). */
+static cairn_status recover_after(cairn_monitored_session *ms, int *recoveries, cairn_status cause) {
+  char why[512];
+  snprintf(why, sizeof why, "%s", cairn_errmsg());
+  cairn_env_log(ms->env, CAIRN_LOG_INFO,
+                "An error was raised. This may be due to a preemption in a connected worker or parameter "
+                "server. The current session will be closed and a new session will be created. Error: %s",
+                why);
+  cairn_status cst = close_stack(ms);
+  if (cst != CAIRN_OK && !is_preemption(cst)) return cst;
+  return may_recover(ms, recoveries, cause, why);
+}
+
+static cairn_status recoverable_run(cairn_monitored_session *ms, const cairn_run_args *args) {
+  int recoveries = 0;
+  for (;;) {
+    cairn_status st;
+    if (!ms->raw) {
+      st = recoverable_create(ms, &recoveries);
+      if (st != CAIRN_OK) return st;
+    }
+    st = coord_run(ms, args);
+    if (!is_preemption(st)) return st;
+    st = recover_after(ms, &recoveries, st);
+    if (st != CAIRN_OK) return st;
+  }
+}
+
+cairn_status cairn_monitored_session_run(cairn_monitored_session *ms, const cairn_run_args *args) {
+  if (!ms) return cairn__fail(CAIRN_E_NULL, "monitored_session_run: ms is NULL");
+  if (!args) args = &empty_args;
+  if (ms->closed) return ms_ret(ms, cairn__fail(CAIRN_E_STATE, "Run called on a closed MonitoredSession."));
+  if (ms->in_run)
+    return ms_ret(ms, cairn__fail(CAIRN_E_STATE,
+                                  "monitored_session_run: called from inside a run of the same session (a "
+                                  "hook or an op); use the raw session there"));
+  ms->in_run = 1;
+  cairn_status st;
+  if (ms->should_recover)
+    st = recoverable_run(ms, args);
+  else if (ms->hooked_only)
+    st = hooked_run(ms, args);
+  else
+    st = coord_run(ms, args);
+  ms->in_run = 0;
+  return ms_ret(ms, st);
+}
+
+/* ---- run_step_fn (§3.6) ---- */
+
+struct cairn_step_context {
+  cairn_monitored_session *ms;
+  int stop_requested;
+};
+
+cairn_session *cairn_step_context_session(const cairn_step_context *ctx) { return ctx ? ctx->ms->raw : NULL; }
+
+cairn_status cairn_step_context_run_with_hooks(cairn_step_context *ctx, const cairn_run_args *args) {
+  if (!ctx) return cairn__fail(CAIRN_E_NULL, "step_context_run_with_hooks: ctx is NULL");
+  if (ctx->stop_requested) return cairn__fail(CAIRN_E_STOP, "step_fn has requested the iterations to stop.");
+  cairn_monitored_session *ms = ctx->ms;
+  if (!args) args = &empty_args;
+  if (ms->in_run)
+    return cairn__fail(CAIRN_E_STATE, "step_context_run_with_hooks: called from inside a run of the same session");
+  ms->in_run = 1;
+  /* The coordinated session's run: no retry here, preemption errors escape
+     to run_step_fn, which re-runs the whole step function. */
+  cairn_status st = ms->hooked_only ? hooked_run(ms, args) : coord_run(ms, args);
+  ms->in_run = 0;
+  return st;
+}
+
+cairn_status cairn_step_context_request_stop(cairn_step_context *ctx) {
+  if (!ctx) return cairn__fail(CAIRN_E_NULL, "step_context_request_stop: ctx is NULL");
+  ctx->stop_requested = 1;
+  return cairn__fail(CAIRN_E_STOP, "step_fn has requested the iterations to stop.");
+}
+
+cairn_status cairn_monitored_session_run_step_fn(cairn_monitored_session *ms, cairn_step_fn fn, void *user) {
+  if (!ms || !fn) return cairn__fail(CAIRN_E_NULL, "monitored_session_run_step_fn: %s is NULL", ms ? "fn" : "ms");
+  if (ms->closed) return ms_ret(ms, cairn__fail(CAIRN_E_STATE, "run_step_fn called on a closed MonitoredSession."));
+  int recoveries = 0;
+  for (;;) {
+    cairn_status st;
+    if (!ms->raw) {
+      if (!ms->should_recover)
+        return ms_ret(ms, cairn__fail(CAIRN_E_STATE, "run_step_fn: the monitored session has no session"));
+      st = recoverable_create(ms, &recoveries);
+      if (st != CAIRN_OK) return ms_ret(ms, st);
+    }
+    cairn_step_context ctx = {ms, 0};
+    st = fn(&ctx, user);
+    if (!ms->should_recover || !is_preemption(st)) return ms_ret(ms, st);
+    st = recover_after(ms, &recoveries, st);
+    if (st != CAIRN_OK) return ms_ret(ms, st);
+  }
+}
+
+/* ---- should_stop (§3.5) ---- */
+int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
+  if (!ms || ms->closed) return 1;
+  if (ms->hooked_only) return ms->hook_stop;
+  if (!ms->raw) return 1; /* _RecoverableSession without a session */
+  const char *msg;
+  cairn_status ce = cairn_coordinator_error(ms->coord, &msg);
+  if (ce != CAIRN_OK) {
+    /* _CoordinatedSession._check_stop re-raises it. */
+    cairn__fail(ce, "%s", msg ? msg : cairn_status_str(ce));
+    ms_ret(ms, ce);
+    if (!ms->should_recover || !is_preemption(ce)) return 1; /* TF: True (Singular: raises) */
+    int recoveries = 0;
+    cairn_status st = recover_after(ms, &recoveries, ce);
+    if (st == CAIRN_OK) st = recoverable_create(ms, &recoveries);
+    if (st != CAIRN_OK) {
+      ms_ret(ms, st);
+      return 1;
+    }
+    return 0; /* just re-created: the computation should not stop */
+  }
+  return cairn_coordinator_should_stop(ms->coord) || ms->hook_stop;
+}
+
+/* ---- close (§3.7) ---- */
+static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn_status why) {
+  if (ms->closed) return cairn__fail(CAIRN_E_STATE, "Session is already closed.");
+  cairn_status st = CAIRN_OK;
+  char msg[512] = "";
+  if (ms->hooked_only) {
+    /* _HookedSession.close: no end(). */
+  } else if (clean) {
+    for (size_t i = 0; i < ms->n_hooks; i++) {
+      cairn_hook *h = ms->hooks[i];
+      if (!h->vt->end) continue;
+      st = h->vt->end(h->self, ms->raw);
+      if (st != CAIRN_OK) {
+        snprintf(msg, sizeof msg, "%s", cairn_errmsg());
+        break;
+      }
+    }
+  } else {
+    for (size_t i = 0; i < ms->n_hooks; i++)
+      if (ms->hooks[i]->vt->on_error) ms->hooks[i]->vt->on_error(ms->hooks[i]->self, why);
+  }
+  cairn_status cst = close_stack(ms);
+  if (cst != CAIRN_OK && ms->should_recover && is_preemption(cst)) {
+    cairn_env_log(ms->env, CAIRN_LOG_ERROR, "An error occurred while closing the session: %s", cairn_errmsg());
+    cst = CAIRN_OK; /* _RecoverableSession's close swallows these */
+  }
+  ms->closed = 1;
+  if (ms->registry && !ms->was_finalized) cairn_registry_unfinalize(ms->registry);
+  if (cst != CAIRN_OK) return cst; /* the join's error wins, as Python's finally */
+  if (st != CAIRN_OK) return cairn__fail(st, "%s", msg);
+  return CAIRN_OK;
+}
+
+cairn_status cairn_monitored_session_close(cairn_monitored_session *ms) {
+  if (!ms) return cairn__fail(CAIRN_E_NULL, "monitored_session_close: ms is NULL");
+  return ms_ret(ms, close_internal(ms, 1, CAIRN_OK));
+}
+
+cairn_status cairn_monitored_session_exit(cairn_monitored_session *ms, cairn_status body_status) {
+  if (!ms) return cairn__fail(CAIRN_E_NULL, "monitored_session_exit: ms is NULL");
+  /* OutOfRange (end of data) and StopIteration (request_stop in a step
+     function) end the with-block cleanly: end() runs, nothing propagates. */
+  if (body_status == CAIRN_OK || body_status == CAIRN_E_OUT_OF_RANGE || body_status == CAIRN_E_STOP)
+    return ms_ret(ms, close_internal(ms, 1, CAIRN_OK));
+  char why[512];
+  snprintf(why, sizeof why, "%s", cairn_errmsg());
+  if (!ms->closed) (void)close_internal(ms, 0, body_status);
+  return ms_ret(ms, cairn__fail(body_status, "%s", why));
+}
+
+cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms) {
+  return ms && !ms->closed ? ms->raw : NULL;
+}
+
+const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms) { return ms ? ms->err : ""; }
+
+cairn_coordinator *cairn__monitored_session_coordinator(const cairn_monitored_session *ms) {
+  return ms && !ms->closed ? ms->coord : NULL;
+}
+
+void cairn_monitored_session_free(cairn_monitored_session *ms) {
+  if (!ms) return;
+  if (!ms->closed) (void)close_internal(ms, 0, CAIRN_E_CANCELLED);
+  if (ms->slots)
+    for (size_t i = 0; i < ms->n_hooks; i++) {
+      req_free(&ms->slots[i].req);
+      free(ms->slots[i].idx);
+    }
+  free(ms->slots);
+  free(ms->feeds);
+  free(ms->fetches);
+  free(ms->ops);
+  free(ms->sums);
+  free(ms->sum_arena);
+  free(ms->hooks);
+  for (size_t i = 0; i < ms->n_owned_hooks; i++) cairn_hook_free(ms->owned_hooks[i]);
+  free(ms->owned_hooks);
+  if (ms->own_creator) cairn_session_creator_free(ms->creator);
+  cairn_scaffold_free(ms->owned_scaffold);
+  free(ms);
+}
+
+/* Allocates ms with its hook list and scratch; takes what cfg gives it. */
+static cairn_status ms_alloc(const cairn__monitored_config *cfg, cairn_monitored_session **out) {
+  cairn_monitored_session *ms = calloc(1, sizeof *ms);
+  if (ms) {
+    ms->creator = cfg->creator;
+    ms->own_creator = cfg->own_creator;
+    ms->owned_hooks = cfg->owned_hooks;
+    ms->n_owned_hooks = cfg->n_owned_hooks;
+    ms->owned_scaffold = cfg->owned_scaffold;
+    ms->closed = 1; /* until a session exists: free() must not call hooks */
+  }
+  int ok = ms != NULL;
+  if (ok && cfg->n_hooks) {
+    ms->hooks = malloc(cfg->n_hooks * sizeof *ms->hooks);
+    ms->slots = calloc(cfg->n_hooks, sizeof *ms->slots);
+    ok = ms->hooks && ms->slots;
+    if (ok) {
+      ms->n_hooks = cfg->n_hooks;
+      memcpy(ms->hooks, cfg->hooks, cfg->n_hooks * sizeof *ms->hooks);
+    }
+  }
+  if (!ok) {
+    if (ms) {
+      cairn_monitored_session_free(ms);
+    } else {
+      for (size_t i = 0; i < cfg->n_owned_hooks; i++) cairn_hook_free(cfg->owned_hooks[i]);
+      free(cfg->owned_hooks);
+      if (cfg->own_creator) cairn_session_creator_free(cfg->creator);
+      cairn_scaffold_free(cfg->owned_scaffold);
+    }
+    return cairn__fail(CAIRN_E_NOMEM, "monitored_session_new: out of memory");
+  }
+  *out = ms;
+  return CAIRN_OK;
+}
+
+static cairn_status free_and_fail(cairn_monitored_session *ms, cairn_status st) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", cairn_errmsg());
+  cairn_monitored_session_free(ms);
+  return cairn__fail(st, "%s", msg);
+}
+
+cairn_status cairn__monitored_session_new(const cairn__monitored_config *cfg, cairn_monitored_session **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "monitored_session_new: out is NULL");
+  *out = NULL;
+  for (size_t i = 0; i < cfg->n_hooks; i++)
+    if (!cfg->hooks[i]) {
+      cairn__monitored_config c = *cfg;
+      c.n_hooks = 0;
+      cairn_monitored_session *tmp = NULL;
+      if (ms_alloc(&c, &tmp) == CAIRN_OK) cairn_monitored_session_free(tmp);
+      return cairn__fail(CAIRN_E_NULL, "monitored_session_new: hooks[%zu] is NULL", i);
+    }
+  cairn_monitored_session *ms = NULL;
+  cairn_status st = ms_alloc(cfg, &ms);
+  if (st != CAIRN_OK) return st;
+  ms->should_recover = cfg->should_recover;
+  ms->grace_secs = cfg->stop_grace_period_secs;
+  ms->max_recoveries = cfg->max_recoveries;
+  ms->backoff_secs = cfg->recovery_backoff_secs;
+  ms->env = cfg->env;
+  ms->registry = cfg->registry ? cfg->registry : cairn__session_creator_registry(cfg->creator);
+  /* 1. remember whether the graph was finalized. */
+  ms->was_finalized = ms->registry ? cairn_registry_is_finalized(ms->registry) : 1;
+  /* 2. begin() of every hook, in order, registry still open. */
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    cairn_hook *h = ms->hooks[i];
+    if (h->vt->begin && (st = h->vt->begin(h->self, ms->registry)) != CAIRN_OK) return free_and_fail(ms, st);
+  }
+  /* 3-4. create the session (through the recoverable layer if any). */
+  int recoveries = 0;
+  st = ms->should_recover ? recoverable_create(ms, &recoveries) : create_stack(ms);
+  if (st != CAIRN_OK) {
+    /* Hooks got begin() and will never get end() (TF). The registry goes
+       back to its state before, so that the caller may fix and retry. */
+    if (ms->registry && !ms->was_finalized) cairn_registry_unfinalize(ms->registry);
+    return free_and_fail(ms, st);
+  }
+  ms->closed = 0;
+  *out = ms;
+  return CAIRN_OK;
+}
+
+cairn_status cairn__hooked_session_new(cairn_session *raw, cairn_hook *const *hooks, size_t n_hooks,
+                                       cairn_monitored_session **out) {
+  if (!out || !raw) return cairn__fail(CAIRN_E_NULL, "hooked_session_new: %s is NULL", out ? "raw" : "out");
+  cairn__monitored_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.hooks = hooks;
+  cfg.n_hooks = n_hooks;
+  cairn_monitored_session *ms = NULL;
+  cairn_status st = ms_alloc(&cfg, &ms);
+  if (st != CAIRN_OK) return st;
+  ms->hooked_only = 1;
+  ms->raw = raw;
+  ms->was_finalized = 1;
+  ms->closed = 0;
+  *out = ms;
+  return CAIRN_OK;
+}
+
+cairn_monitored_session_options cairn_monitored_session_options_default(void) {
+  cairn_monitored_session_options o;
+  memset(&o, 0, sizeof o);
+  o.stop_grace_period_secs = 120.0;
+  o.max_recoveries = 10;
+  o.recovery_backoff_secs = 0.0;
+  return o;
+}
+
+cairn_status cairn_monitored_session_new(const cairn_monitored_session_options *o, cairn_monitored_session **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "monitored_session_new: out is NULL");
+  *out = NULL;
+  if (!o) return cairn__fail(CAIRN_E_NULL, "monitored_session_new: options are NULL");
+  if (o->n_hooks && !o->hooks) return cairn__fail(CAIRN_E_NULL, "monitored_session_new: hooks is NULL");
+  cairn__monitored_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.registry = o->registry;
+  cfg.creator = o->session_creator;
+  if (!cfg.creator) {
+    /* TF's default: ChiefSessionCreator() with a default Scaffold. */
+    if (!o->registry)
+      return cairn__fail(CAIRN_E_NULL,
+                         "monitored_session_new: no session_creator and no registry for the default one");
+    cairn_chief_session_creator_options co = cairn_chief_session_creator_options_default();
+    co.registry = o->registry;
+    co.sm.env = o->env;
+    cairn_status st = cairn_chief_session_creator_new(&co, &cfg.creator);
+    if (st != CAIRN_OK) return st;
+    cfg.own_creator = 1;
+  }
+  cfg.hooks = o->hooks;
+  cfg.n_hooks = o->n_hooks;
+  cfg.should_recover = 1;
+  cfg.stop_grace_period_secs = o->stop_grace_period_secs;
+  cfg.max_recoveries = o->max_recoveries;
+  cfg.recovery_backoff_secs = o->recovery_backoff_secs;
+  cfg.env = o->env;
+  return cairn__monitored_session_new(&cfg, out);
+}
+
+cairn_singular_monitored_session_options cairn_singular_monitored_session_options_default(void) {
+  cairn_singular_monitored_session_options o;
+  memset(&o, 0, sizeof o);
+  o.stop_grace_period_secs = 120.0;
+  o.sm = cairn_session_manager_options_default();
+  return o;
+}
+
+cairn_status cairn_singular_monitored_session_new(const cairn_singular_monitored_session_options *o,
+                                                  cairn_monitored_session **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "singular_monitored_session_new: out is NULL");
+  *out = NULL;
+  if (!o) return cairn__fail(CAIRN_E_NULL, "singular_monitored_session_new: options are NULL");
+  if (o->n_hooks && !o->hooks) return cairn__fail(CAIRN_E_NULL, "singular_monitored_session_new: hooks is NULL");
+  cairn_chief_session_creator_options co = cairn_chief_session_creator_options_default();
+  co.registry = o->registry;
+  co.scaffold = o->scaffold;
+  co.checkpoint_dir = o->checkpoint_dir;
+  co.checkpoint_filename_with_path = o->checkpoint_filename_with_path;
+  co.sm = o->sm;
+  if (!co.sm.env) co.sm.env = o->env;
+  cairn__monitored_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cairn_status st = cairn_chief_session_creator_new(&co, &cfg.creator);
+  if (st != CAIRN_OK) return st;
+  cfg.own_creator = 1;
+  cfg.registry = o->registry;
+  cfg.hooks = o->hooks;
+  cfg.n_hooks = o->n_hooks;
+  cfg.should_recover = 0;
+  cfg.stop_grace_period_secs = o->stop_grace_period_secs;
+  cfg.max_recoveries = 0;
+  cfg.env = o->env;
+  return cairn__monitored_session_new(&cfg, out);
+}
+
+/* ==== SecondOrStepTimer (§4.2) ======================================================= */
+
+struct cairn_timer {
+  double every_secs;
+  int64_t every_steps;
+  const cairn_env *env;
+  int triggered;
+  double last_time;
+  int64_t last_step;
+};
+
+cairn_status cairn_timer_new(double every_secs, int64_t every_steps, const cairn_env *env, cairn_timer **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "timer_new: out is NULL");
+  *out = NULL;
+  int has_secs = every_secs > 0, has_steps = every_steps > 0;
+  if (!has_secs && !has_steps)
+    return cairn__fail(CAIRN_E_INVALID, "Either every_secs or every_steps should be provided.");
+  if (has_secs && has_steps) return cairn__fail(CAIRN_E_INVALID, "Can not provide both every_secs and every_steps.");
+  cairn_timer *t = calloc(1, sizeof *t);
+  if (!t) return cairn__fail(CAIRN_E_NOMEM, "timer_new: out of memory");
+  t->every_secs = has_secs ? every_secs : 0;
+  t->every_steps = has_steps ? every_steps : 0;
+  t->env = env;
+  *out = t;
+  return CAIRN_OK;
+}
+
+void cairn_timer_free(cairn_timer *t) { free(t); }
+
+int cairn_timer_should_trigger_for_step(const cairn_timer *t, int64_t step) {
+  if (!t) return 0;
+  if (!t->triggered) return 1;
+  if (step == t->last_step) return 0;
+  if (t->every_secs > 0) return cairn_env_now(t->env) >= t->last_time + t->every_secs;
+  return step >= t->last_step + t->every_steps;
+}
+
+int cairn_timer_update_last_triggered_step(cairn_timer *t, int64_t step, double *elapsed_secs,
+                                           int64_t *elapsed_steps) {
+  if (!t) return 0;
+  double now = cairn_env_now(t->env);
+  int had = t->triggered;
+  if (had) {
+    if (elapsed_secs) *elapsed_secs = now - t->last_time;
+    if (elapsed_steps) *elapsed_steps = step - t->last_step;
+  }
+  t->triggered = 1;
+  t->last_time = now;
+  t->last_step = step;
+  return had;
+}
+
+int cairn_timer_last_triggered_step(const cairn_timer *t, int64_t *step) {
+  if (!t || !t->triggered) return 0;
+  if (step) *step = t->last_step;
+  return 1;
+}
+
+void cairn_timer_reset(cairn_timer *t) {
+  if (t) t->triggered = 0;
+}

@@ -1,0 +1,66 @@
+/* Private interface between lib/monitored.c, lib/monitored_training.c,
+ * lib/hooks.c and the tests (which link libcairn_core statically); never
+ * installed. */
+#ifndef CAIRN_MONITORED_IMPL_H
+#define CAIRN_MONITORED_IMPL_H
+
+#include "cairn/monitored.h"
+
+/* The registry a creator works on (the chief/worker creators know it;
+ * NULL for a custom creator). */
+cairn_registry *cairn__session_creator_registry(const cairn_session_creator *c);
+
+/* Everything a monitored session is built from. Ownership: when own_creator
+ * is set the session frees the creator; owned_hooks[0..n_owned) are freed
+ * with the session (they must also appear in hooks); owned_scaffold too. */
+typedef struct cairn__monitored_config {
+  cairn_registry *registry; /* may be NULL: taken from the creator */
+  cairn_session_creator *creator;
+  int own_creator;
+  cairn_hook *const *hooks;
+  size_t n_hooks;
+  cairn_hook **owned_hooks; /* array malloc'ed by the caller; the session takes it */
+  size_t n_owned_hooks;
+  cairn_scaffold *owned_scaffold;
+  int should_recover;
+  double stop_grace_period_secs;
+  int max_recoveries;
+  double recovery_backoff_secs;
+  const cairn_env *env;
+} cairn__monitored_config;
+
+/* Builds a monitored session from cfg. On error everything cfg says the
+ * session owns is freed all the same. */
+cairn_status cairn__monitored_session_new(const cairn__monitored_config *cfg, cairn_monitored_session **out);
+
+/* TF's _HookedSession(sess, hooks) on its own, for tests of hooks: runs go
+ * through before_run/after_run of hooks on the borrowed session `raw`; no
+ * begin(), after_create_session() or end() is called (call them with the
+ * helpers below), no coordinator, no recovery. Close does not close raw. */
+cairn_status cairn__hooked_session_new(cairn_session *raw, cairn_hook *const *hooks, size_t n_hooks,
+                                       cairn_monitored_session **out);
+
+/* The function table of h (built-in hooks recognise themselves by it). */
+const cairn_hook_vtable *cairn__hook_vtable(const cairn_hook *h);
+
+/* Direct calls of one hook's callbacks (NULL members: CAIRN_OK). */
+cairn_status cairn__hook_begin(cairn_hook *h, cairn_registry *r);
+cairn_status cairn__hook_after_create_session(cairn_hook *h, cairn_session *s, cairn_coordinator *coord);
+cairn_status cairn__hook_end(cairn_hook *h, cairn_session *s);
+
+/* The coordinator of the current session (NULL when closed). */
+cairn_coordinator *cairn__monitored_session_coordinator(const cairn_monitored_session *ms);
+
+/* Standalone coordinators (tests of hooks that take one). */
+cairn_status cairn__coordinator_new(cairn_coordinator **out);
+/* request_stop, then the registered joins, in order; returns the recorded
+ * error (TF's coord.join re-raising it). */
+cairn_status cairn__coordinator_join(cairn_coordinator *c);
+void cairn__coordinator_free(cairn_coordinator *c);
+
+/* Element i of a numeric tensor as a double (f32, f64, bf16, the integer
+ * dtypes, bool). Returns 0 and leaves *out alone for other dtypes (f16) or
+ * i out of range. */
+int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
+
+#endif

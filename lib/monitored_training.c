@@ -1,0 +1,171 @@
+/* MonitoredTrainingSession: TF's factory function
+ * (../shared/spec/tensorflow-session-semantics.md §3.9) — a MonitoredSession
+ * with the chief's or the worker's session creator and the standard hooks
+ * in TF's order. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cairn/monitored.h"
+#include "monitored_impl.h"
+
+cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void) {
+  cairn_monitored_training_session_options o;
+  memset(&o, 0, sizeof o);
+  o.is_chief = 1;
+  o.save_checkpoint_secs = CAIRN_USE_DEFAULT;
+  o.save_checkpoint_steps = CAIRN_USE_DEFAULT;
+  o.save_summaries_steps = CAIRN_USE_DEFAULT;
+  o.save_summaries_secs = CAIRN_USE_DEFAULT;
+  o.stop_grace_period_secs = 120.0;
+  o.log_step_count_steps = 100;
+  o.max_wait_secs = 7200.0;
+  o.max_recoveries = cairn_monitored_session_options_default().max_recoveries;
+  o.recovery_backoff_secs = 0.0;
+  o.sm = cairn_session_manager_options_default();
+  return o;
+}
+
+static int is_default_d(double v) { return v == (double)CAIRN_USE_DEFAULT; }
+static int is_default_i(int64_t v) { return v == CAIRN_USE_DEFAULT; }
+
+cairn_status cairn_monitored_training_session_new(const cairn_monitored_training_session_options *o,
+                                                  cairn_monitored_session **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: out is NULL");
+  *out = NULL;
+  if (!o) return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: options are NULL");
+  cairn_registry *r = o->registry ? o->registry : o->scaffold ? cairn_scaffold_registry(o->scaffold) : NULL;
+  if (!r) return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: registry is NULL");
+  if ((o->n_hooks && !o->hooks) || (o->n_chief_only_hooks && !o->chief_only_hooks))
+    return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: %s is NULL",
+                       o->n_hooks && !o->hooks ? "hooks" : "chief_only_hooks");
+
+  /* USE_DEFAULT resolution, exactly as TF (both unset → the default of
+     the kind; one unset → None). */
+  int64_t sum_steps = o->save_summaries_steps;
+  double sum_secs = o->save_summaries_secs;
+  if (is_default_i(sum_steps) && is_default_d(sum_secs)) {
+    sum_steps = 100;
+    sum_secs = 0;
+  } else if (is_default_d(sum_secs)) {
+    sum_secs = 0;
+  } else if (is_default_i(sum_steps)) {
+    sum_steps = 0;
+  }
+  int64_t ck_steps = o->save_checkpoint_steps;
+  double ck_secs = o->save_checkpoint_secs;
+  if (is_default_i(ck_steps) && is_default_d(ck_secs)) {
+    ck_steps = 0;
+    ck_secs = 600;
+  } else if (is_default_d(ck_secs)) {
+    ck_secs = 0;
+  } else if (is_default_i(ck_steps)) {
+    ck_steps = 0;
+  }
+
+  cairn__monitored_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.registry = r;
+  cfg.should_recover = 1;
+  cfg.stop_grace_period_secs = o->stop_grace_period_secs;
+  cfg.max_recoveries = o->max_recoveries;
+  cfg.recovery_backoff_secs = o->recovery_backoff_secs;
+  cfg.env = o->env;
+
+  cairn_status st = CAIRN_OK;
+  cairn_scaffold *sc = o->scaffold;
+  if (!sc) {
+    cairn_scaffold_options so;
+    memset(&so, 0, sizeof so);
+    if ((st = cairn_scaffold_new(r, &so, &sc)) != CAIRN_OK) return st;
+    cfg.owned_scaffold = sc;
+  }
+  cairn_session_manager_options sm = o->sm;
+  if (!sm.env) sm.env = o->env;
+
+  cairn_hook **all = NULL;
+  if (!o->is_chief) {
+    /* A worker: waits for the chief's model; only the user's hooks. */
+    cairn_worker_session_creator_options wo = cairn_worker_session_creator_options_default();
+    wo.registry = r;
+    wo.scaffold = sc;
+    wo.max_wait_secs = o->max_wait_secs;
+    wo.sm = sm;
+    st = cairn_worker_session_creator_new(&wo, &cfg.creator);
+    if (st != CAIRN_OK) goto fail;
+    cfg.own_creator = 1;
+    cfg.hooks = o->hooks;
+    cfg.n_hooks = o->n_hooks;
+    return cairn__monitored_session_new(&cfg, out);
+  }
+
+  cairn_chief_session_creator_options co = cairn_chief_session_creator_options_default();
+  co.registry = r;
+  co.scaffold = sc;
+  co.checkpoint_dir = o->checkpoint_dir;
+  co.sm = sm;
+  if ((st = cairn_chief_session_creator_new(&co, &cfg.creator)) != CAIRN_OK) goto fail;
+  cfg.own_creator = 1;
+
+  size_t cap = o->n_chief_only_hooks + 3 + o->n_hooks, n = 0;
+  all = calloc(cap, sizeof *all);
+  cfg.owned_hooks = calloc(3, sizeof *cfg.owned_hooks);
+  if (!all || !cfg.owned_hooks) {
+    st = cairn__fail(CAIRN_E_NOMEM, "monitored_training_session_new: out of memory");
+    goto fail;
+  }
+  /* 1. chief-only hooks */
+  for (size_t i = 0; i < o->n_chief_only_hooks; i++) all[n++] = o->chief_only_hooks[i];
+  /* 2. step counter and summaries, when there is somewhere to write */
+  const char *summary_dir = o->summary_dir ? o->summary_dir : o->checkpoint_dir;
+  if (summary_dir) {
+    cairn_hook *h = NULL;
+    if (o->log_step_count_steps > 0) {
+      if ((st = cairn_step_counter_hook_new(o->log_step_count_steps, 0, o->summary_writer, o->env, &h)) != CAIRN_OK)
+        goto fail;
+      all[n++] = cfg.owned_hooks[cfg.n_owned_hooks++] = h;
+    }
+    if (sum_steps > 0 || sum_secs > 0) {
+      cairn_summary_saver_hook_options so;
+      memset(&so, 0, sizeof so);
+      so.save_steps = sum_steps;
+      so.save_secs = sum_secs;
+      so.writer = o->summary_writer;
+      so.scaffold = sc;
+      so.env = o->env;
+      if ((st = cairn_summary_saver_hook_new(&so, &h)) != CAIRN_OK) goto fail;
+      all[n++] = cfg.owned_hooks[cfg.n_owned_hooks++] = h;
+    }
+  }
+  /* 3. checkpoints (the scaffold's saver). Both secs and steps set: the
+     hook's timer refuses, as TF's does. */
+  if (o->checkpoint_dir && (ck_secs > 0 || ck_steps > 0)) {
+    cairn_checkpoint_saver_hook_options ko;
+    memset(&ko, 0, sizeof ko);
+    ko.checkpoint_dir = o->checkpoint_dir;
+    ko.save_secs = ck_secs;
+    ko.save_steps = ck_steps;
+    ko.scaffold = sc;
+    ko.summary_writer = o->summary_writer;
+    ko.env = o->env;
+    cairn_hook *h = NULL;
+    if ((st = cairn_checkpoint_saver_hook_new(&ko, &h)) != CAIRN_OK) goto fail;
+    all[n++] = cfg.owned_hooks[cfg.n_owned_hooks++] = h;
+  }
+  /* 4. the user's hooks */
+  for (size_t i = 0; i < o->n_hooks; i++) all[n++] = o->hooks[i];
+  cfg.hooks = all;
+  cfg.n_hooks = n;
+  st = cairn__monitored_session_new(&cfg, out); /* takes the owned things in all cases */
+  free(all);
+  return st;
+
+fail:
+  free(all);
+  for (size_t i = 0; i < cfg.n_owned_hooks; i++) cairn_hook_free(cfg.owned_hooks[i]);
+  free(cfg.owned_hooks);
+  if (cfg.own_creator) cairn_session_creator_free(cfg.creator);
+  cairn_scaffold_free(cfg.owned_scaffold);
+  return st;
+}
