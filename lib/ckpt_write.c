@@ -39,7 +39,7 @@
 #define STAGE_CAP ((size_t)256 << 10) /* staging buffer */
 #define SMALL_PIECE ((size_t)64 << 10) /* pieces up to this size are copied into staging */
 #define MAX_IOV 256
-#define SYNC_EVERY ((uint64_t)8 << 20)  /* start writeback every 8 MiB */
+#define SYNC_EVERY ((uint64_t)2 << 20)  /* start writeback every 2 MiB (measured: 1-4 MiB best) */
 #define MIN_COMPRESS 128               /* chunks smaller than this are stored raw */
 #define MAX_SLOTS 64
 
@@ -621,10 +621,11 @@ static cairn_status emit_piece(cairn_ckpt_writer *w, wentry *e, uint32_t chunk_n
   return CAIRN_OK;
 }
 
-static void encode_batch(cairn_ckpt_writer *w, int nb, size_t es, int try_compress) {
+/* want_par: the caller expects expensive compression (see writer_add). */
+static void encode_batch(cairn_ckpt_writer *w, int nb, size_t es, int try_compress, int want_par) {
   uint64_t bytes = 0;
   for (int i = 0; i < nb; i++) bytes += w->pieces[i].raw;
-  int par = nb > 1 && bytes >= CK_PAR_MIN_BYTES;
+  int par = want_par && nb > 1 && bytes >= CK_PAR_MIN_BYTES;
 #pragma omp parallel for schedule(static, 1) num_threads(nb) if (par)
   for (int i = 0; i < nb; i++) encode_piece(w, i, &w->pieces[i], es, try_compress);
 }
@@ -672,13 +673,23 @@ cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const
   const unsigned char *data = t->data;
   uint64_t npieces = cairn__ck_nchunks(raw, w->chunk_bytes);
   int comp = try_compress && layout == CK_LAYOUT_CHUNKED;
+  /* Threads only where compression does real work. Chunks that do not
+   * compress (dense floats: LZ4 gives up at ~20 GB/s, CRC runs at ~10-28
+   * GB/s) are cheaper on this thread: OpenMP workers left spinning while
+   * this thread is in write() would take the CPU that the kernel needs to
+   * push the pages to disk. Whether a batch runs in parallel never changes
+   * the bytes written. */
+  int want_par = comp && w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE;
   for (uint64_t k0 = 0; k0 < npieces; k0 += (uint64_t)w->nslots) {
     int nb = (int)(npieces - k0 < (uint64_t)w->nslots ? npieces - k0 : (uint64_t)w->nslots);
     for (int i = 0; i < nb; i++) {
       w->pieces[i].src = data + (k0 + (uint64_t)i) * w->chunk_bytes;
       w->pieces[i].raw = ck_chunk_raw(raw, w->chunk_bytes, k0 + (uint64_t)i);
     }
-    encode_batch(w, nb, es, comp);
+    encode_batch(w, nb, es, comp, want_par);
+    int any_compressed = 0;
+    for (int i = 0; i < nb; i++) any_compressed |= w->pieces[i].codec != CK_CODEC_RAW;
+    want_par = comp && (w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE || any_compressed);
     for (int i = 0; i < nb; i++)
       if ((s = emit_piece(w, e, (uint32_t)(k0 + (uint64_t)i), &w->pieces[i]))) return set_failed(w, s);
     /* Slot buffers and the tensor are reused or may change after this. */
