@@ -452,7 +452,7 @@ struct cairn_session {
   cairn_registry *r;
   uint64_t id;
   int closed;
-  unsigned fail_gen; /* bumped by cairn_session_fail: tells whose message it is */
+  unsigned fail_gen; /* bumped whenever errmsg is written: tells whose message it is */
   struct run_frame *run;
   char errmsg[CAIRN__ERRBUF];
 };
@@ -460,6 +460,8 @@ struct cairn_session {
 static atomic_uint_fast64_t next_session_id = 1;
 
 const char *cairn__session_errbuf(const cairn_session *s) { return s ? s->errmsg : ""; }
+
+unsigned cairn__session_errgen(const cairn_session *s) { return s ? s->fail_gen : 0; }
 
 cairn_status cairn_session_new(cairn_registry *r, unsigned flags, cairn_session **out) {
   static const char fn[] = "session_new";
@@ -519,6 +521,7 @@ cairn_status cairn_session_fail(cairn_session *s, cairn_status st, const char *f
 /* An error that a callee reported through cairn__fail: keep its detail on
  * the session too. */
 static cairn_status session_keep(cairn_session *s, cairn_status st) {
+  s->fail_gen++;
   return cairn__errbuf_keep(s->errmsg, st, NULL);
 }
 

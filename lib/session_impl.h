@@ -37,5 +37,9 @@ void cairn__strbuf_append(char *buf, size_t cap, const char *fmt, ...)
 /* The session's whole-message buffer (for session_manager.c and the
  * monitored files to copy an op's error from). */
 const char *cairn__session_errbuf(const cairn_session *s);
+/* Changes whenever the session's message is written: compare before and
+ * after a callback to know whether its error message is on the session
+ * (else it is only in the thread's cairn_errmsg()). */
+unsigned cairn__session_errgen(const cairn_session *s);
 
 #endif

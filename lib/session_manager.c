@@ -346,11 +346,12 @@ static cairn_status prepare(cairn_session_manager *sm, const cairn_prepare_optio
       if (st) return st;
     }
     if (o->init_fn) {
+      unsigned gen = cairn__session_errgen(s);
       st = o->init_fn(s, o->init_fn_user);
       if (st) {
         /* The message is the session's if init_fn used cairn_session_fail
-           or ran ops; else the thread's. */
-        const char *m = cairn__session_errbuf(s)[0] ? cairn__session_errbuf(s) : cairn_errmsg();
+           or a failing run; else the thread's. */
+        const char *m = cairn__session_errgen(s) != gen ? cairn__session_errbuf(s) : cairn_errmsg();
         cairn__errbuf_keep(sm->errmsg, st, m);
         return cairn__fail(st, "%s", sm->errmsg);
       }

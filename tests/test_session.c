@@ -398,6 +398,48 @@ Test(session_manager, testPrepareSessionSucceedsWithInitFn) {
   cairn_registry_free(r);
 }
 
+static cairn_status init_fn_aborts(cairn_session *s, void *user) {
+  int *calls = user;
+  ++*calls;
+  return cairn_session_fail(s, CAIRN_E_ABORTED, "init_fn: parameter server %d restarted", *calls);
+}
+
+static cairn_status init_fn_saver_error(cairn_session *s, void *user) {
+  (void)s;
+  cairn_saver *sv = user;
+  return cairn_saver_restore(sv, "/nonexistent/model.ckpt-1", NULL); /* fails through cairn_errmsg() */
+}
+
+/* init_fn's errors propagate from prepare_session with their message: a
+ * recoverable CAIRN_E_ABORTED is what MonitoredSession retries on (TF's
+ * test_retry_initialization_on_aborted_error). */
+Test(session_manager, init_fn_errors_propagate_with_their_message) {
+  cairn_registry *r = new_reg();
+  cairn_var *v = mkvar(r, "v", 1, CAIRN_COLL_GLOBAL);
+  cairn_op *init = op_init_coll(r, "init", CAIRN_COLL_GLOBAL);
+  cairn_session_manager *sm = mk_sm(r, NULL, NULL, NULL, 0);
+  int calls = 0;
+  cairn_prepare_options o = popts(init, NULL, NULL);
+  o.init_fn = init_fn_aborts;
+  o.init_fn_user = &calls;
+  cairn_session *s = (void *)1;
+  cr_assert_eq(cairn_session_manager_prepare_session(sm, &o, &s), CAIRN_E_ABORTED);
+  cr_assert_null(s);
+  cr_assert_eq(calls, 1);
+  cr_assert(inited(v), "init_op ran before init_fn");
+  cr_assert_str_eq(cairn_session_manager_errmsg(sm), "init_fn: parameter server 1 restarted");
+  cr_assert_str_eq(cairn_errmsg(), "init_fn: parameter server 1 restarted");
+  cairn_saver *sv = mk_saver(r);
+  o.init_fn = init_fn_saver_error;
+  o.init_fn_user = sv;
+  cr_assert_eq(cairn_session_manager_prepare_session(sm, &o, &s), CAIRN_E_NOT_FOUND);
+  HAS(cairn_session_manager_errmsg(sm), "/nonexistent/model.ckpt-1");
+  cairn_saver_free(sv);
+  cairn_session_manager_free(sm);
+  cairn_op_free(init);
+  cairn_registry_free(r);
+}
+
 /* #4 (TF 2.x): the manager's local_init feeds reach local_init_op. */
 Test(session_manager, testPrepareSessionSucceedsWithLocalInitFeedDict) {
   cairn_registry *r = new_reg();
