@@ -556,8 +556,9 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new_from_scaffold(
  *     ready.  Init op: %s, init fn: %s, local_init_op: %s, error: %s".
  * Ops are named in messages by their names, "None" when absent; the error
  * is "Variables not initialized: a, b" (or a legacy ready op's message).
- * Cairn adds a sentence after TF's text naming the remedy (e.g. for a
- * partial checkpoint: the restore options or the local_init_op recipe).
+ * When the model was restored, cairn adds a bracketed note after TF's text
+ * naming the remedy for a checkpoint that does not cover every variable
+ * (the `restore` option, warm start); TF's text stays a prefix.
  *
  * Restore: checkpoint_filename_with_path → the saver restores that file
  * (no waiting). checkpoint_dir → read the state file; while it is missing
