@@ -867,7 +867,7 @@ static int cmp_ent(const void *a, const void *b) {
 }
 
 static cairn_status build_meta(cairn_ckpt_writer *w, unsigned char **out, uint64_t *size) {
-  qsort(w->meta, w->nmeta, sizeof *w->meta, cmp_meta);
+  if (w->nmeta > 1) qsort(w->meta, w->nmeta, sizeof *w->meta, cmp_meta);
   uint64_t n = CK_META_FIXED;
   for (size_t i = 0; i < w->nmeta; i++) {
     const wmeta *m = &w->meta[i];
@@ -915,7 +915,7 @@ static cairn_status build_index(cairn_ckpt_writer *w, unsigned char **out, uint6
     order[i] = &w->ents[i];
     n += CK_IENTRY_FIXED + 8u * w->ents[i].rank + w->ents[i].name_len + (uint64_t)CK_ICHUNK * w->ents[i].n_chunks;
   }
-  qsort(order, w->n, sizeof *order, cmp_ent);
+  if (w->n > 1) qsort(order, w->n, sizeof *order, cmp_ent);
   unsigned char *b = n <= SIZE_MAX / 2 ? malloc((size_t)n) : NULL, *p = b;
   if (!b) {
     free(order);

@@ -79,10 +79,13 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_open(const char *path,
                                                            const cairn_ckpt_write_options *opts,
                                                            cairn_ckpt_writer **out);
 /* Appends tensor `t` under `name` (1..1024 bytes of UTF-8, no control
- * characters, unique in the file: CAIRN_E_EXISTS). The bytes are copied and
- * checksummed as they are written, so t may change after the call returns.
- * Errors: CAIRN_E_IO / CAIRN_E_NOSPC (the writer is then failed: only
- * abort is valid). */
+ * characters, unique in the file: CAIRN_E_EXISTS). The bytes are written and
+ * checksummed before the call returns, so t may change after it returns (not
+ * during it: a tensor modified during the call gets CRCs that readers
+ * reject). Errors: CAIRN_E_INVALID / CAIRN_E_NULL / CAIRN_E_LIMIT (bad name
+ * or tensor; the writer stays usable), CAIRN_E_IO / CAIRN_E_NOSPC (the
+ * writer is then failed: later calls give CAIRN_E_STATE, commit returns the
+ * original error, abort is the way out). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name,
                                                           const cairn_tensor *t);
 /* Metadata: keys 1..255 bytes of [a-z0-9_.]; setting a key again replaces it. */
@@ -96,7 +99,9 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_bytes(cairn_ckpt_w
                                                                  const void *v, size_t len);
 /* Writes metadata, index and footer, fsyncs, renames onto the final path,
  * fsyncs the directory, and frees w (whatever the outcome). On failure the
- * temporary file is removed and the final path is untouched. */
+ * temporary file is removed and the final path is untouched — except when
+ * only the final fsync of the directory fails: the new file is then in place
+ * and CAIRN_E_IO says that its rename may not be durable yet. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_commit(cairn_ckpt_writer *w);
 /* Removes the temporary file and frees w. abort(NULL) does nothing. */
 CAIRN_API void cairn_ckpt_writer_abort(cairn_ckpt_writer *w);
@@ -185,16 +190,22 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_meta_bytes(const cairn_ckpt *c
 /* Copies every tensor of `in` whose record was completely written (record
  * header, all chunks and trailer present with valid checksums), and the
  * metadata if it survived, into a new valid checkpoint `out` (written
- * atomically). *recovered and *lost (either may be NULL) count tensors kept
- * and tensors found cut or corrupt. Works on complete files too (a copy).
- * Errors: CAIRN_E_FORMAT when `in` does not even start like a checkpoint. */
+ * atomically; `out` may be `in`). Chunks are copied as stored, with the
+ * input's chunk size and alignment. *recovered and *lost (either may be NULL)
+ * count tensors kept and tensors found cut or corrupt. Works on complete
+ * files too (a copy). Errors: CAIRN_E_FORMAT when `in` does not even start
+ * like a checkpoint, CAIRN_E_TRUNCATED when it is shorter than its 64-byte
+ * superblock, CAIRN_E_CORRUPT / CAIRN_E_UNSUPPORTED for a damaged or newer
+ * superblock; the writer's errors for `out`. Nothing is written on error. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_recover(const char *in, const char *out, size_t *recovered,
                                                        size_t *lost);
 
 /* ---- CRC32C ----------------------------------------------------------------- */
 
 /* CRC-32C (Castagnoli) of len bytes continuing from crc (0 to start), with
- * the SSE4.2 instruction when the CPU has it and a table otherwise. */
+ * the SSE4.2 instruction when the CPU has it (three interleaved streams) and
+ * slicing-by-8 tables otherwise or when CAIRN_ISA=ref.
+ * cairn_crc32c(0, "123456789", 9) == 0xE3069283. */
 CAIRN_API uint32_t cairn_crc32c(uint32_t crc, const void *data, size_t len);
 
 #ifdef __cplusplus
