@@ -626,6 +626,7 @@ static void encode_batch(cairn_ckpt_writer *w, int nb, size_t es, int try_compre
   uint64_t bytes = 0;
   for (int i = 0; i < nb; i++) bytes += w->pieces[i].raw;
   int par = want_par && nb > 1 && bytes >= CK_PAR_MIN_BYTES;
+  (void)par; /* serial builds ignore the pragma */
 #pragma omp parallel for schedule(static, 1) num_threads(nb) if (par)
   for (int i = 0; i < nb; i++) encode_piece(w, i, &w->pieces[i], es, try_compress);
 }
