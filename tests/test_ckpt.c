@@ -11,10 +11,12 @@
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,7 +44,11 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ft
 }
 
 static void teardown(void) {
-  if (g_dir[0]) nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  if (!g_dir[0]) return;
+  char tiny[PATH_MAX + 8];
+  snprintf(tiny, sizeof tiny, "%s/tiny", g_dir);
+  umount2(tiny, MNT_DETACH); /* writer::enospc_on_a_full_tmpfs; harmless otherwise */
+  nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* A path in the test's directory (8 rotating buffers). */
@@ -1248,6 +1254,25 @@ Test(recover, broken_header_resyncs_to_next_record) {
   free_small();
 }
 
+/* A complete file whose index is damaged: open refuses it, salvage gets
+ * everything back from the records. */
+Test(recover, damaged_index_of_complete_file) {
+  write_small(P("s.crn"), CAIRN_CKPT_COMPRESS_AUTO);
+  img m = load(P("s.crn"));
+  m.b[index_at(&m) + 30] ^= 0x40;
+  spit(P("bad.crn"), m.b, m.n);
+  cairn_ckpt *c;
+  FAILS(cairn_ckpt_open(P("bad.crn"), NULL, &c), CAIRN_E_CORRUPT);
+  cr_assert(strstr(cairn_errmsg(), "index checksum"), "%s", cairn_errmsg());
+  size_t rec, lost;
+  OK(cairn_ckpt_recover(P("bad.crn"), P("out.crn"), &rec, &lost));
+  cr_assert_eq(rec, N_SMALL);
+  cr_assert_eq(lost, 0);
+  cr_assert_eq(check_recovered(P("out.crn"), 1), N_SMALL);
+  free(m.b);
+  free_small();
+}
+
 Test(recover, not_a_checkpoint) {
   spit(P("text"), "this is plainly not a checkpoint, but it is longer than sixty-four bytes........\n", 82);
   size_t rec = 5, lost = 5;
@@ -1439,6 +1464,38 @@ Test(writer, failed_commit_keeps_previous_file) {
   cr_assert_eq(any_tmp_file(g_dir), 0);
   img after = load(P("w.crn"));
   cr_assert(before.n == after.n && memcmp(before.b, after.b, before.n) == 0);
+  free(before.b);
+  free(after.b);
+  cairn_tensor_free(t);
+}
+
+/* A real ENOSPC: a 256 KiB tmpfs mounted in a private mount namespace of
+ * this test's own process (no fork). Skipped without CAP_SYS_ADMIN. */
+Test(writer, enospc_on_a_full_tmpfs) {
+  if (unshare(CLONE_NEWNS) != 0) cr_skip_test("no private mount namespace here: %s", strerror(errno));
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) cr_skip_test("mount --make-rprivate: %s", strerror(errno));
+  cr_assert_eq(mkdir(P("tiny"), 0755), 0);
+  if (mount("tmpfs", P("tiny"), "tmpfs", 0, "size=256k") != 0) cr_skip_test("mount tmpfs: %s", strerror(errno));
+  write_two(P("tiny/w.crn"));
+  img before = load(P("tiny/w.crn"));
+  cairn_tensor *t = tnew(CAIRN_DTYPE_F32, 1, (int64_t[]){100000});
+  fill_random(t->data, 400000);
+  cairn_ckpt_writer *w;
+  OK(cairn_ckpt_writer_open(P("tiny/w.crn"), NULL, &w));
+  FAILS(cairn_ckpt_writer_add(w, "t", t), CAIRN_E_NOSPC);
+  cr_assert(strstr(cairn_errmsg(), "No space left on device") && strstr(cairn_errmsg(), "w.crn"), "%s",
+            cairn_errmsg());
+  FAILS(cairn_ckpt_writer_commit(w), CAIRN_E_NOSPC);
+  cr_assert_eq(count_files(P("tiny")), 1, "only the previous checkpoint is left");
+  img after = load(P("tiny/w.crn"));
+  cr_assert(before.n == after.n && memcmp(before.b, after.b, before.n) == 0, "previous checkpoint untouched");
+  /* the space came back: a small checkpoint fits again */
+  cairn_tensor *small = tnew(CAIRN_DTYPE_F32, 1, (int64_t[]){10});
+  OK(cairn_ckpt_writer_open(P("tiny/w.crn"), NULL, &w));
+  OK(cairn_ckpt_writer_add(w, "small", small));
+  OK(cairn_ckpt_writer_commit(w));
+  cairn_tensor_free(small);
+  cr_assert_eq(umount2(P("tiny"), 0), 0);
   free(before.b);
   free(after.b);
   cairn_tensor_free(t);
