@@ -157,21 +157,37 @@ cairn_status cairn_coordinator_register_join(cairn_coordinator *c, void (*join)(
   return ok ? CAIRN_OK : cairn__fail(CAIRN_E_NOMEM, "coordinator_register_join: out of memory");
 }
 
-cairn_status cairn__coordinator_join(cairn_coordinator *c) {
+/* TF's coord.join(stop_grace_period_secs, ignore_live_threads=True). A
+ * join callback cannot be abandoned half-way as a Python thread can, so
+ * the grace period is not enforced: joins that take longer are reported. */
+static cairn_status coordinator_join_env(cairn_coordinator *c, double grace_secs, const cairn_env *env) {
   if (!c) return CAIRN_OK;
   cairn_coordinator_request_stop(c, CAIRN_OK, NULL);
-  /* The joins run without the lock: a thread being joined may still
-     report an error (which then loses against the stop already set, as a
-     late request_stop in TF). */
-  pthread_mutex_lock(&c->mu);
-  size_t n = c->n_joins;
-  pthread_mutex_unlock(&c->mu);
-  for (size_t i = 0; i < n; i++) c->joins[i].join(c->joins[i].ctx);
+  /* The joins run without the lock (a thread being joined may still call
+     request_stop, which then records nothing: the stop is already set);
+     each entry is read under it, since a join may register another. */
+  double t0 = cairn_env_now(env);
+  for (size_t i = 0;; i++) {
+    pthread_mutex_lock(&c->mu);
+    join_entry e = {NULL, NULL};
+    if (i < c->n_joins) e = c->joins[i];
+    pthread_mutex_unlock(&c->mu);
+    if (!e.join) break;
+    e.join(e.ctx);
+  }
+  double took = cairn_env_now(env) - t0;
+  if (grace_secs > 0 && took > grace_secs)
+    cairn_env_log(env, CAIRN_LOG_WARN,
+                  "Coordinator stopped with threads still running after the grace period of %g s: joining "
+                  "them took %g s",
+                  grace_secs, took);
   const char *msg;
   cairn_status st = cairn_coordinator_error(c, &msg);
   if (st != CAIRN_OK) return cairn__fail(st, "%s", msg ? msg : cairn_status_str(st));
   return CAIRN_OK;
 }
+
+cairn_status cairn__coordinator_join(cairn_coordinator *c) { return coordinator_join_env(c, 0, NULL); }
 
 /* ==== Hooks ====================================================================== */
 
@@ -809,7 +825,7 @@ static cairn_status create_stack(cairn_monitored_session *ms) {
 static cairn_status close_stack(cairn_monitored_session *ms) {
   cairn_status st = CAIRN_OK;
   if (ms->coord) {
-    st = cairn__coordinator_join(ms->coord);
+    st = coordinator_join_env(ms->coord, ms->grace_secs, ms->env);
     cairn__coordinator_free(ms->coord);
     ms->coord = NULL;
   }

@@ -1066,6 +1066,27 @@ Test(coordinated_session, test_stop_threads_on_close_after_exception) {
   graph_free(&g);
 }
 
+static void slow_join(void *p) {
+  (void)p;
+  f_sleep(NULL, 150); /* a thread that takes 150 s to notice the stop */
+}
+
+/* cairn: a join callback cannot be abandoned after stop_grace_period_secs
+ * as TF abandons a Python thread; one that overruns it is reported. */
+Test(coordinated_session, join_overrunning_the_grace_period_is_reported) {
+  graph g;
+  graph_new(&g);
+  fake_hook fh = {0};
+  cairn_hook *h = fake(&fh, "h");
+  cairn_monitored_session *ms = ms_new(&g, NULL, &h, 1);
+  OK(cairn_coordinator_register_join(fh.coord, slow_join, NULL));
+  OK(cairn_monitored_session_close(ms));
+  cr_assert(logged("Coordinator stopped with threads still running after the grace period of 120 s"));
+  cairn_monitored_session_free(ms);
+  cairn_hook_free(h);
+  graph_free(&g);
+}
+
 /* TF's AbortAtNSession via a creator: session k aborts on its (k+1)-th
  * run; the creator has three, then fails with its own error. */
 typedef struct stack_creator {
