@@ -4,8 +4,10 @@
  *
  * Pipeline of cairn_ckpt_writer_add: the tensor is cut into pieces (chunks,
  * or payload pieces of a raw-layout record); a batch of up to one piece per
- * thread is compressed and checksummed in parallel (OpenMP), then the batch
- * is written in order with one writev. Large raw pieces are written straight
+ * thread is compressed and checksummed (in parallel with OpenMP once chunks
+ * turn out to compress: see writer_add), then the batch is written in order
+ * with one writev, and writeback of every 2 MiB is started at once
+ * (sync_file_range) so that commit's fsync finds little left to do. Large raw pieces are written straight
  * from the tensor's memory (no copy); small pieces and all headers are
  * copied into a staging buffer first and checksummed there, so that many
  * small tensors make few system calls. Either way a CRC is computed over
