@@ -247,8 +247,10 @@ typedef struct cairn_monitored_session_options {
   cairn_session_creator *session_creator; /* borrowed; NULL: ChiefSessionCreator with a default Scaffold */
   cairn_hook *const *hooks;               /* borrowed (the caller frees them after the session) */
   size_t n_hooks;
-  double stop_grace_period_secs;          /* default 120 (coordinator join) */
-  int max_recoveries;                     /* session re-creations allowed per call; < 0: unlimited (TF) */
+  double stop_grace_period_secs;          /* default 120 (coordinator join; a join callback cannot be
+                                             abandoned as a TF thread is: one overrunning it is logged) */
+  int max_recoveries;                     /* session re-creations allowed per call; default 10;
+                                             < 0: unlimited (TF) */
   double recovery_backoff_secs;           /* sleep before each re-creation; default 0 (TF) */
   const cairn_env *env;
 } cairn_monitored_session_options;
@@ -373,7 +375,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_exit(cairn_monito
  * SingularMonitoredSession, available on every monitored session. */
 CAIRN_API cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms);
 CAIRN_API const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms);
-/* Frees ms, closing it first (without end()) if open. NULL does nothing. */
+/* Frees ms, closing it first (without end(); hooks get on_error(CAIRN_E_CANCELLED))
+ * if open — a killed trainer writes no final checkpoint. NULL does nothing. */
 CAIRN_API void cairn_monitored_session_free(cairn_monitored_session *ms);
 
 /* ==== Timer (§4.2) ============================================================== */
