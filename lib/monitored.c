@@ -637,6 +637,8 @@ static const cairn_run_args empty_args;
 static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args *args) {
   if (ms->hook_stop) return cairn__fail(CAIRN_E_STATE, "Run called even after should_stop requested.");
   if (!ms->raw) return cairn__fail(CAIRN_E_STATE, "run: the monitored session has no session");
+  if ((args->n_ops && !args->ops) || (args->n_feeds && !args->feeds) || (args->n_fetches && !args->fetches))
+    return cairn__fail(CAIRN_E_NULL, "run: a list of ops, feeds or fetches is NULL");
   cairn_run_context ctx = {ms->raw, args, 0};
   char conflicts[512];
 
