@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cairn/ckpt.h"
 #include "cairn/saver.h"
 #include "cairn/session.h"
 
@@ -246,6 +247,15 @@ static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, 
   return CAIRN_OK;
 }
 
+/* 1 if `path` is a checkpoint that opens (its framing, index and metadata
+ * are sound): a restore error from it is then about its content. */
+static int checkpoint_opens(const char *path) {
+  cairn_ckpt *c;
+  if (cairn_ckpt_open(path, NULL, &c) != CAIRN_OK) return 0;
+  cairn_ckpt_close(c);
+  return 1;
+}
+
 /* TF's _restore_checkpoint: *out is always a new session on success. */
 static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_prepare_options *o,
                                        cairn_session **out, int *restored) {
@@ -283,6 +293,21 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
   }
   const char *path = cairn_checkpoint_state_model_path(state);
   st = restore_file(sm, o->saver, path, o->restore, 1);
+  /* cairn's way out of a TF trap: TF fails here when the newest checkpoint
+   * named by the state file is unreadable (cut short, corrupt, deleted), so
+   * a job that died mid-write of its own bookkeeping cannot restart. Fall
+   * back to the newest checkpoint that opens (cairn_latest_checkpoint), and
+   * say why. Shape, dtype and missing-variable errors still propagate. */
+  char fallback[sizeof sm->restored_from];
+  if (st && !checkpoint_opens(path) && cairn_latest_checkpoint(o->checkpoint_dir, fallback, sizeof fallback) == CAIRN_OK &&
+      strcmp(fallback, path) != 0) {
+    char why[512];
+    snprintf(why, sizeof why, "%.500s", sm->errmsg);
+    cairn_env_log(sm->env, CAIRN_LOG_WARN, "Cannot restore the newest checkpoint %s (%s); restoring %s instead", path,
+                  why, fallback);
+    path = fallback;
+    st = restore_file(sm, o->saver, path, o->restore, 1);
+  }
   if (!st) {
     /* So the saver's max_to_keep continues where the last process left off. */
     size_t n = cairn_checkpoint_state_count(state);
@@ -297,7 +322,7 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     }
   }
   if (!st) {
-    snprintf(sm->restored_from, sizeof sm->restored_from, "%s", path);
+    snprintf(sm->restored_from, sizeof sm->restored_from, "%.*s", (int)sizeof sm->restored_from - 1, path);
     *restored = 1;
   }
   cairn_checkpoint_state_free(state);

@@ -1133,6 +1133,58 @@ Test(session_manager, restore_recovers_last_checkpoints) {
   cairn_registry_free(r);
 }
 
+/* cairn's way out of a TF trap: the newest checkpoint the state file names
+ * is cut short (a disk that lost the tail, a copy interrupted): TF fails;
+ * cairn restores the newest one that opens and logs why. A content error
+ * (a variable missing from a sound checkpoint) still propagates. */
+Test(session_manager, prepare_falls_back_past_a_truncated_newest_checkpoint) {
+  cairn_registry *r = new_reg();
+  cairn_var *v = mkvar(r, "v", 1, CAIRN_COLL_GLOBAL);
+  cairn_saver *sv = mk_saver(r);
+  setval(v, 1);
+  save_ckpt(sv, g_dir, 1);
+  setval(v, 2);
+  save_ckpt(sv, g_dir, 2);
+  cairn_saver_free(sv);
+  cairn_registry_free(r);
+  /* cut the newest file in half */
+  FILE *f = fopen(P("model.ckpt-2"), "r+");
+  cr_assert_not_null(f);
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fclose(f);
+  cr_assert_eq(truncate(P("model.ckpt-2"), len / 2), 0);
+
+  r = new_reg();
+  v = mkvar(r, "v", 1, CAIRN_COLL_GLOBAL);
+  cairn_ready_op *ready = uninit(r, ALL);
+  cairn_session_manager *sm = mk_sm(r, NULL, ready, NULL, 0);
+  sv = mk_saver(r);
+  cairn_prepare_options o = popts(NULL, sv, g_dir);
+  cairn_session *s;
+  OK(cairn_session_manager_prepare_session(sm, &o, &s));
+  cr_assert_eq(val(v), 1.0f, "restored the previous good checkpoint");
+  cairn_session_free(s);
+  cairn_saver_free(sv);
+  cairn_session_manager_free(sm);
+  cairn_ready_op_free(ready);
+  cairn_registry_free(r);
+
+  /* a sound checkpoint without the variable: no fallback, the error stays */
+  r = new_reg();
+  mkvar(r, "w", 1, CAIRN_COLL_GLOBAL);
+  sm = mk_sm(r, NULL, NULL, NULL, 0);
+  sv = mk_saver(r);
+  o = popts(NULL, sv, g_dir);
+  o.checkpoint_dir = NULL;
+  o.checkpoint_filename_with_path = P("model.ckpt-1");
+  cr_assert_eq(cairn_session_manager_prepare_session(sm, &o, &s), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "'w'");
+  cairn_saver_free(sv);
+  cairn_session_manager_free(sm);
+  cairn_registry_free(r);
+}
+
 /* §2.3: a state file with an empty model_checkpoint_path is an error that
  * propagates (TF's "Invalid checkpoint state"); so is a restore error. */
 Test(session_manager, invalid_checkpoint_state_propagates) {
