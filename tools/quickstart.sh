@@ -136,7 +136,7 @@ if (cd _build-fuzz && { [ -f Makefile ] || CC=clang "$top/configure" -q --enable
     make -j"$jobs" tests/fuzz/fuzz_ckpt >make.out 2>&1); then
   fuzz_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-fuzz.XXXXXX")
   mkdir "$fuzz_dir/corpus" && cp tests/fuzz/corpus/* "$fuzz_dir/corpus/" 2>/dev/null
-  if _build-fuzz/tests/fuzz/fuzz_ckpt -max_total_time="$fuzz_secs" -rss_limit_mb=2048 -timeout=20 \
+  if CAIRN_FUZZ_TMPDIR=$fuzz_dir _build-fuzz/tests/fuzz/fuzz_ckpt -max_total_time="$fuzz_secs" -rss_limit_mb=2048 -timeout=20 \
        -print_final_stats=1 -artifact_prefix="$fuzz_dir/" "$fuzz_dir/corpus" >_build-fuzz/fuzz.out 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' _build-fuzz/fuzz.out)
     ok "fuzz_ckpt: ${fuzz_secs} s, ${runs:-?} inputs, nothing found"

@@ -23,8 +23,9 @@
  *
  * Build: CC=clang ./configure --enable-fuzzing && make tests/fuzz/fuzz_ckpt
  * Run:   cp -r $srcdir/tests/fuzz/corpus /tmp/c && tests/fuzz/fuzz_ckpt /tmp/c
- * The scratch directory is under /dev/shm when it is writable (fsync there
- * costs nothing), else under $TMPDIR or /tmp; it is removed at exit.
+ * The scratch directory is under $CAIRN_FUZZ_TMPDIR if set, else /dev/shm
+ * when it is writable (fsync there costs nothing), else $TMPDIR or /tmp; it
+ * is removed at a normal exit (not after a crash: hence the variable).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -104,7 +105,8 @@ static int make_workdir(const char *base) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  if (make_workdir("/dev/shm") && make_workdir(getenv("TMPDIR")) && make_workdir("/tmp")) {
+  if (make_workdir(getenv("CAIRN_FUZZ_TMPDIR")) && make_workdir("/dev/shm") && make_workdir(getenv("TMPDIR")) &&
+      make_workdir("/tmp")) {
     perror("fuzz_ckpt: cannot create a scratch directory");
     abort();
   }
