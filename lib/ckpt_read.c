@@ -1224,9 +1224,9 @@ static cairn_status meta_get(const cairn_ckpt *c, const char *fn, const char *ke
 #define META_GETTER(fname, T, ty, expr)                                            \
   cairn_status fname(const cairn_ckpt *c, const char *key, T *v) {                 \
     const ck_meta *m;                                                              \
-    cairn_status s = meta_get(c, #fname + 6, key, ty, &m);                         \
+    cairn_status s = meta_get(c, &(#fname)[6], key, ty, &m);                      \
     if (s) return s;                                                               \
-    if (!v) return cairn__fail(CAIRN_E_NULL, "%s: value is NULL", #fname + 6);     \
+    if (!v) return cairn__fail(CAIRN_E_NULL, "%s: value is NULL", &(#fname)[6]);  \
     expr;                                                                          \
     return CAIRN_OK;                                                               \
   }

@@ -21,8 +21,9 @@ cd "$top" || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 
 pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libcriterion-dev"
-# The test mode also fuzzes the checkpoint reader with clang's libFuzzer.
-[ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev"
+# The test mode also fuzzes the checkpoint reader with clang's libFuzzer, and
+# reads ckpt-inspect's .npz exports back with numpy.
+[ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
