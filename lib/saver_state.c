@@ -98,7 +98,7 @@ static const char *base_of(const char *path) {
 }
 
 static cairn_status errno_status(int e) {
-  return (e == ENOSPC || e == EFBIG || e == EDQUOT) ? CAIRN_E_NOSPC : CAIRN_E_IO;
+  return (e == ENOSPC || e == EDQUOT) ? CAIRN_E_NOSPC : CAIRN_E_IO;
 }
 
 /* ---- writing ---------------------------------------------------------------- */

@@ -180,9 +180,9 @@ CAIRN_API void cairn_saver_clear_meta(cairn_saver *s);
  * small), CAIRN_E_UNINITIALIZED (lists the variables), CAIRN_E_NOT_FOUND
  * (the parent directory does not exist), CAIRN_E_NOSPC / CAIRN_E_IO as
  * the checkpoint writer or the state file reports them (disk full, file
- * size limit, I/O error: the message names the file and errno's text; the
- * checkpoint writer currently reports EFBIG as CAIRN_E_IO, the state file
- * as CAIRN_E_NOSPC), CAIRN_E_NOMEM. */
+ * size limit, I/O error: the message names the file and errno's text;
+ * ENOSPC and EDQUOT give CAIRN_E_NOSPC, EFBIG and EIO CAIRN_E_IO, for the
+ * checkpoint and the state file alike), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step,
                                                      char *path, size_t len);
 
