@@ -963,27 +963,12 @@ static cairn_status build_index(cairn_ckpt_writer *w, unsigned char **out, uint6
 }
 
 static cairn_status fsync_dir(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir;
-  if (!slash) {
-    dir = strdup(".");
-  } else {
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    dir = malloc(n + 1);
-    if (dir) {
-      memcpy(dir, path, n);
-      dir[n] = '\0';
-    }
-  }
+  char *dir = cairn__path_dir(path);
   if (!dir) return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer_commit: out of memory");
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   cairn_status s = CAIRN_OK;
-  if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)) {
-    int e = errno;
+  if (cairn__fsync_dir(dir) != 0)
     s = cairn__fail(CAIRN_E_IO, "ckpt_writer_commit: '%s' was renamed into place, but syncing directory '%s' failed: %s",
-                    path, dir, strerror(e));
-  }
-  if (fd >= 0) close(fd);
+                    path, dir, strerror(errno));
   free(dir);
   return s;
 }

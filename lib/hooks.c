@@ -24,14 +24,6 @@
 
 #define GLOBAL_STEP "global_step"
 
-static char *dup_str(const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
 /* TF's begin(): "Global step should be created to use X." (RuntimeError).
    r NULL (custom creator without a registry): checked when the step is
    first read instead. */
@@ -307,7 +299,7 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
   h->steps_per_run = 1;
   const char *base = o->checkpoint_basename ? o->checkpoint_basename : "model.ckpt";
   size_t len = strlen(o->checkpoint_dir) + 1 + strlen(base) + 1;
-  h->dir = dup_str(o->checkpoint_dir);
+  h->dir = cairn__strdup(o->checkpoint_dir);
   h->prefix = malloc(len);
   if (o->n_listeners) h->listeners = malloc(o->n_listeners * sizeof *h->listeners);
   if (!h->dir || !h->prefix || (o->n_listeners && !h->listeners)) {
@@ -587,7 +579,7 @@ cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_optio
       logging_destroy(h);
       return cairn__fail(CAIRN_E_NULL, "logging_tensor_hook_new: names[%zu] is NULL", i);
     }
-    if (!(h->names[i] = dup_str(o->names[i]))) {
+    if (!(h->names[i] = cairn__strdup(o->names[i]))) {
       logging_destroy(h);
       return cairn__fail(CAIRN_E_NOMEM, "logging_tensor_hook_new: out of memory");
     }
@@ -638,7 +630,7 @@ cairn_status cairn_nan_tensor_hook_new(const char *loss_name, int fail_on_nan_lo
   if (!out || !loss_name) return cairn__fail(CAIRN_E_NULL, "nan_tensor_hook_new: %s is NULL", out ? "loss_name" : "out");
   *out = NULL;
   nan_hook *h = calloc(1, sizeof *h);
-  if (!h || !(h->loss = dup_str(loss_name))) {
+  if (!h || !(h->loss = cairn__strdup(loss_name))) {
     free(h);
     return cairn__fail(CAIRN_E_NOMEM, "nan_tensor_hook_new: out of memory");
   }
@@ -825,7 +817,7 @@ cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *nam
       final_destroy(h);
       return cairn__fail(CAIRN_E_NULL, "final_ops_hook_new: names[%zu] is NULL", i);
     }
-    ok = (h->names[i] = dup_str(names[i])) != NULL;
+    ok = (h->names[i] = cairn__strdup(names[i])) != NULL;
     h->n_names = i + ok;
   }
   for (size_t i = 0; ok && i < n_feeds; i++) {
@@ -834,7 +826,7 @@ cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *nam
       return cairn__fail(CAIRN_E_NULL, "final_ops_hook_new: feeds[%zu] has a NULL member", i);
     }
     h->feeds[i].value = feeds[i].value;
-    ok = (h->feeds[i].name = dup_str(feeds[i].name)) != NULL;
+    ok = (h->feeds[i].name = cairn__strdup(feeds[i].name)) != NULL;
     h->n_feeds = i + ok;
   }
   if (!ok) {

@@ -38,6 +38,15 @@ cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt,
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
 
+/* String and path helpers (path.c); the char * results are malloc'd, NULL
+ * when out of memory. */
+char *cairn__strdup(const char *s);                     /* NULL for NULL */
+char *cairn__path_dir(const char *path);                /* "." if none, "/" for "/x" */
+char *cairn__path_join(const char *dir, const char *name); /* no doubled '/' */
+/* fsync of a directory after a rename; 0, or -1 with errno. File systems
+ * that cannot sync a directory count as success. */
+int cairn__fsync_dir(const char *dir);
+
 /* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
  * instead of adding to them (the model's step, which saves a zeroing pass). */
 cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,

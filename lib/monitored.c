@@ -37,14 +37,6 @@ static int grow(void **p, size_t *cap, size_t need, size_t size) {
   return 1;
 }
 
-static char *dup_str(const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
 int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out) {
   if (!t || !t->data || i < 0 || i >= t->size) return 0;
   const void *d = t->data;
@@ -500,7 +492,7 @@ static cairn_status std_creator_new(const char *fn, int worker, cairn_registry *
   c->max_wait_secs = max_wait;
   c->sm_opts = smo ? *smo : cairn_session_manager_options_default();
   cairn_status st = CAIRN_OK;
-  if ((dir && !(c->checkpoint_dir = dup_str(dir))) || (file && !(c->checkpoint_file = dup_str(file)))) {
+  if ((dir && !(c->checkpoint_dir = cairn__strdup(dir))) || (file && !(c->checkpoint_file = cairn__strdup(file)))) {
     st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   } else if (sc) {
     c->scaffold = sc;

@@ -27,13 +27,6 @@
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
 
-static char *xstrdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *p = malloc(n);
-  if (p) memcpy(p, s, n);
-  return p;
-}
-
 /* "(2, 3)" / "()" */
 static char *shape_str(int rank, const int64_t *shape, char *buf, size_t len) {
   size_t used = 0;
@@ -90,7 +83,7 @@ static cairn_status meta_from(const cairn_ckpt *c, const char *path, cairn_saver
     if ((st = cairn_ckpt_meta_at(c, i, &key, &type))) break;
     meta_kv *kv = &m->kv[m->n];
     kv->type = type;
-    kv->key = xstrdup(key);
+    kv->key = cairn__strdup(key);
     if (!kv->key) {
       st = CAIRN_E_NOMEM;
       break;
@@ -106,7 +99,7 @@ static cairn_status meta_from(const cairn_ckpt *c, const char *path, cairn_saver
     case CAIRN_META_BOOL: st = cairn_ckpt_meta_bool(c, key, &kv->b); break;
     case CAIRN_META_STR:
       if (!(st = cairn_ckpt_meta_str(c, key, &sv))) {
-        kv->bytes = xstrdup(sv);
+        kv->bytes = cairn__strdup(sv);
         kv->len = strlen(sv);
         if (!kv->bytes) st = CAIRN_E_NOMEM;
       }
@@ -382,7 +375,7 @@ static cairn_status check_options(const char *fn, const cairn_restore_options *o
 /* The checkpoint name of model name `name`: malloc'd, or NULL (no memory). */
 static char *ckpt_name_of(const cairn_restore_options *o, const char *name) {
   for (size_t i = 0; i < o->n_rename; i++)
-    if (!ends_slash(o->rename[i].model) && strcmp(o->rename[i].model, name) == 0) return xstrdup(o->rename[i].ckpt);
+    if (!ends_slash(o->rename[i].model) && strcmp(o->rename[i].model, name) == 0) return cairn__strdup(o->rename[i].ckpt);
   const cairn_restore_rename *best = NULL;
   size_t best_len = 0;
   for (size_t i = 0; i < o->n_rename; i++) {
@@ -395,7 +388,7 @@ static char *ckpt_name_of(const cairn_restore_options *o, const char *name) {
       best_len = ml;
     }
   }
-  if (!best) return xstrdup(name);
+  if (!best) return cairn__strdup(name);
   const char *cp = pfx(best->ckpt);
   size_t cl = strlen(cp), rl = strlen(name + best_len);
   char *s = malloc(cl + rl + 1);
@@ -555,7 +548,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *pat
     const char *key = e.name;
     if (n_used && bsearch(&key, used, n_used, sizeof *used, cmp_str)) continue;
     cairn_restore_item *it = report_add(r, CAIRN_RESTORE_UNUSED);
-    if (!it || !(it->ckpt_name = report_own(r, xstrdup(e.name)))) goto oom;
+    if (!it || !(it->ckpt_name = report_own(r, cairn__strdup(e.name)))) goto oom;
     it->ckpt_dtype = e.dtype;
     it->ckpt_rank = e.rank;
     for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e.rank ? e.shape[d] : 1;

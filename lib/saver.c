@@ -55,13 +55,6 @@ struct cairn_saver {
   size_t n_meta;
 };
 
-static char *xstrdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *p = malloc(n);
-  if (p) memcpy(p, s, n);
-  return p;
-}
-
 static double wall_clock(void *ctx) {
   (void)ctx;
   struct timespec ts;
@@ -159,7 +152,7 @@ static cairn_status saver_make(const char *fn, const char *const *names, cairn_v
   s->vars = malloc((n ? n : 1) * sizeof *s->vars);
   if (!s->names || !s->vars) goto oom;
   for (size_t i = 0; i < n; i++) {
-    s->names[i] = xstrdup(names[i]);
+    s->names[i] = cairn__strdup(names[i]);
     if (!s->names[i]) goto oom;
     s->vars[i] = vars[i];
   }
@@ -382,18 +375,6 @@ cairn_status cairn_saver_set_user_f64(cairn_saver *s, const char *key, double va
 
 /* ---- saving ------------------------------------------------------------------------ */
 
-static char *dir_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  if (!slash) return xstrdup(".");
-  if (slash == path) return xstrdup("/");
-  size_t n = (size_t)(slash - path);
-  char *d = malloc(n + 1);
-  if (!d) return NULL;
-  memcpy(d, path, n);
-  d[n] = '\0';
-  return d;
-}
-
 /* "save '<path>': " + the current detail, keeping the status. */
 static cairn_status wrap(cairn_status st, const char *path, const char *what) {
   char inner[512];
@@ -464,7 +445,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
                      nu == 1 ? " is" : "s are", names);
     goto done;
   }
-  dir = dir_of(file);
+  dir = cairn__path_dir(file);
   if (!dir) {
     st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
     goto done;
@@ -520,7 +501,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   nl = malloc((s->n_last + 1) * sizeof *nl);
   evicted = malloc((s->n_last + 1) * sizeof *evicted);
   all = malloc((s->n_last + 1) * sizeof *all);
-  char *fcopy = xstrdup(file);
+  char *fcopy = cairn__strdup(file);
   if (!nl || !evicted || !all || !fcopy) {
     free(fcopy);
     if (!existed) unlink(file);
@@ -599,7 +580,7 @@ cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s, const char *co
     int dup = 0;
     for (size_t j = 0; j < k; j++) dup |= strcmp(nl[j].path, paths[i]) == 0;
     if (dup) continue;
-    nl[k].path = xstrdup(paths[i]);
+    nl[k].path = cairn__strdup(paths[i]);
     if (!nl[k].path) {
       free_last(nl, k);
       return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);

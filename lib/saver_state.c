@@ -60,38 +60,6 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
 
 static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
 
-static char *xstrdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *p = malloc(n);
-  if (p) memcpy(p, s, n);
-  return p;
-}
-
-/* dir + "/" + name (no doubled '/'); malloc'd or NULL. */
-static char *path_join(const char *dir, const char *name) {
-  size_t dl = strlen(dir), nl = strlen(name);
-  int slash = dl > 0 && dir[dl - 1] != '/';
-  char *p = malloc(dl + (size_t)slash + nl + 1);
-  if (!p) return NULL;
-  memcpy(p, dir, dl);
-  if (slash) p[dl] = '/';
-  memcpy(p + dl + (size_t)slash, name, nl + 1);
-  return p;
-}
-
-/* The directory part of path ("." when there is none, "/" for "/x"). */
-static char *dir_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  if (!slash) return xstrdup(".");
-  if (slash == path) return xstrdup("/");
-  size_t n = (size_t)(slash - path);
-  char *d = malloc(n + 1);
-  if (!d) return NULL;
-  memcpy(d, path, n);
-  d[n] = '\0';
-  return d;
-}
-
 static const char *base_of(const char *path) {
   const char *slash = strrchr(path, '/');
   return slash ? slash + 1 : path;
@@ -131,30 +99,20 @@ static void put_escaped(sbuf *b, const char *s) {
  * realpath is rdir, or NULL if unknown): its base name when it lies in dir,
  * else an absolute path when one can be made, else the path as given. */
 static char *state_form(const char *rdir, const char *path) {
-  char *d = dir_of(path);
+  char *d = cairn__path_dir(path);
   if (!d) return NULL;
   char *rd = realpath(d, NULL);
   free(d);
   char *out;
   if (rd && rdir && strcmp(rd, rdir) == 0) {
-    out = xstrdup(base_of(path));
+    out = cairn__strdup(base_of(path));
   } else if (rd && path[0] != '/') {
-    out = path_join(rd, base_of(path));
+    out = cairn__path_join(rd, base_of(path));
   } else {
-    out = xstrdup(path);
+    out = cairn__strdup(path);
   }
   free(rd);
   return out;
-}
-
-static int fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return -1;
-  int rc = fsync(fd);
-  /* Some file systems refuse fsync on a directory; the rename is done. */
-  if (rc != 0 && (errno == EINVAL || errno == ENOTSUP)) rc = 0;
-  close(fd);
-  return rc;
 }
 
 cairn_status cairn_checkpoint_state_write(const char *dir, const char *model_path, const char *const *all_paths,
@@ -174,7 +132,7 @@ cairn_status cairn_checkpoint_state_write(const char *dir, const char *model_pat
     return cairn__fail(CAIRN_E_NOT_FOUND, "%s: directory '%s' %s", fn, dir,
                        se ? strerror(se) : "is not a directory");
 
-  char *final = path_join(dir, STATE_NAME);
+  char *final = cairn__path_join(dir, STATE_NAME);
   char *tmp = final ? malloc(strlen(final) + 16) : NULL;
   char *rdir = realpath(dir, NULL);
   sbuf b = {0};
@@ -246,7 +204,7 @@ cairn_status cairn_checkpoint_state_write(const char *dir, const char *model_pat
                      final, strerror(e));
     goto done;
   }
-  if (!no_fsync && fsync_dir(dir) != 0) {
+  if (!no_fsync && cairn__fsync_dir(dir) != 0) {
     e = errno;
     st = cairn__fail(CAIRN_E_IO, "%s: fsync of directory '%s' failed: %s", fn, dir, strerror(e));
   }
@@ -518,7 +476,7 @@ static int parse_state(parser *ps, cairn_checkpoint_state *st) {
 /* Joins a relative path onto dir (TF: os.path.join(dir, path)). */
 static char *complete_path(const char *dir, char *p) {
   if (p[0] == '/') return p;
-  char *j = path_join(dir, p);
+  char *j = cairn__path_join(dir, p);
   free(p);
   return j;
 }
@@ -529,7 +487,7 @@ cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state
   if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   if (!dir[0]) dir = ".";
-  char *file = path_join(dir, STATE_NAME);
+  char *file = cairn__path_join(dir, STATE_NAME);
   if (!file) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
 
   cairn_status s = CAIRN_OK;
@@ -712,7 +670,7 @@ static int scan_dir(const char *dir, char **found, sbuf *note) {
       c = nc;
       cap = ncap;
     }
-    c[n].name = path_join(dir, de->d_name);
+    c[n].name = cairn__path_join(dir, de->d_name);
     if (!c[n].name) {
       ok = 0;
       break;
@@ -767,7 +725,7 @@ cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
       if (k > 0 && strcmp(p, st->model) == 0) continue;
       char why[400];
       if (usable(p, why, sizeof why)) {
-        result = xstrdup(p);
+        result = cairn__strdup(p);
         if (!result) s = CAIRN_E_NOMEM;
         break;
       }

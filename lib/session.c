@@ -198,13 +198,6 @@ struct cairn_ready_op {
   size_t n;
 };
 
-static char *dup_str(const char *s) {
-  size_t n = strlen(s);
-  char *c = malloc(n + 1);
-  if (c) memcpy(c, s, n + 1);
-  return c;
-}
-
 /* Allocates an op of `kind` named name; NULL on NOMEM (message set). */
 static cairn_status op_alloc(const char *fn, const char *name, op_kind kind, cairn_op **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
@@ -212,7 +205,7 @@ static cairn_status op_alloc(const char *fn, const char *name, op_kind kind, cai
   if (!name) return cairn__fail(CAIRN_E_NULL, "%s: name is NULL", fn);
   if (!*name) return cairn__fail(CAIRN_E_INVALID, "%s: name is empty", fn);
   cairn_op *op = calloc(1, sizeof *op);
-  if (op) op->name = dup_str(name);
+  if (op) op->name = cairn__strdup(name);
   if (!op || !op->name) {
     free(op);
     return cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot allocate the op", fn, name);
@@ -342,7 +335,7 @@ static cairn_status ready_alloc(const char *fn, const char *name, ready_kind kin
   if (!name) return cairn__fail(CAIRN_E_NULL, "%s: name is NULL", fn);
   if (!*name) return cairn__fail(CAIRN_E_INVALID, "%s: name is empty", fn);
   cairn_ready_op *op = calloc(1, sizeof *op);
-  if (op) op->name = dup_str(name);
+  if (op) op->name = cairn__strdup(name);
   if (!op || !op->name) {
     free(op);
     return cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot allocate the op", fn, name);
