@@ -11,6 +11,10 @@
 #include "cairn/tensor.h"
 #include "cairn/var.h"
 
+/* Bytes of the per-thread error detail (cairn_errmsg), NUL included: room
+ * for a restore that lists every variable it cannot restore. */
+#define CAIRN__ERRMSG_LEN 4096
+
 /* Sets the calling thread's error detail (printf-style) and returns s. */
 cairn_status cairn__fail(cairn_status s, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -412,7 +412,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *c
 /* ---- restore ---------------------------------------------------------------------- */
 
 /* The failure message of a strict restore: every missing and mismatched
- * variable, cut at a whole item to fit cairn_errmsg's 512 bytes. */
+ * variable, cut at a whole item to fit cairn_errmsg (CAIRN__ERRMSG_LEN). */
 static cairn_status strict_failure(const char *path, const cairn_restore_report *r, size_t n_set) {
   const item_list *miss = &r->l[CAIRN_RESTORE_MISSING], *mis = &r->l[CAIRN_RESTORE_MISMATCHED];
   size_t bad = miss->n + mis->n;
@@ -422,7 +422,7 @@ static cairn_status strict_failure(const char *path, const cairn_restore_report 
     for (size_t i = 0; i < mis->n; i++)
       if (mis->it[i].ckpt_dtype == mis->it[i].var_dtype) code = CAIRN_E_SHAPE;
   }
-  enum { BUDGET = 470 };
+  enum { BUDGET = CAIRN__ERRMSG_LEN - 200 };
   char msg[BUDGET + 64];
   int used = snprintf(msg, sizeof msg, "restore '%.150s': %zu of %zu variable%s cannot be restored (nothing was "
                       "changed): ", path, bad, n_set, n_set == 1 ? "" : "s");

@@ -10,8 +10,8 @@
 #include "cairn/session.h"
 
 /* Size of the whole-message buffers kept on handles (sessions, session
- * managers, monitored sessions); cairn_errmsg() keeps the first 511 bytes. */
-#define CAIRN__ERRBUF 4096
+ * managers, monitored sessions); cairn_errmsg() keeps the first 4095 bytes. */
+#define CAIRN__ERRBUF 16384
 
 /* Formats the message into buf (CAIRN__ERRBUF bytes), copies it into the
  * calling thread's cairn_errmsg(), and returns st. */

@@ -16,7 +16,7 @@
 #include "cairn/session.h"
 
 /* Room for one readiness message ("Variables not initialized: a, b, ..."). */
-#define MSG_CAP 2048
+#define MSG_CAP 8192
 
 struct cairn_session_manager {
   cairn_registry *r;

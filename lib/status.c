@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *cairn_status_str(cairn_status s) {
   switch (s) {
@@ -15,14 +16,15 @@ const char *cairn_status_str(cairn_status s) {
   return "unknown status";
 }
 
-static _Thread_local char errmsg[512];
+static _Thread_local char errmsg[CAIRN__ERRMSG_LEN];
 
 const char *cairn_errmsg(void) { return errmsg; }
 
 cairn_status cairn__fail(cairn_status s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+  int n = vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+  if (n >= (int)sizeof errmsg) memcpy(errmsg + sizeof errmsg - 4, "...", 4);
   va_end(ap);
   return s;
 }

@@ -1230,12 +1230,12 @@ Test(session_manager, options_are_checked) {
   cairn_registry_free(r);
 }
 
-/* A message longer than cairn_errmsg()'s 512 bytes is whole on the handle. */
+/* A message longer than cairn_errmsg()'s 4096 bytes is whole on the handle. */
 Test(session_manager, long_not_ready_message_is_whole_on_the_handle) {
   cairn_registry *r = new_reg();
   char name[32];
-  for (int i = 0; i < 60; i++) {
-    snprintf(name, sizeof name, "layer_%02d/kernel", i);
+  for (int i = 0; i < 400; i++) {
+    snprintf(name, sizeof name, "layer_%03d/kernel", i);
     mkvar(r, name, 1, CAIRN_COLL_GLOBAL);
   }
   cairn_op *noop;
@@ -1245,8 +1245,8 @@ Test(session_manager, long_not_ready_message_is_whole_on_the_handle) {
   cairn_prepare_options o = popts(noop, NULL, NULL);
   cairn_session *s;
   cr_assert_eq(cairn_session_manager_prepare_session(sm, &o, &s), CAIRN_E_NOT_READY);
-  HAS(cairn_session_manager_errmsg(sm), "layer_59/kernel");
-  cr_assert_null(strstr(cairn_errmsg(), "layer_59/kernel"));
+  HAS(cairn_session_manager_errmsg(sm), "layer_399/kernel");
+  cr_assert_null(strstr(cairn_errmsg(), "layer_399/kernel"));
   HAS(cairn_errmsg(), "Init operations did not make model ready.  Init op: no_op");
   cairn_session_manager_free(sm);
   cairn_op_free(noop);

@@ -54,7 +54,7 @@
  * cairn's detail after it, e.g.
  *   Init operations did not make model ready for local_init.  Init op: init,
  *   init fn: None, error: Variables not initialized: a, b
- * The text is in cairn_errmsg() (per thread, cut at 511 bytes) and, whole
+ * The text is in cairn_errmsg() (per thread, cut at 4095 bytes) and, whole
  * up to 4 KiB, on the handle: cairn_session_errmsg(),
  * cairn_session_manager_errmsg().
  *
