@@ -24,6 +24,8 @@ pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz
 # The test mode also fuzzes the checkpoint reader with clang's libFuzzer, and
 # reads ckpt-inspect's .npz exports back with numpy.
 [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy"
+# ... and runs tests/mpi.sh (data-parallel training, mpirun -np 2).
+[ "$mode" = test ] && pkgs="$pkgs libopenmpi-dev openmpi-bin"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
