@@ -1,0 +1,65 @@
+/* The FMA loop that measures this machine's fp32 peak: each thread runs 12
+ * independent chains of 8-lane FMAs (enough to cover 2 FMA pipes × 4-5
+ * cycles latency), so the loop is bound by FMA throughput. Built with
+ * -mavx2 -mfma when configure found them; run only when the CPU has them. */
+#define _POSIX_C_SOURCE 200809L
+#include <time.h>
+
+#include "bench_common.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+
+#define CHAINS 12
+
+static double fma_run(long iters) {
+  /* twelve named accumulators so that they live in registers (an array is
+   * kept in memory at -O2 and the loop becomes store-bound) */
+  __m256 c0 = _mm256_set1_ps(0.0f), c1 = _mm256_set1_ps(0.1f), c2 = _mm256_set1_ps(0.2f),
+         c3 = _mm256_set1_ps(0.3f), c4 = _mm256_set1_ps(0.4f), c5 = _mm256_set1_ps(0.5f),
+         c6 = _mm256_set1_ps(0.6f), c7 = _mm256_set1_ps(0.7f), c8 = _mm256_set1_ps(0.8f),
+         c9 = _mm256_set1_ps(0.9f), c10 = _mm256_set1_ps(1.0f), c11 = _mm256_set1_ps(1.1f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (long i = 0; i < iters; i++) {
+#define F(c) c = _mm256_fmadd_ps(c, a, b)
+    F(c0); F(c1); F(c2); F(c3); F(c4); F(c5); F(c6); F(c7); F(c8); F(c9); F(c10); F(c11);
+#undef F
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
+                           _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)));
+  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return (double)out[0];
+}
+
+double bench_fma_peak(int threads) {
+  if (!cairn__cpu_has_avx2_fma()) return 0.0;
+  const long iters = 20L * 1000 * 1000;
+  double best = 0.0;
+  volatile double sink = 0.0;
+  for (int rep = 0; rep < 3; rep++) {
+    double t0 = bench_now();
+    double s = 0.0;
+    int ran = 0; /* threads that ran the loop (1 in a serial build) */
+#pragma omp parallel num_threads(threads) reduction(+ : s, ran)
+    {
+      s += fma_run(iters);
+      ran += 1;
+    }
+    double dt = bench_now() - t0;
+    sink += s;
+    double gf = (double)ran * (double)iters * CHAINS * 8 * 2 / dt * 1e-9;
+    if (gf > best) best = gf;
+  }
+  (void)sink;
+  return best;
+}
+#else
+double bench_fma_peak(int threads) {
+  (void)threads;
+  return 0.0;
+}
+#endif

@@ -1,0 +1,162 @@
+/* bench_kernels: every elementwise kernel of the private kernel table, the
+ * scalar reference next to AVX2, in GB/s of explicit reads + writes and as
+ * a fraction of this machine's measured in-place-update bandwidth.
+ * Buffers are preallocated and touched; n floats per array (16 M = 64 MB,
+ * beyond the L3; 4 M with --quick); each thread runs the kernel on its own
+ * contiguous part, as lib/parallel.c does. Rows (softmax, cross-entropy)
+ * are 1000 long. Rounds interleave ref and AVX2.
+ *
+ *   bench_kernels [--threads T] [--repeats R] [--quick] [--no-machine]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+
+#include <cairn.h>
+
+#include "bench_common.h"
+#include "kernels/kernels.h"
+
+#define ROW 1000
+
+typedef enum { K_UNARY, K_UNARY_A, K_BINARY, K_BINARY_A, K_ROW, K_ROW_BWD, K_SPARSE_XENT, K_XENT_ROW,
+               K_LOSS2, K_SUM, K_ADD, K_SCALE } kshape;
+
+typedef struct kdesc {
+  const char *name;
+  kshape shape;
+  size_t off; /* offset of the function pointer in the table */
+  double bytes; /* explicit bytes per element */
+} kdesc;
+
+#define K(f, sh, b) {#f, sh, offsetof(cairn__kernel_table, f), b}
+static const kdesc kernels[] = {
+    K(relu_fwd, K_UNARY, 8),          K(relu_bwd, K_BINARY, 12),
+    K(leaky_relu_fwd, K_UNARY_A, 8),  K(leaky_relu_bwd, K_BINARY_A, 12),
+    K(sigmoid_fwd, K_UNARY, 8),       K(sigmoid_bwd, K_BINARY, 12),
+    K(tanh_fwd, K_UNARY, 8),          K(tanh_bwd, K_BINARY, 12),
+    K(gelu_fwd, K_UNARY, 8),          K(gelu_bwd, K_BINARY, 12),
+    K(gelu_tanh_fwd, K_UNARY, 8),     K(gelu_tanh_bwd, K_BINARY, 12),
+    K(exp, K_UNARY, 8),               K(log, K_UNARY, 8),
+    K(softmax_row, K_ROW, 8),         K(log_softmax_row, K_ROW, 8),
+    K(softmax_bwd_row, K_ROW_BWD, 12), K(log_softmax_bwd_row, K_ROW_BWD, 12),
+    K(sparse_xent_row, K_SPARSE_XENT, 8), K(xent_row, K_XENT_ROW, 12),
+    K(sigmoid_xent, K_LOSS2, 12),     K(mse, K_LOSS2, 12),
+    K(sum, K_SUM, 4),                 K(sumsq, K_SUM, 4),
+    K(add, K_ADD, 12),                K(scale, K_SCALE, 8),
+};
+
+typedef void (*unary_fn)(const float *, float *, size_t);
+typedef void (*unary_a_fn)(const float *, float *, size_t, float);
+typedef void (*binary_fn)(const float *, const float *, float *, size_t);
+typedef void (*binary_a_fn)(const float *, const float *, float *, size_t, float);
+typedef double (*sparse_fn)(const float *, int32_t, float *, size_t, float);
+typedef double (*xent_fn)(const float *, const float *, float *, size_t, float);
+typedef double (*sum_fn)(const float *, size_t);
+typedef void (*add_fn)(const float *, float *, size_t);
+typedef void (*scale_fn)(float, float *, size_t);
+
+static float *X, *Y, *Z;
+static size_t N;
+
+/* Runs kernel k of table t over [lo, hi) (whole rows for row kernels). */
+static double run_part(const cairn__kernel_table *t, const kdesc *k, size_t lo, size_t hi) {
+  void *fp;
+  memcpy(&fp, (const char *)t + k->off, sizeof fp);
+  size_t n = hi - lo;
+  double s = 0.0;
+  switch (k->shape) {
+    case K_UNARY: ((unary_fn)fp)(X + lo, Y + lo, n); break;
+    case K_UNARY_A: ((unary_a_fn)fp)(X + lo, Y + lo, n, 0.2f); break;
+    case K_BINARY: ((binary_fn)fp)(X + lo, Z + lo, Y + lo, n); break;
+    case K_BINARY_A: ((binary_a_fn)fp)(X + lo, Z + lo, Y + lo, n, 0.2f); break;
+    case K_ROW:
+      for (size_t i = lo; i + ROW <= hi; i += ROW) ((unary_fn)fp)(X + i, Y + i, ROW);
+      break;
+    case K_ROW_BWD:
+      for (size_t i = lo; i + ROW <= hi; i += ROW) ((binary_fn)fp)(X + i, Z + i, Y + i, ROW);
+      break;
+    case K_SPARSE_XENT:
+      for (size_t i = lo; i + ROW <= hi; i += ROW) s += ((sparse_fn)fp)(X + i, (int32_t)(i / ROW % ROW), Y + i, ROW, 1e-3f);
+      break;
+    case K_XENT_ROW:
+      for (size_t i = lo; i + ROW <= hi; i += ROW) s += ((xent_fn)fp)(X + i, Z + i, Y + i, ROW, 1e-3f);
+      break;
+    case K_LOSS2: s = ((xent_fn)fp)(X + lo, Z + lo, Y + lo, n, 1e-3f); break;
+    case K_SUM: s = ((sum_fn)fp)(X + lo, n); break;
+    case K_ADD: ((add_fn)fp)(X + lo, Y + lo, n); break;
+    case K_SCALE: ((scale_fn)fp)(1.0f, Y + lo, n); break;
+  }
+  return s;
+}
+
+static volatile double sink;
+
+/* One timed pass of kernel k over N elements by `threads` threads. */
+static double timed(const cairn__kernel_table *t, const kdesc *k, int threads) {
+  double t0 = bench_now(), s = 0.0;
+  size_t rows = N / ROW, per = (rows + (size_t)threads - 1) / (size_t)threads;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(+ : s)
+  for (int p = 0; p < threads; p++) {
+    size_t lo = (size_t)p * per * ROW, hi = lo + per * ROW;
+    if (hi > N) hi = N;
+    if (lo < hi) s += run_part(t, k, lo, hi);
+  }
+  double dt = bench_now() - t0;
+  sink += s;
+  return dt;
+}
+
+int main(int argc, char **argv) {
+  bench_opts o;
+  if (bench_begin("kernels", &argc, argv, &o)) return 2;
+  const cairn__kernel_table *ref = cairn__kernels_ref(), *avx = cairn__kernels_avx2();
+  if (avx && !cairn__cpu_has_avx2_fma()) avx = NULL;
+  N = (o.quick ? (size_t)4 << 20 : (size_t)16 << 20) / ROW * ROW;
+  X = bench_alloc(N * sizeof(float));
+  Y = bench_alloc(N * sizeof(float));
+  Z = bench_alloc(N * sizeof(float));
+  cairn_rng r;
+  cairn_rng_init(&r, 1, 2);
+  for (size_t i = 0; i < N; i++) {
+    X[i] = 4.0f * (cairn_rng_uniform(&r) - 0.5f);
+    Z[i] = cairn_rng_uniform(&r);
+  }
+  /* log wants positive inputs: |x| + tiny keeps the same range of work */
+  bench_section("elementwise kernels, GB/s (explicit bytes); ratio = fraction of in-place-update bandwidth");
+  char params[160];
+  double bw = bench_mach.inplace_gbs;
+  for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
+    const kdesc *k = &kernels[i];
+    if (k->shape == K_UNARY && !strcmp(k->name, "log"))
+      for (size_t j = 0; j < N; j++) X[j] = X[j] < 0 ? -X[j] + 1e-3f : X[j] + 1e-3f;
+    double gr[BENCH_MAX_REPEATS], ga[BENCH_MAX_REPEATS], sp[BENCH_MAX_REPEATS];
+    timed(ref, k, o.threads);
+    if (avx) timed(avx, k, o.threads);
+    for (int rep = 0; rep < o.repeats; rep++) {
+      double tr = timed(ref, k, o.threads);
+      double ta = avx ? timed(avx, k, o.threads) : tr;
+      gr[rep] = k->bytes * (double)N / tr * 1e-9;
+      ga[rep] = k->bytes * (double)N / ta * 1e-9;
+      sp[rep] = tr / ta;
+    }
+    bench_stats sr = bench_stats_of(gr, o.repeats), sa = bench_stats_of(ga, o.repeats),
+                ss = bench_stats_of(sp, o.repeats);
+    snprintf(params, sizeof params, "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"ref\"", N, k->bytes);
+    char name[64];
+    snprintf(name, sizeof name, "%s/ref", k->name);
+    bench_emit(name, params, sr, "GB/s", bw > 0 ? sr.median / bw : 0, "inplace_update_gbs");
+    if (avx) {
+      snprintf(params, sizeof params, "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"avx2\", \"speedup_vs_ref\": %.2f",
+               N, k->bytes, ss.median);
+      snprintf(name, sizeof name, "%s/avx2", k->name);
+      bench_emit(name, params, sa, "GB/s", bw > 0 ? sa.median / bw : 0, "inplace_update_gbs");
+    }
+    if (k->shape == K_UNARY && !strcmp(k->name, "log"))
+      for (size_t j = 0; j < N; j++) X[j] = 4.0f * (cairn_rng_uniform(&r) - 0.5f);
+  }
+  cairn_free(X);
+  cairn_free(Y);
+  cairn_free(Z);
+  return 0;
+}

@@ -1,0 +1,62 @@
+#!/bin/sh
+# run-bench: every bench suite at 1 and 2 threads (what `make bench` runs),
+# from the build directory. JSON Lines go to bench-results/<suite>.t<T>.json,
+# the human tables to the terminal and to bench-results/tables.txt.
+#
+#   sh bench/run-bench.sh [--full] [--threads "1 2"] [--no-torch]
+#
+# Default: quick sizes (kernels on 4 M floats, 3 dense shapes, fewer
+# repeats, the small checkpoint set, one PyTorch pass). --full: the sizes of
+# bench/RESULTS.md (16 M floats, 6 shapes, 7 repeats, 107 MB checkpoints,
+# 3 interleaved passes against PyTorch).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+full= threads="1 2" torch=yes
+while [ $# -gt 0 ]; do
+  case $1 in
+  --full) full=1 ;;
+  --threads) threads=$2; shift ;;
+  --no-torch) torch=no ;;
+  *) echo "usage: sh $0 [--full] [--threads \"1 2\"] [--no-torch]" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -x bench/bench_kernels ] || { echo "run-bench: run from the build directory after make" >&2; exit 2; }
+res=bench-results
+mkdir -p $res
+: >$res/tables.txt
+q=--quick
+[ -n "$full" ] && q=
+fail=0
+for t in $threads; do
+  for s in kernels dense optim train_step; do
+    echo "run-bench: $s, $t thread(s)" >&2
+    # stderr (the table) to the terminal and to tables.txt
+    { ./bench/bench_$s --threads "$t" $q 2>&1 >$res/$s.t$t.json || echo "run-bench: bench_$s failed" >&2; } |
+      tee -a $res/tables.txt >&2
+    [ -s $res/$s.t$t.json ] || fail=1
+  done
+  echo "run-bench: checkpoint, $t thread(s)" >&2
+  ./bench/bench_ckpt --threads "$t" ${q:+--small} >$res/checkpoint.t$t.json || fail=1
+  /usr/bin/python3 - $res/checkpoint.t$t.json "$t" <<'PY' 2>/dev/null | tee -a $res/tables.txt >&2 || true
+import json, sys
+j = json.load(open(sys.argv[1]))
+print("\n-- checkpoint (%s thread(s)), MB/s medians; bench_ckpt JSON in %s" % (sys.argv[2], sys.argv[1]))
+def walk(o, p=""):
+    if isinstance(o, dict):
+        for k, v in o.items(): walk(v, p + ("." if p else "") + k)
+    elif isinstance(o, (int, float)) and ("median" in p or "ratio" in p):
+        print("%-50s %12.3f" % (p, o))
+walk(j)
+PY
+done
+if [ $torch = yes ]; then
+  if [ -n "$full" ]; then
+    sh "$here/compare-pytorch.sh" -B . -t "$threads" >$res/compare-pytorch.json 2>>$res/tables.txt || fail=1
+  else
+    sh "$here/compare-pytorch.sh" -B . -t "$threads" -p 1 -r 3 -q >$res/compare-pytorch.json 2>>$res/tables.txt || fail=1
+  fi
+  tail -n 20 $res/tables.txt >&2
+fi
+echo "run-bench: results in $(pwd)/$res" >&2
+exit $fail
