@@ -16,5 +16,6 @@
 #include "cairn/saver.h"
 #include "cairn/session.h"
 #include "cairn/monitored.h"
+#include "cairn/summary.h"
 
 #endif

@@ -173,8 +173,8 @@ typedef struct cairn_progress_hook_options {
 
 CAIRN_API cairn_progress_hook_options cairn_progress_hook_options_default(void);
 
-/* A hook printing, on global steps N, 2N... after the session's (re)creation
- * (or every N seconds of env's clock), one line:
+/* A hook printing, every N global steps counted from the step the session
+ * was (re)created at (or every N seconds of env's clock), one line:
  *
  *   step=1200/5000 loss=0.4213 steps/s=85.3 examples/s=10918 eta=44s
  *
