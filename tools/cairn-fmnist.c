@@ -1,0 +1,827 @@
+#define _POSIX_C_SOURCE 200809L
+/* cairn-fmnist: trains an MLP on Fashion-MNIST with a MonitoredTrainingSession
+ * style loop, and resumes exactly where a killed run stopped.
+ *
+ *   cairn-fmnist train --checkpoint-dir DIR [--max-steps N] [--batch-size B] [--seed S]
+ *                      [--save-checkpoint-steps K | --save-checkpoint-secs T]
+ *                      [--eval-every N] [--log-every N] [--hidden H1,H2,...]
+ *                      [--data-dir D] [--threads T]
+ *   cairn-fmnist eval --checkpoint-dir DIR [--data-dir D] [--threads T]
+ *   cairn-fmnist warm-start --from CKPT --checkpoint-dir DIR
+ *                      --method init_fn|local_init_op|restore-option [train flags]
+ *
+ * The data are Debian's dataset-fashion-mnist files (gzip IDX) in
+ * /usr/share/datasets/fashion-mnist, or --data-dir with the same four names.
+ *
+ * Exact resumption. A training run killed at any moment (SIGKILL included,
+ * during a save too: checkpoints and the state file are replaced atomically)
+ * and started again ends with the same variables, bit for bit, as a run that
+ * never stopped. What makes that true:
+ *   - every checkpoint holds the whole training state: weights, Adam slots,
+ *     beta powers, global_step (the default Saver of every GLOBAL variable);
+ *   - the batch order is the dataset iterator's, a pure function of (seed,
+ *     epoch, position): its position is exported into every checkpoint as the
+ *     opaque blob "train.state.dataset" by a CheckpointSaverHook listener
+ *     (before_save), and imported again after the session is created (a hook
+ *     placed before the CheckpointSaverHook, so the save it makes right after
+ *     creation already carries the restored position);
+ *   - initializers are pure functions of (seed, variable name) and the
+ *     kernels' reductions do not depend on timing or thread count;
+ *   - nothing depends on wall time except when a --save-checkpoint-secs
+ *     save happens, which changes nothing that is saved.
+ * No other random state is used (no dropout, no augmentation); were one
+ * added, its cairn_rng_export words would go into another blob the same way.
+ *
+ * Warm start (three recipes, as TF 1.x users write them): the hidden layers
+ * (dense/..., dense_1/..., every layer but the last) come from CKPT, the new
+ * output layer, the Adam slots and global_step are initialized.
+ *   init_fn        Scaffold init_fn: after init_op, a Saver of the hidden
+ *                  layers restores them from CKPT (only when DIR has nothing).
+ *   local_init_op  The session manager restores CKPT with a Saver of the
+ *                  hidden layers only; ready_for_local_init_op asks for
+ *                  those; local_init_op initializes everything else.
+ *   restore-option cairn's Scaffold `restore` option: a partial restore of
+ *                  CKPT (include = the hidden layers), the rest initialized.
+ * Once DIR holds a checkpoint, warm-start continues from it like train.
+ *
+ * Exit status: 0 success, 1 an error (data, files, cairn), 2 usage.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cairn.h>
+
+#define PROG "cairn-fmnist"
+#define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
+#define CLASSES 10
+
+static const char *const FILES[4] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                     "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+
+/* ---- errors and usage ------------------------------------------------------------------ */
+
+static int report_error(const char *what, cairn_status st, const char *handle_msg) {
+  const char *detail = handle_msg && *handle_msg ? handle_msg : cairn_errmsg();
+  fprintf(stderr, PROG ": %s: %s%s%s\n", what, cairn_status_str(st), *detail ? ": " : "", detail);
+  return 1;
+}
+
+static int usage(const char *why) {
+  if (why) fprintf(stderr, PROG ": %s\n", why);
+  fprintf(stderr,
+          "usage: " PROG " train --checkpoint-dir DIR [--max-steps N] [--batch-size B] [--seed S]\n"
+          "                    [--save-checkpoint-steps K | --save-checkpoint-secs T] [--eval-every N]\n"
+          "                    [--log-every N] [--hidden H1,H2,...] [--data-dir D] [--threads T]\n"
+          "       " PROG " eval --checkpoint-dir DIR [--data-dir D] [--threads T]\n"
+          "       " PROG " warm-start --from CKPT --checkpoint-dir DIR --method init_fn|local_init_op|restore-option\n"
+          "                    [train options]\n");
+  return 2;
+}
+
+static double now_secs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- flags ------------------------------------------------------------------------------ */
+
+typedef struct flags {
+  const char *dir, *from, *method, *data_dir;
+  int64_t max_steps, batch, save_steps, eval_every, log_every;
+  double save_secs;
+  uint64_t seed;
+  int threads;
+  int n_hidden;
+  int64_t hidden[CAIRN_MLP_MAX_LAYERS];
+  int hidden_given;
+} flags;
+
+static int parse_int(const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return 1;
+  *out = v;
+  return 0;
+}
+
+/* "256,128" → {256, 128}; 0 on success. */
+static int parse_hidden(const char *s, int64_t *h, int *n) {
+  *n = 0;
+  while (*s) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v < 1 || v > 65536 || *n >= CAIRN_MLP_MAX_LAYERS - 1) return 1;
+    h[(*n)++] = v;
+    if (*end == ',') end++;
+    else if (*end) return 1;
+    s = end;
+  }
+  return *n == 0;
+}
+
+static void format_hidden(const int64_t *h, int n, const char *sep, char *buf, size_t len) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && used < len; i++) used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? sep : "", (long long)h[i]);
+}
+
+/* ---- data ----------------------------------------------------------------------------------- */
+
+typedef struct data {
+  cairn_tensor *xtr_owner, *xte_owner; /* (N, 28, 28) f32 */
+  cairn_tensor xtr, xte;               /* views (N, 784) */
+  cairn_tensor *ytr, *yte;             /* (N) i32 */
+  int64_t features;
+} data;
+
+static void data_free(data *d) {
+  cairn_tensor_free(d->xtr_owner);
+  cairn_tensor_free(d->xte_owner);
+  cairn_tensor_free(d->ytr);
+  cairn_tensor_free(d->yte);
+}
+
+static int load_images(const char *path, cairn_tensor **owner, cairn_tensor *view, int64_t *features) {
+  cairn_tensor *raw;
+  cairn_status st = cairn_idx_read(path, 0, &raw);
+  if (st) return report_error("reading images", st, NULL);
+  st = cairn_tensor_to_f32(raw, 1.0f / 255.0f, owner);
+  cairn_tensor_free(raw);
+  if (st) return report_error("converting images", st, NULL);
+  int rank = (*owner)->rank;
+  const int64_t *shape = (*owner)->shape;
+  int64_t f = 1;
+  for (int i = 1; i < rank; i++) f *= shape[i];
+  if (rank < 2) {
+    fprintf(stderr, PROG ": %s: expected images (N, rows, cols), got rank %d\n", path, rank);
+    return 1;
+  }
+  if (*features && f != *features) {
+    fprintf(stderr, PROG ": %s: images of %lld pixels, the training images have %lld\n", path, (long long)f,
+            (long long)*features);
+    return 1;
+  }
+  *features = f;
+  int64_t s2[2] = {shape[0], f};
+  if ((st = cairn_tensor_view(view, cairn_tensor_f32(*owner), CAIRN_DTYPE_F32, 2, s2)) != CAIRN_OK)
+    return report_error("images", st, NULL);
+  return 0;
+}
+
+static int load_labels(const char *path, int64_t n, cairn_tensor **out) {
+  cairn_tensor *raw;
+  cairn_status st = cairn_idx_read(path, 0, &raw);
+  if (st) return report_error("reading labels", st, NULL);
+  st = cairn_tensor_to_labels(raw, CLASSES, out);
+  cairn_tensor_free(raw);
+  if (st) return report_error("converting labels", st, NULL);
+  if ((*out)->rank != 1 || (*out)->shape[0] != n) {
+    fprintf(stderr, PROG ": %s: expected %lld labels\n", path, (long long)n);
+    return 1;
+  }
+  return 0;
+}
+
+static int data_load(data *d, const char *dir) {
+  memset(d, 0, sizeof *d);
+  char path[4][4096];
+  for (int i = 0; i < 4; i++) {
+    if ((size_t)snprintf(path[i], sizeof path[i], "%s/%s", dir, FILES[i]) >= sizeof path[i]) {
+      fprintf(stderr, PROG ": --data-dir is too long\n");
+      return 1;
+    }
+    if (access(path[i], R_OK) != 0) {
+      fprintf(stderr,
+              PROG ": the Fashion-MNIST data set is missing: cannot read %s: %s\n" PROG
+                   ": install it with 'apt-get install dataset-fashion-mnist' (files in " DEFAULT_DATA_DIR
+                   "), or pass --data-dir DIR holding %s, %s, %s and %s\n",
+              path[i], strerror(errno), FILES[0], FILES[1], FILES[2], FILES[3]);
+      return 1;
+    }
+  }
+  if (load_images(path[0], &d->xtr_owner, &d->xtr, &d->features) ||
+      load_labels(path[1], d->xtr.shape[0], &d->ytr) ||
+      load_images(path[2], &d->xte_owner, &d->xte, &d->features) ||
+      load_labels(path[3], d->xte.shape[0], &d->yte))
+    return 1;
+  return 0;
+}
+
+/* ---- the model ---------------------------------------------------------------------------- */
+
+/* features → hidden... → 10, ReLU, Adam: tf.layers.dense names (dense/kernel,
+ * dense_1/..., the output layer last), Adam slots, beta powers, global_step. */
+typedef struct model {
+  cairn_registry *reg;
+  cairn_mlp *mlp;
+  cairn_op *train, *eval;
+  int n_layers;
+} model;
+
+static cairn_status train_op(cairn_session *s, void *user) {
+  model *m = user;
+  const cairn_tensor *x = cairn_session_feed(s, "x"), *y = cairn_session_feed(s, "y");
+  if (!x || !y) return cairn_session_fail(s, CAIRN_E_INVALID, "train: feed \"x\" and \"y\"");
+  float loss;
+  cairn_status st = cairn_mlp_train_step(m->mlp, x, y, &loss);
+  if (st) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
+  return cairn_session_output_f64(s, "loss", loss);
+}
+
+static cairn_status eval_op(cairn_session *s, void *user) {
+  model *m = user;
+  const cairn_tensor *x = cairn_session_feed(s, "x"), *y = cairn_session_feed(s, "y");
+  if (!x || !y) return cairn_session_fail(s, CAIRN_E_INVALID, "eval: feed \"x\" and \"y\"");
+  float loss, acc;
+  cairn_status st = cairn_mlp_evaluate(m->mlp, x, y, &loss, &acc);
+  if (st) return cairn_session_fail(s, st, "eval: %s", cairn_errmsg());
+  if ((st = cairn_session_output_f64(s, "eval_loss", loss)) != CAIRN_OK) return st;
+  return cairn_session_output_f64(s, "accuracy", acc);
+}
+
+static int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed) {
+  memset(m, 0, sizeof *m);
+  int64_t sizes[CAIRN_MLP_MAX_LAYERS + 1];
+  sizes[0] = features;
+  for (int i = 0; i < n_hidden; i++) sizes[i + 1] = hidden[i];
+  sizes[n_hidden + 1] = CLASSES;
+  m->n_layers = n_hidden + 1;
+  cairn_mlp_config cfg = {.n_layers = m->n_layers, .sizes = sizes, .hidden_act = CAIRN_ACT_RELU,
+                          .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(CAIRN_OPTIM_ADAM)};
+  cfg.optim.learning_rate = 1e-3f;
+  cairn_status s = cairn_registry_new(seed, &m->reg);
+  if (!s) s = cairn_mlp_new(m->reg, &cfg, &m->mlp);
+  if (!s) s = cairn_op_new("train", train_op, m, NULL, &m->train);
+  if (!s) s = cairn_op_new("eval", eval_op, m, NULL, &m->eval);
+  return s ? report_error("model", s, NULL) : 0;
+}
+
+static void model_free(model *m) {
+  cairn_op_free(m->train);
+  cairn_op_free(m->eval);
+  cairn_mlp_free(m->mlp);
+  cairn_registry_free(m->reg);
+}
+
+static cairn_run_args one_op(const cairn_op *const *op, const cairn_feed *feeds, cairn_fetch *fetches, size_t n) {
+  cairn_run_args a;
+  memset(&a, 0, sizeof a);
+  a.ops = op;
+  a.n_ops = 1;
+  a.feeds = feeds;
+  a.n_feeds = 2;
+  a.fetches = fetches;
+  a.n_fetches = n;
+  return a;
+}
+
+/* Test-set accuracy on a session (raw: no hook fires, nothing changes). */
+static cairn_status evaluate(cairn_session *s, const model *m, const data *d, double *loss, double *acc) {
+  cairn_feed feeds[2] = {{"x", &d->xte}, {"y", d->yte}};
+  cairn_fetch f[2] = {{"eval_loss", {0}}, {"accuracy", {0}}};
+  const cairn_op *ops[1] = {m->eval};
+  cairn_run_args a = one_op(ops, feeds, f, 2);
+  cairn_status st = cairn_session_run(s, &a);
+  if (st) return st;
+  *loss = f[0].value.f64;
+  *acc = f[1].value.f64;
+  return CAIRN_OK;
+}
+
+/* The architecture recorded in a checkpoint ("user.fmnist.hidden"). */
+static int hidden_from_checkpoint(const char *path, flags *f) {
+  cairn_saver_meta *meta;
+  const char *h;
+  cairn_status st = cairn_saver_meta_read(path, &meta);
+  if (st) return report_error("reading the checkpoint's metadata", st, NULL);
+  st = cairn_saver_meta_user_str(meta, "fmnist.hidden", &h);
+  int bad = st || parse_hidden(h, f->hidden, &f->n_hidden);
+  cairn_saver_meta_free(meta);
+  if (bad) {
+    fprintf(stderr, PROG ": %s was not written by " PROG " (no valid user.fmnist.hidden)\n", path);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- the dataset position in checkpoints -------------------------------------------------- */
+
+typedef struct data_state {
+  cairn_dataset *ds;
+  cairn_saver *saver; /* the saver the CheckpointSaverHook uses */
+  const char *dir;
+} data_state;
+
+/* Serialized as 4 little-endian-agnostic u64 words (host order: the blob is
+ * read back only by this program on this machine's architecture). */
+static cairn_status ds_before_save(void *self, cairn_session *s, int64_t step) {
+  (void)s;
+  (void)step;
+  data_state *d = self;
+  cairn_dataset_state st;
+  cairn_dataset_export(d->ds, &st);
+  uint64_t w[4] = {st.seed, (uint64_t)st.size, (uint64_t)st.epoch, (uint64_t)st.position};
+  return cairn_saver_set_state(d->saver, "dataset", w, sizeof w);
+}
+
+/* After every session creation, before the CheckpointSaverHook saves: the
+ * dataset position of the restored checkpoint (DIR's newest, when its
+ * global step is the session's), else the start of epoch 0. */
+static cairn_status ds_after_create(void *self, cairn_session *s, cairn_coordinator *coord) {
+  (void)coord;
+  data_state *d = self;
+  int64_t step;
+  char path[4096];
+  cairn_status st = cairn_session_global_step(s, &step);
+  if (st) return st;
+  cairn_dataset_reset(d->ds);
+  if (cairn_latest_checkpoint(d->dir, path, sizeof path) != CAIRN_OK) return CAIRN_OK;
+  cairn_saver_meta *meta;
+  if ((st = cairn_saver_meta_read(path, &meta)) != CAIRN_OK) return st;
+  int64_t ck_step;
+  const void *blob;
+  size_t len;
+  if (cairn_saver_meta_global_step(meta, &ck_step) == CAIRN_OK && ck_step == step &&
+      cairn_saver_meta_state(meta, "dataset", &blob, &len) == CAIRN_OK && len == 4 * sizeof(uint64_t)) {
+    uint64_t w[4];
+    memcpy(w, blob, sizeof w);
+    cairn_dataset_state ds = {w[0], (int64_t)w[1], (int64_t)w[2], (int64_t)w[3]};
+    st = cairn_dataset_import(d->ds, &ds);
+    if (st) fprintf(stderr, PROG ": %s: cannot resume its data position (was it trained with another --seed?): %s\n", path, cairn_errmsg());
+  } else if (step != 0) {
+    fprintf(stderr, PROG ": %s holds no data position for step %lld\n", path, (long long)step);
+    st = CAIRN_E_FORMAT;
+  }
+  cairn_saver_meta_free(meta);
+  return st;
+}
+
+static const cairn_hook_vtable DATA_HOOK = {"DataPositionHook", NULL, ds_after_create, NULL, NULL, NULL, NULL, NULL};
+
+/* ---- directories ------------------------------------------------------------------------------ */
+
+/* DIR exists (or is created) and is a readable, writable directory. */
+static int prepare_dir(const char *dir) {
+  struct stat sb;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, PROG ": cannot create checkpoint directory '%s': %s\n", dir, strerror(errno));
+    return 1;
+  }
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    fprintf(stderr, PROG ": checkpoint directory '%s' is not a directory\n", dir);
+    return 1;
+  }
+  if (access(dir, R_OK | W_OK | X_OK) != 0) {
+    fprintf(stderr, PROG ": cannot use checkpoint directory '%s': %s\n", dir, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- training --------------------------------------------------------------------------------- */
+
+typedef struct eval_args {
+  const model *m;
+  const data *d;
+  int64_t step;
+  double loss, accuracy;
+} eval_args;
+
+static cairn_status eval_step_fn(cairn_step_context *ctx, void *user) {
+  eval_args *e = user;
+  cairn_session *raw = cairn_step_context_session(ctx);
+  cairn_status st = evaluate(raw, e->m, e->d, &e->loss, &e->accuracy);
+  if (!st) st = cairn_session_global_step(raw, &e->step);
+  return st;
+}
+
+/* What differs between train and the warm-start methods. */
+typedef struct recipe {
+  cairn_scaffold_options so;
+  const char *restore_file; /* ChiefSessionCreator's checkpoint_filename_with_path */
+  cairn_saver *full_saver;  /* for the CheckpointSaverHook when the scaffold's is partial */
+} recipe;
+
+static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
+  cairn_scaffold *sc = NULL;
+  cairn_dataset *ds = NULL;
+  cairn_hook *hooks[3] = {NULL, NULL, NULL};
+  cairn_session_creator *creator = NULL;
+  cairn_monitored_session *ms = NULL;
+  cairn_status st;
+  int ret = 1;
+  char hbuf[256];
+  data_state dst = {NULL, NULL, f->dir};
+
+  cairn_dataset_config dc = {f->batch, 1, f->seed, 1, 0};
+  if ((st = cairn_dataset_new(&d->xtr, d->ytr, &dc, &ds)) != CAIRN_OK) return report_error("dataset", st, NULL);
+  dst.ds = ds;
+  if ((st = cairn_scaffold_new(m->reg, &rc->so, &sc)) != CAIRN_OK || (st = cairn_scaffold_finalize(sc)) != CAIRN_OK) {
+    ret = report_error("scaffold", st, NULL);
+    goto out;
+  }
+  dst.saver = rc->full_saver ? rc->full_saver : cairn_scaffold_saver(sc);
+  char arch[256];
+  format_hidden(f->hidden, f->n_hidden, ",", hbuf, sizeof hbuf);
+  format_hidden(f->hidden, f->n_hidden, "-", arch, sizeof arch);
+  if ((st = cairn_saver_set_user_str(dst.saver, "fmnist.hidden", hbuf)) != CAIRN_OK) {
+    ret = report_error("saver", st, NULL);
+    goto out;
+  }
+
+  /* Hooks in call order: the data position first (after_create_session
+     imports it before the CheckpointSaverHook's save at creation), then
+     StopAtStep, then the CheckpointSaverHook with the listener that puts the
+     position into every checkpoint. TF's MonitoredTrainingSession would build
+     the last one itself; built here to give it the listener. */
+  cairn_checkpoint_listener lis;
+  memset(&lis, 0, sizeof lis);
+  lis.before_save = ds_before_save;
+  lis.self = &dst;
+  cairn_checkpoint_saver_hook_options co;
+  memset(&co, 0, sizeof co);
+  co.checkpoint_dir = f->dir;
+  co.save_secs = f->save_secs;
+  co.save_steps = f->save_secs > 0 ? 0 : f->save_steps;
+  if (rc->full_saver) co.saver = rc->full_saver;
+  else co.scaffold = sc;
+  co.listeners = &lis;
+  co.n_listeners = 1;
+  if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[0])) != CAIRN_OK ||
+      (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[1])) != CAIRN_OK ||
+      (st = cairn_checkpoint_saver_hook_new(&co, &hooks[2])) != CAIRN_OK) {
+    ret = report_error("hooks", st, NULL);
+    goto out;
+  }
+
+  char resumed[4096];
+  int have_ckpt = cairn_latest_checkpoint(f->dir, resumed, sizeof resumed) == CAIRN_OK;
+  cairn_chief_session_creator_options cc = cairn_chief_session_creator_options_default();
+  cc.registry = m->reg;
+  cc.scaffold = sc;
+  cc.checkpoint_dir = rc->restore_file ? NULL : f->dir;
+  cc.checkpoint_filename_with_path = rc->restore_file;
+  if ((st = cairn_chief_session_creator_new(&cc, &creator)) != CAIRN_OK) {
+    ret = report_error("session creator", st, NULL);
+    goto out;
+  }
+  cairn_monitored_session_options mo = cairn_monitored_session_options_default();
+  mo.registry = m->reg;
+  mo.session_creator = creator;
+  mo.hooks = hooks;
+  mo.n_hooks = 3;
+  double t0 = now_secs();
+  if ((st = cairn_monitored_session_new(&mo, &ms)) != CAIRN_OK) {
+    ret = report_error("creating the monitored session", st, NULL);
+    goto out;
+  }
+  int64_t step, start;
+  if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step)) != CAIRN_OK) {
+    ret = report_error("reading the global step", st, cairn_monitored_session_errmsg(ms));
+    goto out;
+  }
+  start = step;
+  cairn_dataset_state pos;
+  cairn_dataset_export(ds, &pos);
+  if (have_ckpt && !rc->restore_file)
+    printf("resumed from %s at step %lld (epoch %lld, example %lld)\n", resumed, (long long)step, (long long)pos.epoch,
+           (long long)pos.position);
+  else if (rc->restore_file)
+    printf("warm start from %s: initialized the output layer, step %lld\n", rc->restore_file, (long long)step);
+  else
+    printf("no checkpoint in %s: initialized a new model at step %lld\n", f->dir, (long long)step);
+  printf("model %lld-%s-%d, %lld parameters, batch %lld, %lld training and %lld test examples\n",
+         (long long)d->features, arch, CLASSES, (long long)cairn_mlp_num_params(m->mlp), (long long)f->batch,
+         (long long)d->xtr.shape[0], (long long)d->xte.shape[0]);
+
+  int64_t bshape[2] = {f->batch, d->features}, yshape[1] = {f->batch};
+  cairn_tensor *xb = NULL, *yb = NULL;
+  if ((st = cairn_tensor_new(CAIRN_DTYPE_F32, 2, bshape, &xb)) != CAIRN_OK ||
+      (st = cairn_tensor_new(CAIRN_DTYPE_I32, 1, yshape, &yb)) != CAIRN_OK) {
+    cairn_tensor_free(xb);
+    ret = report_error("batch", st, NULL);
+    goto out;
+  }
+  double loss_sum = 0, t_round = now_secs();
+  int64_t round_steps = 0;
+  if (step >= f->max_steps)
+    printf("already at step %lld (--max-steps %lld): nothing to train\n", (long long)step, (long long)f->max_steps);
+  while (step < f->max_steps && !cairn_monitored_session_should_stop(ms)) {
+    if ((st = cairn_dataset_next(ds, xb, yb)) != CAIRN_OK) break;
+    cairn_feed feeds[2] = {{"x", xb}, {"y", yb}};
+    cairn_fetch lf = {"loss", {0}};
+    const cairn_op *ops[1] = {m->train};
+    cairn_run_args a = one_op(ops, feeds, &lf, 1);
+    if ((st = cairn_monitored_session_run(ms, &a)) != CAIRN_OK) break;
+    if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step)) != CAIRN_OK) break;
+    loss_sum += lf.value.f64;
+    round_steps++;
+    int last = step >= f->max_steps;
+    if (f->log_every > 0 && (step % f->log_every == 0 || last)) {
+      double t = now_secs(), dt = t - t_round;
+      double sps = dt > 0 ? (double)round_steps / dt : 0;
+      double eta = sps > 0 ? (double)(f->max_steps - step) / sps : 0;
+      printf("step %lld/%lld  loss %.4f  %.1f steps/s  %.0f examples/s  ETA %.0f s\n", (long long)step,
+             (long long)f->max_steps, loss_sum / (double)round_steps, sps, sps * (double)f->batch, eta);
+      loss_sum = 0;
+      round_steps = 0;
+      t_round = t;
+    }
+    if (f->eval_every > 0 && (step % f->eval_every == 0 || last)) {
+      eval_args e = {m, d, 0, 0, 0};
+      if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) != CAIRN_OK) break;
+      printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
+             now_secs() - t0);
+    }
+  }
+  cairn_tensor_free(xb);
+  cairn_tensor_free(yb);
+  if (st != CAIRN_OK) {
+    ret = report_error("training", st, cairn_monitored_session_errmsg(ms));
+    cairn_status st2 = cairn_monitored_session_exit(ms, st);
+    if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
+    goto out;
+  }
+  /* Clean exit: end() of every hook; the CheckpointSaverHook writes the
+     final step unless it has just saved it. */
+  if ((st = cairn_monitored_session_exit(ms, CAIRN_OK)) != CAIRN_OK) {
+    ret = report_error("closing", st, cairn_monitored_session_errmsg(ms));
+    goto out;
+  }
+  char last[4096];
+  if (cairn_latest_checkpoint(f->dir, last, sizeof last) == CAIRN_OK)
+    printf("done at step %lld: %s (%lld steps in %.1f s)\n", (long long)step, last, (long long)(step - start),
+           now_secs() - t0);
+  ret = 0;
+out:
+  cairn_monitored_session_free(ms);
+  cairn_session_creator_free(creator);
+  for (int i = 0; i < 3; i++) cairn_hook_free(hooks[i]);
+  cairn_scaffold_free(sc);
+  cairn_dataset_free(ds);
+  return ret;
+}
+
+/* ---- warm start recipes ------------------------------------------------------------------------ */
+
+typedef struct warm {
+  const char *path;
+  cairn_var *vars[2 * CAIRN_MLP_MAX_LAYERS];
+  size_t n;
+} warm;
+
+/* Recipe init_fn: TF's Scaffold(init_fn=lambda scaffold, sess:
+   saver_of_hidden_layers.restore(sess, CKPT)). */
+static cairn_status warm_init_fn(cairn_scaffold *sc, cairn_session *s, void *user) {
+  (void)sc;
+  (void)s;
+  warm *w = user;
+  cairn_saver_options so = cairn_saver_options_default();
+  cairn_saver *sv;
+  cairn_status st = cairn_saver_new_list(w->vars, w->n, &so, &sv);
+  if (st) return st;
+  st = cairn_saver_restore(sv, w->path, NULL);
+  cairn_saver_free(sv);
+  return st;
+}
+
+static int cmd_train_or_warm(flags *f, int warm_start) {
+  data d;
+  model m;
+  recipe rc;
+  warm w;
+  int ret = 1;
+  char own[4096], src[4096];
+  cairn_saver *partial = NULL, *full = NULL;
+  cairn_op *parts[2] = {NULL, NULL}, *local = NULL;
+  cairn_ready_op *rfl = NULL;
+  const char *include[2 * CAIRN_MLP_MAX_LAYERS];
+  cairn_restore_options ro;
+  cairn_status st;
+
+  memset(&rc, 0, sizeof rc);
+  memset(&d, 0, sizeof d);
+  memset(&m, 0, sizeof m);
+  if (prepare_dir(f->dir)) return 1;
+  int resuming = cairn_latest_checkpoint(f->dir, own, sizeof own) == CAIRN_OK;
+  if (resuming) {
+    if (hidden_from_checkpoint(own, f)) return 1;
+  } else if (warm_start) {
+    /* The source may be a checkpoint file or a directory (its newest). */
+    struct stat sb;
+    if (stat(f->from, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+      if ((st = cairn_latest_checkpoint(f->from, src, sizeof src)) != CAIRN_OK)
+        return report_error("no checkpoint to warm-start from", st, NULL);
+    } else if ((size_t)snprintf(src, sizeof src, "%s", f->from) >= sizeof src) {
+      return usage("--from is too long");
+    }
+    if (hidden_from_checkpoint(src, f)) return 1;
+  }
+  if (data_load(&d, f->data_dir)) goto out;
+  if (model_new(&m, d.features, f->hidden, f->n_hidden, f->seed)) goto out;
+
+  if (warm_start && !resuming) {
+    rc.restore_file = NULL;
+    w.path = src;
+    w.n = 0;
+    for (int i = 0; i < m.n_layers - 1; i++) {
+      w.vars[w.n++] = cairn_mlp_kernel(m.mlp, i);
+      w.vars[w.n++] = cairn_mlp_bias(m.mlp, i);
+    }
+    for (size_t i = 0; i < w.n; i++) include[i] = cairn_var_name(w.vars[i]);
+    if (strcmp(f->method, "init_fn") == 0) {
+      rc.so.init_fn = warm_init_fn;
+      rc.so.init_fn_user = &w;
+      rc.so.init_fn_name = "warm_start_hidden_layers";
+    } else if (strcmp(f->method, "local_init_op") == 0) {
+      /* TF's recipe: Saver(hidden layers) restores CKPT; the model counts as
+         ready for local init once those are set; local_init_op initializes
+         the LOCAL variables and every GLOBAL variable the Saver does not
+         hold. (Its caveat: local_init_op runs on every session creation,
+         so this form is only used for the first session of DIR.) */
+      cairn_saver_options so = cairn_saver_options_default();
+      cairn_var *glob[256], *rest[256];
+      size_t n_rest = 0;
+      size_t n_glob = cairn_registry_list(m.reg, CAIRN_COLL_GLOBAL, glob, 256);
+      for (size_t i = 0; i < n_glob && i < 256; i++) {
+        cairn_var *v = glob[i];
+        int in_partial = 0;
+        for (size_t j = 0; j < w.n; j++) in_partial |= v == w.vars[j];
+        if (!in_partial) rest[n_rest++] = v;
+      }
+      if ((st = cairn_saver_new_list(w.vars, w.n, &so, &partial)) != CAIRN_OK ||
+          (st = cairn_saver_new(m.reg, &so, &full)) != CAIRN_OK ||
+          (st = cairn_op_new_init("local_init", m.reg, CAIRN_COLL_LOCAL, &parts[0])) != CAIRN_OK ||
+          (st = cairn_op_new_init_vars("init_new_variables", rest, n_rest, &parts[1])) != CAIRN_OK ||
+          (st = cairn_op_new_group("local_init_and_new_variables", parts, 2, &local)) != CAIRN_OK ||
+          (st = cairn_ready_op_new_uninitialized_vars("ready_for_local_init", w.vars, w.n, &rfl)) != CAIRN_OK) {
+        ret = report_error("local_init_op recipe", st, NULL);
+        goto out;
+      }
+      rc.so.saver = partial;
+      rc.so.local_init_op = local;
+      rc.so.ready_for_local_init_op = rfl;
+      rc.full_saver = full;
+      rc.restore_file = src;
+    } else {
+      /* cairn's restore option: strict restore of the hidden layers only;
+         every other GLOBAL variable is initialized. */
+      memset(&ro, 0, sizeof ro);
+      ro.include = include;
+      ro.n_include = w.n;
+      rc.so.restore = &ro;
+      rc.restore_file = src;
+    }
+    printf("warm start (%s): restoring", f->method);
+    for (size_t i = 0; i < w.n; i++) printf(" %s", include[i]);
+    printf(" from %s\n", src);
+  } else if (warm_start) {
+    printf("%s already holds %s: continuing from it\n", f->dir, own);
+  }
+  ret = run_training(f, &d, &m, &rc);
+out:
+  cairn_op_free(local);
+  cairn_op_free(parts[0]);
+  cairn_op_free(parts[1]);
+  cairn_ready_op_free(rfl);
+  cairn_saver_free(partial);
+  cairn_saver_free(full);
+  model_free(&m);
+  data_free(&d);
+  return ret;
+}
+
+/* ---- eval -------------------------------------------------------------------------------------- */
+
+static int cmd_eval(flags *f) {
+  data d;
+  model m;
+  cairn_monitored_session *ms = NULL;
+  cairn_status st;
+  char path[4096];
+  int ret = 1;
+  struct stat sb;
+
+  memset(&d, 0, sizeof d);
+  memset(&m, 0, sizeof m);
+  if (stat(f->dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(f->dir, R_OK | X_OK) != 0) {
+    fprintf(stderr, PROG ": cannot read checkpoint directory '%s': %s\n", f->dir,
+            errno ? strerror(errno) : "not a directory");
+    return 1;
+  }
+  if ((st = cairn_latest_checkpoint(f->dir, path, sizeof path)) != CAIRN_OK)
+    return report_error("no checkpoint to evaluate", st, NULL);
+  if (hidden_from_checkpoint(path, f)) return 1;
+  if (data_load(&d, f->data_dir) || model_new(&m, d.features, f->hidden, f->n_hidden, 0)) goto out;
+  /* SingularMonitoredSession restoring exactly this file, no hooks: no
+     CheckpointSaverHook, so nothing is written into DIR. */
+  cairn_singular_monitored_session_options o = cairn_singular_monitored_session_options_default();
+  o.registry = m.reg;
+  o.checkpoint_filename_with_path = path;
+  if ((st = cairn_singular_monitored_session_new(&o, &ms)) != CAIRN_OK) {
+    ret = report_error("restoring", st, NULL);
+    goto out;
+  }
+  cairn_session *raw = cairn_monitored_session_raw_session(ms);
+  int64_t step;
+  double loss, acc;
+  if ((st = cairn_session_global_step(raw, &step)) != CAIRN_OK || (st = evaluate(raw, &m, &d, &loss, &acc)) != CAIRN_OK) {
+    ret = report_error("evaluating", st, cairn_session_errmsg(raw));
+    cairn_status st2 = cairn_monitored_session_exit(ms, st);
+    if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
+    goto out;
+  }
+  printf("checkpoint %s  step %lld\ntest_loss=%.4f\ntest_accuracy=%.4f\n", path, (long long)step, loss, acc);
+  if ((st = cairn_monitored_session_exit(ms, CAIRN_OK)) != CAIRN_OK) {
+    ret = report_error("closing", st, cairn_monitored_session_errmsg(ms));
+    goto out;
+  }
+  ret = 0;
+out:
+  cairn_monitored_session_free(ms);
+  model_free(&m);
+  data_free(&d);
+  return ret;
+}
+
+/* ---- main -------------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 2) return usage(NULL);
+  const char *mode = argv[1];
+  int is_train = strcmp(mode, "train") == 0, is_eval = strcmp(mode, "eval") == 0,
+      is_warm = strcmp(mode, "warm-start") == 0;
+  if (strcmp(mode, "--help") == 0 || strcmp(mode, "-h") == 0) {
+    usage(NULL);
+    return 0;
+  }
+  if (!is_train && !is_eval && !is_warm) {
+    char why[256];
+    snprintf(why, sizeof why, "unknown command '%.100s'", mode);
+    return usage(why);
+  }
+  flags f;
+  memset(&f, 0, sizeof f);
+  f.data_dir = DEFAULT_DATA_DIR;
+  f.max_steps = 18760; /* 20 epochs of 60000 at batch 64: test accuracy ~0.89 */
+  f.batch = 64;
+  f.seed = 1;
+  f.save_steps = 1000;
+  f.eval_every = 0;
+  f.log_every = 500;
+  f.n_hidden = 2;
+  f.hidden[0] = 256;
+  f.hidden[1] = 128;
+  int steps_given = 0, secs_given = 0;
+  for (int i = 2; i < argc; i++) {
+    long long v;
+    char why[512];
+    const char *a = argv[i];
+    if (i + 1 >= argc) {
+      snprintf(why, sizeof why, "%s: missing value or unknown option '%.100s'", mode, a);
+      return usage(why);
+    }
+    const char *val = argv[++i];
+    int trains = is_train || is_warm;
+    if (strcmp(a, "--checkpoint-dir") == 0) f.dir = val;
+    else if (strcmp(a, "--data-dir") == 0) f.data_dir = val;
+    else if (strcmp(a, "--threads") == 0 && !parse_int(val, 1, 4096, &v)) f.threads = (int)v;
+    else if (is_warm && strcmp(a, "--from") == 0) f.from = val;
+    else if (is_warm && strcmp(a, "--method") == 0) f.method = val;
+    else if (trains && strcmp(a, "--max-steps") == 0 && !parse_int(val, 0, INT64_MAX, &v)) f.max_steps = v;
+    else if (trains && strcmp(a, "--batch-size") == 0 && !parse_int(val, 1, 1 << 20, &v)) f.batch = v;
+    else if (trains && strcmp(a, "--seed") == 0 && !parse_int(val, 0, INT64_MAX, &v)) f.seed = (uint64_t)v;
+    else if (trains && strcmp(a, "--save-checkpoint-steps") == 0 && !parse_int(val, 1, INT64_MAX, &v))
+      f.save_steps = v, steps_given = 1;
+    else if (trains && strcmp(a, "--save-checkpoint-secs") == 0 && !parse_int(val, 1, 1000000000, &v))
+      f.save_secs = (double)v, secs_given = 1;
+    else if (trains && strcmp(a, "--eval-every") == 0 && !parse_int(val, 0, INT64_MAX, &v)) f.eval_every = v;
+    else if (trains && strcmp(a, "--log-every") == 0 && !parse_int(val, 0, INT64_MAX, &v)) f.log_every = v;
+    else if (is_train && strcmp(a, "--hidden") == 0 && !parse_hidden(val, f.hidden, &f.n_hidden)) f.hidden_given = 1;
+    else {
+      snprintf(why, sizeof why, "%s: bad option or value: %.100s %.100s", mode, a, val);
+      return usage(why);
+    }
+  }
+  if (!f.dir) return usage("--checkpoint-dir is required");
+  if (steps_given && secs_given) return usage("give --save-checkpoint-steps or --save-checkpoint-secs, not both");
+  if (is_warm && !f.from) return usage("warm-start needs --from CKPT");
+  if (is_warm && (!f.method || (strcmp(f.method, "init_fn") && strcmp(f.method, "local_init_op") &&
+                                strcmp(f.method, "restore-option"))))
+    return usage("warm-start needs --method init_fn, local_init_op or restore-option");
+  if (f.threads > 0) {
+    cairn_status st = cairn_set_num_threads(f.threads);
+    if (st) return report_error("--threads", st, NULL);
+  }
+  if (is_eval) return cmd_eval(&f);
+  return cmd_train_or_warm(&f, is_warm);
+}
