@@ -410,10 +410,26 @@ typedef struct recipe {
   cairn_saver *full_saver;  /* for the CheckpointSaverHook when the scaffold's is partial */
 } recipe;
 
+/* Every progress line (cairn_progress_hook) goes to stdout, and its numbers
+ * into the TensorBoard event file. */
+static void on_progress(void *ctx, const cairn_progress *p, const char *line) {
+  cairn_event_writer *w = ctx;
+  printf("%s\n", line);
+  if (!w) return;
+  cairn_status st = CAIRN_OK;
+  if (p->have_loss) st = cairn_event_writer_add_scalar(w, "loss", p->step, p->loss);
+  if (!st && p->steps_per_sec > 0) st = cairn_event_writer_add_scalar(w, "steps_per_sec", p->step, p->steps_per_sec);
+  if (!st && p->examples_per_sec > 0)
+    st = cairn_event_writer_add_scalar(w, "examples_per_sec", p->step, p->examples_per_sec);
+  if (st) fprintf(stderr, PROG ": warning: event file: %s\n", cairn_errmsg());
+}
+
 static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   cairn_scaffold *sc = NULL;
   cairn_dataset *ds = NULL;
-  cairn_hook *hooks[3] = {NULL, NULL, NULL};
+  cairn_event_writer *events = NULL;
+  cairn_summary_writer sw;
+  cairn_hook *hooks[4] = {NULL, NULL, NULL, NULL};
   cairn_session_creator *creator = NULL;
   cairn_monitored_session *ms = NULL;
   cairn_status st;
@@ -455,7 +471,23 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   else co.scaffold = sc;
   co.listeners = &lis;
   co.n_listeners = 1;
+  /* TensorBoard: an event file in DIR with the progress numbers, the test
+     accuracy and a CHECKPOINT session log per save. */
+  if ((st = cairn_event_writer_new(f->dir, NULL, &events)) != CAIRN_OK) {
+    ret = report_error("event file", st, NULL);
+    goto out;
+  }
+  sw = cairn_event_writer_summary_writer(events);
+  co.summary_writer = &sw;
+  cairn_progress_hook_options po = cairn_progress_hook_options_default();
+  po.every_n_steps = f->log_every > 0 ? f->log_every : INT64_MAX;
+  po.loss_name = "loss";
+  po.batch_size = f->batch;
+  po.max_steps = f->max_steps;
+  po.fn = on_progress;
+  po.fn_ctx = events;
   if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[0])) != CAIRN_OK ||
+      (st = cairn_progress_hook_new(&po, &hooks[3])) != CAIRN_OK ||
       (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[1])) != CAIRN_OK ||
       (st = cairn_checkpoint_saver_hook_new(&co, &hooks[2])) != CAIRN_OK) {
     ret = report_error("hooks", st, NULL);
@@ -477,7 +509,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   mo.registry = m->reg;
   mo.session_creator = creator;
   mo.hooks = hooks;
-  mo.n_hooks = 3;
+  mo.n_hooks = 4;
   double t0 = now_secs();
   if ((st = cairn_monitored_session_new(&mo, &ms)) != CAIRN_OK) {
     ret = report_error("creating the monitored session", st, NULL);
@@ -489,6 +521,9 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     goto out;
   }
   start = step;
+  /* TensorBoard drops the events a crashed run wrote past the restored step. */
+  if (step > 0 && (st = cairn_event_writer_add_session_log(events, CAIRN_SESSION_LOG_START, NULL, step + 1)) != CAIRN_OK)
+    fprintf(stderr, PROG ": warning: event file: %s\n", cairn_errmsg());
   cairn_dataset_state pos;
   cairn_dataset_export(ds, &pos);
   if (have_ckpt && !rc->restore_file)
@@ -510,8 +545,6 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     ret = report_error("batch", st, NULL);
     goto out;
   }
-  double loss_sum = 0, t_round = now_secs();
-  int64_t round_steps = 0;
   if (step >= f->max_steps)
     printf("already at step %lld (--max-steps %lld): nothing to train\n", (long long)step, (long long)f->max_steps);
   while (step < f->max_steps && !cairn_monitored_session_should_stop(ms)) {
@@ -522,24 +555,15 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     cairn_run_args a = one_op(ops, feeds, &lf, 1);
     if ((st = cairn_monitored_session_run(ms, &a)) != CAIRN_OK) break;
     if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step)) != CAIRN_OK) break;
-    loss_sum += lf.value.f64;
-    round_steps++;
     int last = step >= f->max_steps;
-    if (f->log_every > 0 && (step % f->log_every == 0 || last)) {
-      double t = now_secs(), dt = t - t_round;
-      double sps = dt > 0 ? (double)round_steps / dt : 0;
-      double eta = sps > 0 ? (double)(f->max_steps - step) / sps : 0;
-      printf("step %lld/%lld  loss %.4f  %.1f steps/s  %.0f examples/s  ETA %.0f s\n", (long long)step,
-             (long long)f->max_steps, loss_sum / (double)round_steps, sps, sps * (double)f->batch, eta);
-      loss_sum = 0;
-      round_steps = 0;
-      t_round = t;
-    }
     if (f->eval_every > 0 && (step % f->eval_every == 0 || last)) {
       eval_args e = {m, d, 0, 0, 0};
       if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) != CAIRN_OK) break;
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
              now_secs() - t0);
+      if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.step, e.accuracy)) != CAIRN_OK ||
+          (st = cairn_event_writer_add_scalar(events, "test_loss", e.step, e.loss)) != CAIRN_OK)
+        break;
     }
   }
   cairn_tensor_free(xb);
@@ -564,7 +588,8 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
 out:
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(creator);
-  for (int i = 0; i < 3; i++) cairn_hook_free(hooks[i]);
+  for (int i = 0; i < 4; i++) cairn_hook_free(hooks[i]);
+  cairn_event_writer_free(events); /* after the hooks that use it */
   cairn_scaffold_free(sc);
   cairn_dataset_free(ds);
   return ret;
