@@ -32,7 +32,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..17"
+echo "1..18"
 n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -86,13 +86,19 @@ STEPS=240
 
 # ---- 1. the uninterrupted reference run ------------------------------------------------
 R="$T/reference"
-run "$PROG" train --checkpoint-dir "$R" $SMALL --max-steps $STEPS --save-checkpoint-steps 100000 --eval-every 120
+run "$PROG" train --checkpoint-dir "$R" $SMALL --max-steps $STEPS --save-checkpoint-steps 100000 --eval-every 120 --log-every 120
 if [ "$rc" -eq 0 ] && out_has "^no checkpoint in $R: initialized a new model at step 0$" &&
   out_has "^model 16-16-8-10, " && out_has "^step 240  test_loss=[0-9.]*  test_accuracy=0\.[0-9]*  " &&
   out_has "^done at step 240: $R/model.ckpt-240 " && [ "$(state_step "$R")" = 240 ]; then
   ok "train: a reference run of $STEPS steps (40 batches per epoch, 6 epochs)"
 else
   not_ok "train: a reference run of $STEPS steps (exit $rc)"
+fi
+if out_has "^step=120/240 loss=[0-9.]* steps/s=[0-9.]* examples/s=[0-9]* eta=" && out_has "^step=240/240 loss=" &&
+  ls "$R" | grep -q '^events\.out\.tfevents\.'; then
+  ok "progress lines every --log-every steps, a TensorBoard event file in the checkpoint directory"
+else
+  not_ok "progress lines every --log-every steps, a TensorBoard event file in the checkpoint directory"
 fi
 
 # ---- 2. killed with SIGKILL again and again, restarted until done -------------------------
@@ -243,5 +249,5 @@ else
   not_ok "an unknown flag or method: exit 2 (exit $r1, $rc)"
 fi
 
-[ "$n" -eq 17 ] || echo "# planned 17 tests, ran $n"
+[ "$n" -eq 18 ] || echo "# planned 18 tests, ran $n"
 [ "$failed" -eq 0 ]
