@@ -19,6 +19,8 @@ struct cairn_mlp {
   cairn_tensor *grad[2 * CAIRN_MLP_MAX_LAYERS]; /* dW0, db0, dW1, db1, ... */
   cairn_optim *opt;
   cairn_var *step;
+  cairn_grads_fn grads_fn; /* after backward, before apply (NULL: none) */
+  void *grads_user;
   /* Workspace for `cap` rows: Z[i] is layer i's pre-activation (B, sizes[i+1]),
    * A[i] = act(Z[i]) for i < n-1; pp[0], pp[1] are (B, max width) buffers
    * that backward alternates between for dZ and dA. */
@@ -217,6 +219,7 @@ cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cai
     dz = da;
     cur ^= 1;
   }
+  if (m->grads_fn && (s = m->grads_fn(m->grads_user, m->grad, (size_t)(2 * n)))) return s;
   if ((s = cairn_optim_apply(m->opt, m->grad, m->step))) return s;
   if (loss) *loss = l;
   return CAIRN_OK;
@@ -235,6 +238,12 @@ cairn_status cairn_mlp_evaluate(cairn_mlp *m, const cairn_tensor *X, const cairn
   if (loss) *loss = l;
   if (accuracy) *accuracy = acc;
   return CAIRN_OK;
+}
+
+void cairn_mlp_set_grads_hook(cairn_mlp *m, cairn_grads_fn fn, void *user) {
+  if (!m) return;
+  m->grads_fn = fn;
+  m->grads_user = fn ? user : NULL;
 }
 
 cairn_optim *cairn_mlp_optimizer(const cairn_mlp *m) { return m ? m->opt : NULL; }

@@ -253,3 +253,57 @@ Test(model, errors_name_what_is_wrong) {
   cairn_mlp_free(m);
   cairn_registry_free(r);
 }
+
+/* The grads hook runs after backward, before the update: it sees the
+ * gradients (n = 2 per layer), what it writes is what gets applied, and an
+ * error from it leaves every variable and global_step unchanged. */
+typedef struct grads_probe {
+  size_t calls, n;
+  cairn_status ret;
+} grads_probe;
+
+static cairn_status probe_grads(void *user, cairn_tensor *const *grads, size_t n) {
+  grads_probe *p = user;
+  p->calls++;
+  p->n = n;
+  if (p->ret) return p->ret;
+  for (size_t i = 0; i < n; i++) /* zero gradients: SGD then changes nothing */
+    memset(grads[i]->data, 0, cairn_tensor_nbytes(grads[i]));
+  return CAIRN_OK;
+}
+
+Test(model, grads_hook_between_backward_and_apply) {
+  cairn_registry *r;
+  cr_assert_eq(cairn_registry_new(3, &r), CAIRN_OK);
+  int64_t sizes[3] = {8, 16, 4};
+  cairn_mlp *m = build(r, sizes, 2, CAIRN_OPTIM_SGD, NULL);
+  cr_assert_eq(cairn_registry_initialize_collection(r, CAIRN_COLL_GLOBAL), CAIRN_OK);
+  cairn_tensor *x = mk(CAIRN_DTYPE_F32, 2, 32, 8), *y = mk(CAIRN_DTYPE_I32, 1, 32, 0);
+  blobs(x, y, 5);
+  cairn_tensor *w = cairn_var_tensor(cairn_mlp_kernel(m, 0));
+  size_t bytes = cairn_tensor_nbytes(w);
+  float *before = malloc(bytes);
+  memcpy(before, w->data, bytes);
+  grads_probe p = {0, 0, CAIRN_OK};
+  cairn_mlp_set_grads_hook(m, probe_grads, &p);
+  cr_assert_eq(cairn_mlp_train_step(m, x, y, NULL), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(p.calls, 1);
+  cr_assert_eq(p.n, 4);
+  cr_assert_eq(memcmp(before, w->data, bytes), 0, "zeroed gradients must leave the kernel unchanged");
+  int64_t *step = cairn_tensor_i64(cairn_var_tensor(cairn_mlp_global_step(m)));
+  cr_assert_eq(*step, 1);
+  p.ret = CAIRN_E_UNAVAILABLE;
+  cr_assert_eq(cairn_mlp_train_step(m, x, y, NULL), CAIRN_E_UNAVAILABLE);
+  cr_assert_eq(*step, 1, "a failing hook must not advance global_step");
+  cr_assert_eq(memcmp(before, w->data, bytes), 0);
+  cairn_mlp_set_grads_hook(m, NULL, &p);
+  cr_assert_eq(cairn_mlp_train_step(m, x, y, NULL), CAIRN_OK);
+  cr_assert_eq(p.calls, 2);
+  cr_assert_neq(memcmp(before, w->data, bytes), 0, "without the hook the step trains");
+  cr_assert_eq(*step, 2);
+  free(before);
+  cairn_tensor_free(x);
+  cairn_tensor_free(y);
+  cairn_mlp_free(m);
+  cairn_registry_free(r);
+}

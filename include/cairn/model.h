@@ -71,6 +71,16 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_evaluate(cairn_mlp *m, const ca
                                                        const cairn_tensor *labels, float *loss,
                                                        float *accuracy);
 
+/* A function run by cairn_mlp_train_step after backward and before the
+ * optimizer update ("after compute_gradients, before apply_gradients"; the
+ * hook point a DistributedOptimizer needs: cairn/mpi.h's cairn_mpi_grads_fn
+ * averages the gradients across ranks). grads[0..n) are dW0, db0, dW1, db1,
+ * ... in layer order, f32, with the variables' shapes; fn may change them in
+ * place. A non-OK return ends the step before any variable (global_step
+ * included) changes, and is what cairn_mlp_train_step returns (fn sets the
+ * message). fn NULL removes the hook; user is borrowed. */
+typedef cairn_status (*cairn_grads_fn)(void *user, cairn_tensor *const *grads, size_t n);
+CAIRN_API void cairn_mlp_set_grads_hook(cairn_mlp *m, cairn_grads_fn fn, void *user);
 CAIRN_API cairn_optim *cairn_mlp_optimizer(const cairn_mlp *m);
 CAIRN_API cairn_var *cairn_mlp_global_step(const cairn_mlp *m);
 /* Layer i's kernel and bias (i < n_layers), NULL otherwise. */

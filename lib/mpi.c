@@ -1,0 +1,487 @@
+/* Data-parallel training over MPI (cairn/mpi.h): the polite MPI lifecycle
+ * of Horovod's mpi_context.cc, fused in-place allreduce of gradients
+ * (Horovod's Tensor Fusion, ops/mpi_operations.cc), the broadcast of the
+ * chief's global variables (BroadcastGlobalVariablesHook, spec §4.12), and
+ * deadlines on every collective so that a dead or stalled rank becomes an
+ * error instead of a hang. Compiled only when configure found MPI. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cairn/mpi.h"
+
+#define DEFAULT_FUSION_BYTES ((size_t)64 << 20)
+#define DEFAULT_TIMEOUT_SECS 60.0
+
+struct cairn_mpi {
+  MPI_Comm comm;       /* our duplicate of the application's communicator */
+  MPI_Comm local;      /* node-local ranks (MPI_COMM_TYPE_SHARED) */
+  int rank, size, local_rank, local_size;
+  int thread_level;
+  int we_initialized;  /* MPI_Init_thread was ours: finalize at free */
+  int broken;          /* a collective failed or timed out */
+  char broken_why[512];
+  size_t fusion_bytes;
+  double timeout;      /* < 0: none */
+  float *fusion;       /* fusion buffer (fusion_cap floats) */
+  size_t fusion_cap;
+  cairn_mpi_stats stats;
+};
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* An MPI error as a cairn status, with MPI's own text. */
+static cairn_status mpi_fail(cairn_mpi *c, int rc, const char *what) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", rc);
+  if (c) {
+    c->broken = 1;
+    snprintf(c->broken_why, sizeof c->broken_why, "%.200s failed: %.250s", what, text);
+  }
+  return cairn__fail(CAIRN_E_UNAVAILABLE, "mpi: %s failed on rank %d: %s", what, c ? c->rank : -1, text);
+}
+
+static cairn_status check_usable(const cairn_mpi *c, const char *what) {
+  if (!c) return cairn__fail(CAIRN_E_NULL, "mpi: %s: context is NULL", what);
+  if (c->broken)
+    return cairn__fail(CAIRN_E_UNAVAILABLE, "mpi: %s: not attempted, an earlier collective on rank %d %s", what,
+                       c->rank, c->broken_why);
+  return CAIRN_OK;
+}
+
+/* Polls a nonblocking collective until it completes or the deadline
+ * passes. Spins briefly (a step's allreduce usually completes within
+ * microseconds of the last rank arriving), then sleeps 50 µs between
+ * polls so a rank waiting for a slow peer does not steal its core. */
+static cairn_status wait_req(cairn_mpi *c, MPI_Request *rq, const char *what) {
+  double t0 = now();
+  unsigned polls = 0;
+  for (;;) {
+    int done = 0;
+    int rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(c, rc, what);
+    if (done) return CAIRN_OK;
+    if (++polls < 2000) continue;
+    double waited = now() - t0;
+    if (c->timeout >= 0 && waited > c->timeout) {
+      c->broken = 1;
+      snprintf(c->broken_why, sizeof c->broken_why, "timed out in %.200s after %.1f s", what, waited);
+      /* The request cannot be cancelled (collectives are not cancellable);
+         it is abandoned, and the job must be aborted. */
+      return cairn__fail(CAIRN_E_DEADLINE,
+                         "mpi: %s: no completion after %.1f s (timeout %.1f s) on rank %d of %d: another rank "
+                         "failed, was killed or stalled outside this collective; abort the job "
+                         "(cairn_mpi_abort) and restart it from the chief's latest checkpoint",
+                         what, waited, c->timeout, c->rank, c->size);
+    }
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+cairn_mpi_options cairn_mpi_options_default(void) {
+  cairn_mpi_options o;
+  o.comm = MPI_COMM_NULL;
+  o.fusion_bytes = 0;
+  o.timeout_secs = 0;
+  return o;
+}
+
+static double env_double(const char *name, double dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  double d = strtod(v, &end);
+  return *end == '\0' && isfinite(d) ? d : dflt;
+}
+
+cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv, cairn_mpi **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "mpi_init: out is NULL");
+  *out = NULL;
+  cairn_mpi_options d = cairn_mpi_options_default();
+  if (!o) o = &d;
+  size_t fusion = o->fusion_bytes ? o->fusion_bytes
+                                  : (size_t)env_double("CAIRN_MPI_FUSION_BYTES", (double)DEFAULT_FUSION_BYTES);
+  if (fusion < sizeof(float))
+    return cairn__fail(CAIRN_E_INVALID, "mpi_init: fusion buffer of %zu bytes; need at least %zu", fusion,
+                       sizeof(float));
+  if ((size_t)INT_MAX * sizeof(float) < fusion) fusion = (size_t)INT_MAX * sizeof(float);
+  double timeout = o->timeout_secs != 0 ? o->timeout_secs : env_double("CAIRN_MPI_TIMEOUT", DEFAULT_TIMEOUT_SECS);
+  if (!(timeout == timeout)) timeout = DEFAULT_TIMEOUT_SECS;
+
+  int inited = 0, finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return cairn__fail(CAIRN_E_STATE, "mpi_init: MPI is already finalized");
+  MPI_Initialized(&inited);
+  cairn_mpi *c = calloc(1, sizeof *c);
+  if (!c) return cairn__fail(CAIRN_E_NOMEM, "mpi_init: out of memory");
+  c->comm = c->local = MPI_COMM_NULL;
+  c->fusion_bytes = fusion;
+  c->timeout = timeout;
+  int rc;
+  if (!inited) {
+    /* FUNNELED, not MULTIPLE: every call comes from one thread, and
+       MULTIPLE disables some Open MPI transports (Horovod's
+       HOROVOD_MPI_THREADS_DISABLE). */
+    rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &c->thread_level);
+    if (rc != MPI_SUCCESS) {
+      free(c);
+      return mpi_fail(NULL, rc, "MPI_Init_thread");
+    }
+    c->we_initialized = 1;
+  } else {
+    MPI_Query_thread(&c->thread_level);
+  }
+  MPI_Comm base = o->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : o->comm;
+  /* Errors on the application's communicator abort by default; ours return. */
+  if ((rc = MPI_Comm_dup(base, &c->comm)) != MPI_SUCCESS) {
+    cairn_status s = mpi_fail(NULL, rc, "MPI_Comm_dup");
+    cairn_mpi_free(c);
+    return s;
+  }
+  MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(c->comm, &c->rank);
+  MPI_Comm_size(c->comm, &c->size);
+  if ((rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->local)) != MPI_SUCCESS) {
+    cairn_status s = mpi_fail(NULL, rc, "MPI_Comm_split_type");
+    cairn_mpi_free(c);
+    return s;
+  }
+  MPI_Comm_set_errhandler(c->local, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(c->local, &c->local_rank);
+  MPI_Comm_size(c->local, &c->local_size);
+  *out = c;
+  return CAIRN_OK;
+}
+
+void cairn_mpi_free(cairn_mpi *c) {
+  if (!c) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) {
+    if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
+    if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    if (c->we_initialized && !c->broken) MPI_Finalize();
+  }
+  cairn_free(c->fusion);
+  free(c);
+}
+
+void cairn_mpi_abort(cairn_mpi *c, int code) {
+  fflush(stdout);
+  fflush(stderr);
+  MPI_Abort(c && c->comm != MPI_COMM_NULL ? c->comm : MPI_COMM_WORLD, code);
+  abort(); /* MPI_Abort does not return; in case an implementation does */
+}
+
+int cairn_mpi_rank(const cairn_mpi *c) { return c ? c->rank : 0; }
+int cairn_mpi_size(const cairn_mpi *c) { return c ? c->size : 1; }
+int cairn_mpi_local_rank(const cairn_mpi *c) { return c ? c->local_rank : 0; }
+int cairn_mpi_local_size(const cairn_mpi *c) { return c ? c->local_size : 1; }
+int cairn_mpi_is_chief(const cairn_mpi *c) { return !c || c->rank == 0; }
+MPI_Comm cairn_mpi_comm(const cairn_mpi *c) { return c ? c->comm : MPI_COMM_NULL; }
+int cairn_mpi_thread_level(const cairn_mpi *c) { return c ? c->thread_level : MPI_THREAD_SINGLE; }
+const char *cairn_mpi_checkpoint_dir(const cairn_mpi *c, const char *dir) { return cairn_mpi_is_chief(c) ? dir : NULL; }
+
+cairn_status cairn_mpi_barrier(cairn_mpi *c) {
+  cairn_status s = check_usable(c, "barrier");
+  if (s) return s;
+  MPI_Request rq;
+  int rc = MPI_Ibarrier(c->comm, &rq);
+  if (rc != MPI_SUCCESS) return mpi_fail(c, rc, "barrier");
+  return wait_req(c, &rq, "barrier");
+}
+
+cairn_status cairn_mpi_allreduce_sum_f64(cairn_mpi *c, double *v, size_t n) {
+  cairn_status s = check_usable(c, "allreduce_sum_f64");
+  if (s) return s;
+  if (!v && n) return cairn__fail(CAIRN_E_NULL, "mpi: allreduce_sum_f64: v is NULL");
+  if (n > INT_MAX) return cairn__fail(CAIRN_E_LIMIT, "mpi: allreduce_sum_f64: %zu values; at most %d", n, INT_MAX);
+  if (n == 0) return CAIRN_OK;
+  MPI_Request rq;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, MPI_DOUBLE, MPI_SUM, c->comm, &rq);
+  if (rc != MPI_SUCCESS) return mpi_fail(c, rc, "allreduce_sum_f64");
+  return wait_req(c, &rq, "allreduce_sum_f64");
+}
+
+/* Makes the fusion buffer hold `want` floats (capped by fusion_bytes). */
+static cairn_status fusion_reserve(cairn_mpi *c, size_t want) {
+  size_t cap = c->fusion_bytes / sizeof(float);
+  if (want > cap) want = cap;
+  if (want <= c->fusion_cap) return CAIRN_OK;
+  float *p = cairn_alloc(want * sizeof(float));
+  if (!p) return cairn__fail(CAIRN_E_NOMEM, "mpi: cannot allocate a %zu-byte fusion buffer", want * sizeof(float));
+  cairn_free(c->fusion);
+  c->fusion = p;
+  c->fusion_cap = want;
+  return CAIRN_OK;
+}
+
+/* Sums fusion[0..count) over the ranks in place. */
+static cairn_status reduce_bucket(cairn_mpi *c, size_t count, size_t bucket, size_t n_tensors) {
+  char what[128];
+  snprintf(what, sizeof what, "allreduce of gradients (bucket %zu, %zu floats, %zu tensors in all)", bucket, count,
+           n_tensors);
+  MPI_Request rq;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, c->fusion, (int)count, MPI_FLOAT, MPI_SUM, c->comm, &rq);
+  if (rc != MPI_SUCCESS) return mpi_fail(c, rc, what);
+  c->stats.allreduce_buckets++;
+  return wait_req(c, &rq, what);
+}
+
+/* A piece of a tensor sitting in the fusion buffer, to copy back. */
+typedef struct piece {
+  float *dst;
+  size_t off, len; /* in the buffer */
+} piece;
+
+cairn_status cairn_mpi_allreduce_mean(cairn_mpi *c, cairn_tensor *const *t, size_t n) {
+  cairn_status s = check_usable(c, "allreduce_mean");
+  if (s) return s;
+  if (!t && n) return cairn__fail(CAIRN_E_NULL, "mpi: allreduce_mean: tensor list is NULL");
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    char what[48];
+    snprintf(what, sizeof what, "tensor %zu", i);
+    if ((s = cairn__check_f32("mpi_allreduce_mean", what, t[i]))) return s;
+    total += (size_t)t[i]->size;
+  }
+  if (total == 0) return CAIRN_OK;
+  double t0 = now();
+  if ((s = fusion_reserve(c, total))) return s;
+  const float scale = 1.0f / (float)c->size;
+  /* Each bucket holds pieces of at most a few tensors; pieces are recorded
+     only to copy back, so a small fixed array suffices when flushed on
+     overflow. */
+  piece pieces[64];
+  size_t np = 0, used = 0, bucket = 0;
+  for (size_t i = 0; i < n && !s; i++) {
+    float *src = cairn_tensor_f32(t[i]);
+    size_t left = (size_t)t[i]->size;
+    while (left > 0) {
+      size_t take = c->fusion_cap - used < left ? c->fusion_cap - used : left;
+      memcpy(c->fusion + used, src, take * sizeof(float));
+      pieces[np].dst = src;
+      pieces[np].off = used;
+      pieces[np].len = take;
+      np++;
+      used += take;
+      src += take;
+      left -= take;
+      int last = i == n - 1 && left == 0;
+      if (used == c->fusion_cap || np == sizeof pieces / sizeof pieces[0] || last) {
+        if ((s = reduce_bucket(c, used, bucket++, n))) break;
+        /* Averaging = the sum scaled by 1/size (Horovod's postscale). */
+        for (size_t k = 0; k < np; k++) {
+          const float *b = c->fusion + pieces[k].off;
+          float *d = pieces[k].dst;
+          for (size_t j = 0; j < pieces[k].len; j++) d[j] = b[j] * scale;
+        }
+        c->stats.allreduce_bytes += used * sizeof(float);
+        np = used = 0;
+      }
+    }
+  }
+  c->stats.allreduce_calls++;
+  c->stats.allreduce_secs += now() - t0;
+  return s;
+}
+
+cairn_status cairn_mpi_grads_fn(void *user, cairn_tensor *const *grads, size_t n) {
+  return cairn_mpi_allreduce_mean(user, grads, n);
+}
+
+cairn_mpi_stats cairn_mpi_get_stats(const cairn_mpi *c) {
+  cairn_mpi_stats z;
+  memset(&z, 0, sizeof z);
+  return c ? c->stats : z;
+}
+
+void cairn_mpi_reset_stats(cairn_mpi *c) {
+  if (c) memset(&c->stats, 0, sizeof c->stats);
+}
+
+/* FNV-1a, for the variable-set agreement check. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Broadcasts buf[0..bytes) from root, in pieces of at most INT_MAX bytes. */
+static cairn_status bcast_bytes(cairn_mpi *c, void *buf, size_t bytes, int root, const char *what) {
+  unsigned char *p = buf;
+  while (bytes > 0) {
+    int chunk = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
+    MPI_Request rq;
+    int rc = MPI_Ibcast(p, chunk, MPI_BYTE, root, c->comm, &rq);
+    if (rc != MPI_SUCCESS) return mpi_fail(c, rc, what);
+    cairn_status s = wait_req(c, &rq, what);
+    if (s) return s;
+    p += chunk;
+    bytes -= (size_t)chunk;
+  }
+  return CAIRN_OK;
+}
+
+cairn_status cairn_mpi_broadcast_variables(cairn_mpi *c, cairn_registry *r, int root) {
+  cairn_status s = check_usable(c, "broadcast_variables");
+  if (s) return s;
+  if (!r) return cairn__fail(CAIRN_E_NULL, "mpi: broadcast_variables: registry is NULL");
+  if (root < 0 || root >= c->size)
+    return cairn__fail(CAIRN_E_INVALID, "mpi: broadcast_variables: root %d; need 0..%d", root, c->size - 1);
+  size_t n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, NULL, 0);
+  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
+  unsigned char *flags = malloc(n ? n : 1);
+  if (!vars || !flags) {
+    free(vars);
+    free(flags);
+    return cairn__fail(CAIRN_E_NOMEM, "mpi: broadcast_variables: out of memory");
+  }
+  cairn_registry_list(r, CAIRN_COLL_GLOBAL, vars, n);
+  uint64_t h = 14695981039346656037ull, bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    const cairn_tensor *t = cairn_var_tensor(vars[i]);
+    const char *name = cairn_var_name(vars[i]);
+    h = fnv(h, name, strlen(name) + 1);
+    h = fnv(h, &t->dtype, sizeof t->dtype);
+    h = fnv(h, t->shape, (size_t)t->rank * sizeof t->shape[0]);
+    bytes += cairn_tensor_nbytes(t);
+    flags[i] = (unsigned char)(cairn_var_is_initialized(vars[i]) != 0);
+  }
+  /* Agree first, in one allreduce, so that every rank takes the same branch:
+     max and -min of (count, bytes, hash halves). */
+  int64_t agree[8] = {(int64_t)n, (int64_t)bytes, (int64_t)(h >> 32), (int64_t)(h & 0xffffffffu)};
+  for (int k = 0; k < 4; k++) agree[4 + k] = -agree[k];
+  MPI_Request rq;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, agree, 8, MPI_INT64_T, MPI_MAX, c->comm, &rq);
+  if (rc != MPI_SUCCESS) s = mpi_fail(c, rc, "broadcast_variables (agreement)");
+  else s = wait_req(c, &rq, "broadcast_variables (agreement on the variable set)");
+  if (!s)
+    for (int k = 0; k < 4; k++)
+      if (agree[k] != -agree[4 + k]) {
+        s = cairn__fail(CAIRN_E_INVALID,
+                        "mpi: broadcast_variables: the ranks hold different GLOBAL variables (rank %d has %zu "
+                        "variables, %llu bytes; counts range %lld..%lld over the ranks): build the same model "
+                        "on every rank",
+                        c->rank, n, (unsigned long long)bytes, (long long)-agree[4], (long long)agree[0]);
+        break;
+      }
+  if (!s) s = bcast_bytes(c, flags, n, root, "broadcast_variables (initialized flags)");
+  /* The values, packed into the fusion buffer (as bytes: global_step is
+     i64, the rest f32) and broadcast one bucket at a time. */
+  if (!s) s = fusion_reserve(c, (size_t)((bytes + sizeof(float) - 1) / sizeof(float)));
+  if (!s) {
+    unsigned char *buf = (unsigned char *)c->fusion;
+    size_t cap = c->fusion_cap * sizeof(float), used = 0, first = 0, first_off = 0;
+    size_t i = 0, off = 0; /* packing position: variable i, byte off */
+    while (!s && i < n) {
+      /* pack */
+      first = i;
+      first_off = off;
+      used = 0;
+      while (i < n && used < cap) {
+        const cairn_tensor *t = cairn_var_tensor(vars[i]);
+        size_t nb = cairn_tensor_nbytes(t), take = nb - off < cap - used ? nb - off : cap - used;
+        memcpy(buf + used, (unsigned char *)t->data + off, take);
+        used += take;
+        off += take;
+        if (off == nb) {
+          i++;
+          off = 0;
+        }
+      }
+      if (used == 0) break;
+      if ((s = bcast_bytes(c, buf, used, root, "broadcast_variables (values)"))) break;
+      if (c->rank == root) continue;
+      /* unpack the same range */
+      size_t j = first, o = first_off, pos = 0;
+      while (pos < used) {
+        const cairn_tensor *t = cairn_var_tensor(vars[j]);
+        size_t nb = cairn_tensor_nbytes(t), take = nb - o < used - pos ? nb - o : used - pos;
+        memcpy((unsigned char *)t->data + o, buf + pos, take);
+        pos += take;
+        o += take;
+        if (o == nb) {
+          j++;
+          o = 0;
+        }
+      }
+    }
+  }
+  if (!s && c->rank != root)
+    for (size_t k = 0; k < n; k++) cairn_var_set_initialized(vars[k], flags[k]);
+  free(vars);
+  free(flags);
+  return s;
+}
+
+/* ---- BroadcastGlobalVariablesHook ---------------------------------------- */
+
+typedef struct bcast_hook {
+  cairn_mpi *c;
+  int root;
+} bcast_hook;
+
+static cairn_status bcast_after_create(void *self, cairn_session *s, cairn_coordinator *coord) {
+  (void)coord;
+  bcast_hook *h = self;
+  cairn_status st = cairn_mpi_broadcast_variables(h->c, cairn_session_registry(s), h->root);
+  if (st) return cairn_session_fail(s, st, "BroadcastGlobalVariablesHook: %s", cairn_errmsg());
+  return CAIRN_OK;
+}
+
+static void bcast_destroy(void *self) { free(self); }
+
+static const cairn_hook_vtable bcast_vt = {
+    .name = "BroadcastGlobalVariablesHook",
+    .after_create_session = bcast_after_create,
+    .destroy = bcast_destroy,
+};
+
+cairn_status cairn_mpi_broadcast_hook_new(cairn_mpi *c, int root, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "mpi_broadcast_hook_new: out is NULL");
+  *out = NULL;
+  if (!c) return cairn__fail(CAIRN_E_NULL, "mpi_broadcast_hook_new: context is NULL");
+  if (root < 0 || root >= c->size)
+    return cairn__fail(CAIRN_E_INVALID, "mpi_broadcast_hook_new: root %d; need 0..%d", root, c->size - 1);
+  bcast_hook *h = malloc(sizeof *h);
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "mpi_broadcast_hook_new: out of memory");
+  h->c = c;
+  h->root = root;
+  cairn_status s = cairn_hook_new(&bcast_vt, h, out);
+  if (s) free(h);
+  return s;
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+float cairn_mpi_scaled_lr(float base_lr, int size, int64_t step, int64_t warmup_steps) {
+  if (size < 1) size = 1;
+  if (warmup_steps <= 0 || step >= warmup_steps) return base_lr * (float)size;
+  if (step < 0) step = 0;
+  double f = (double)step / (double)warmup_steps;
+  return (float)((double)base_lr * (1.0 + (double)(size - 1) * f));
+}
+
+void cairn_mpi_shard(int rank, int size, int64_t n, int64_t *begin, int64_t *end) {
+  if (size < 1) size = 1;
+  if (rank < 0) rank = 0;
+  if (rank >= size) rank = size - 1;
+  if (n < 0) n = 0;
+  int64_t q = n / size, r = n % size;
+  int64_t b = (int64_t)rank * q + (rank < r ? rank : r);
+  if (begin) *begin = b;
+  if (end) *end = b + q + (rank < r ? 1 : 0);
+}

@@ -1,0 +1,130 @@
+#!/bin/sh
+# tests/mpi.sh — data-parallel training over MPI (issue 7), run by
+# `make check` in MPI builds (TAP). Runs tests/mpi/mpi_train under
+# `mpirun -np 2 --oversubscribe` (as root too: OMPI_ALLOW_RUN_AS_ROOT*):
+#   - the broadcast makes differently initialized ranks agree;
+#   - 2 ranks × batch B/2 give the variables of 1 rank × batch B after 20
+#     SGD steps within 1e-5 relative (|a-b| <= 1e-5·max(|b|, 1e-2)). Not
+#     bitwise: each rank's loss gradient is a mean over its B/2 rows, and
+#     (g0 + g1)·0.5 sums the B products in another order than one mean over
+#     B rows does, so f32 rounding differs by a few ulps per step;
+#   - Horovod's MonitoredTrainingSession recipe: only rank 0 writes files
+#     (checkpoints in its directory; rank 1's directory is never created,
+#     the working directory stays empty), ranks agree after the broadcast
+#     and at the end;
+#   - a worker that SIGKILLs itself mid-training ends the job with an error
+#     in bounded time (measured; `timeout` is only the safety net);
+#   - a worker that stalls makes rank 0's allreduce time out
+#     (CAIRN_MPI_TIMEOUT=2) with a message naming the operation and the
+#     wait, and the job ends;
+#   - restarting the killed job resumes from the chief's latest checkpoint
+#     and ends bit-identical to the uninterrupted run.
+: "${top_builddir:=.}"
+PROG="$top_builddir/tests/mpi/mpi_train"
+case $PROG in /*) ;; *) PROG="$(pwd)/$PROG" ;; esac
+
+if ! command -v mpirun >/dev/null 2>&1; then
+  echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
+  exit 0
+fi
+T=$(mktemp -d "${TMPDIR:-/tmp}/mpi-test.XXXXXX") || {
+  echo "1..0 # SKIP cannot create a temporary directory"
+  exit 0
+}
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+mkdir "$T/cwd"
+
+# Open MPI refuses root without these; CI runs as root on 2 cores. One
+# thread per rank: 2 ranks on 2 cores.
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OMP_NUM_THREADS=1
+OPENBLAS_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS OPENBLAS_NUM_THREADS
+unset CAIRN_MPI_TIMEOUT
+
+echo "1..16"
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+  n=$((n + 1))
+  echo "not ok $n - $1"
+  for f in "$T/out" "$T/err"; do
+    [ -s "$f" ] && grep -v 'INFO' "$f" | sed -n '1,25s/^/# /p'
+  done
+  return 0
+}
+check() {
+  d=$1
+  shift
+  if "$@"; then ok "$d"; else not_ok "$d"; fi
+}
+now() { date +%s.%N; }
+# mpi NP ARGS...: runs in $T/cwd; stdout $T/out, stderr $T/err, $rc, $secs
+mpi() {
+  np=$1
+  shift
+  t0=$(now)
+  (cd "$T/cwd" && timeout 300 mpirun -np "$np" --oversubscribe "$PROG" "$@") >"$T/out" 2>"$T/err"
+  rc=$?
+  secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+}
+out_has() { grep -q -e "$1" "$T/out"; }
+err_has() { grep -q -e "$1" "$T/err"; }
+state_step() {
+  sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9][0-9]*\)"$/\1/p' "$1/checkpoint" 2>/dev/null
+}
+final_hash() { sed -n 's/^rank 0: done at step [0-9]* hash \([0-9a-f]*\).*/\1/p' "$T/out"; }
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+# 1-3: broadcast and equivalence with one rank
+mpi 2 equiv 20 64
+check "equiv: runs (2 ranks)" test "$rc" -eq 0
+check "broadcast: ranks initialized differently agree after it" out_has "ranks differ before, agree after"
+check "2 ranks x B/2 = 1 rank x B after 20 steps (1e-5 relative)" \
+  sh -c "test $rc -eq 0 && grep -q 'tolerance 1e-5' '$T/out'"
+grep '^2-rank' "$T/out" | sed 's/^/# /'
+
+# 4: one rank is a valid job too
+mpi 1 equiv 5 16
+check "equiv with 1 rank (allreduce of one)" test "$rc" -eq 0
+
+# 5-8: uninterrupted run, only rank 0 writes
+mpi 2 train "$T/a-%d" 12
+check "train 12 steps on 2 ranks" test "$rc" -eq 0
+check "ranks agree after the broadcast and at the end" \
+  sh -c "test \$(grep -c 'ranks agree' '$T/out') -eq 4"
+check "rank 0 wrote its checkpoints (latest: step 12)" test "$(state_step "$T/a-0")" = 12
+check "rank 1 wrote nothing (no directory, empty working directory)" \
+  sh -c "test ! -e '$T/a-1' && test -z \"\$(ls -A '$T/cwd')\""
+hash_a=$(final_hash)
+grep '^allreduce' "$T/out" | sed 's/^/# /'
+
+# 9-11: a killed worker ends the job in bounded time
+mpi 2 train "$T/b-%d" 12 --kill-at 6
+echo "# killed worker: job ended with status $rc after $secs s"
+check "a killed worker makes the job fail" test "$rc" -ne 0 -a "$rc" -ne 124
+check "... within 30 s (took $secs s)" lt "$secs" 30
+# Rank 1 dies before step 6; rank 0 may be killed before or after it
+# saves step 6 (its save follows the step 5 allreduce both took part in).
+ck=$(state_step "$T/b-0")
+check "rank 0 checkpointed up to the kill (step $ck)" test "$ck" = 5 -o "$ck" = 6
+
+# 12-14: restart resumes from the chief's latest checkpoint, exactly
+mpi 2 train "$T/b-%d" 12
+check "restart runs to the end" test "$rc" -eq 0
+check "both ranks start at the chief's latest checkpoint (step $ck)" \
+  sh -c "test \$(grep -c 'start at step $ck, ranks agree' '$T/out') -eq 2"
+check "resumed run ends bit-identical to the uninterrupted one" test -n "$hash_a" -a "$(final_hash)" = "$hash_a"
+
+# 15-16: a stalled worker: rank 0 times out, names the operation, aborts
+CAIRN_MPI_TIMEOUT=2
+export CAIRN_MPI_TIMEOUT
+mpi 2 train "$T/c-%d" 12 --stall-at 4
+unset CAIRN_MPI_TIMEOUT
+echo "# stalled worker: job ended with status $rc after $secs s"
+check "a stalled worker: rank 0 fails with a deadline naming the allreduce" \
+  err_has "deadline exceeded: .*allreduce of gradients.*no completion after 2"
+check "... and the job ends within 30 s (took $secs s)" sh -c "test $rc -ne 0 -a $rc -ne 124 && awk 'BEGIN{exit !($secs < 30)}'"
+exit 0
