@@ -1,7 +1,9 @@
 #!/bin/sh
 # cairn quick start for a fresh Debian 12 machine, run from a checkout.
 #
-#   sh tools/quickstart.sh demo   install what is missing, build, train a small MLP
+#   sh tools/quickstart.sh demo   install what is missing, build, train cairn-fmnist on
+#                                 Fashion-MNIST, interrupt it (SIGKILL), resume,
+#                                 evaluate, list the checkpoint with ckpt-inspect
 #   sh tools/quickstart.sh test   install what is missing, build, run every test:
 #                                 make check (each Criterion test under the default
 #                                 ISA and CAIRN_ISA=ref), a build with
@@ -20,7 +22,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 
-pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libcriterion-dev"
+pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libcriterion-dev dataset-fashion-mnist"
 # The test mode also fuzzes the checkpoint reader with clang's libFuzzer, and
 # reads ckpt-inspect's .npz exports back with numpy.
 [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy"
@@ -51,7 +53,16 @@ build() { # dir, configure flags...
 
 build _build
 if [ "$mode" = demo ]; then
-  exec _build/examples/train_mlp
+  fm=_build/tools/cairn-fmnist dir=_build/fmnist-demo
+  rm -rf "$dir"
+  echo "== cairn-fmnist train, interrupted with SIGKILL after 10 s"
+  timeout -s KILL 10 "$fm" train --checkpoint-dir "$dir"
+  echo "== the same command again: resumes from the last checkpoint"
+  "$fm" train --checkpoint-dir "$dir" || exit 1
+  echo "== cairn-fmnist eval"
+  "$fm" eval --checkpoint-dir "$dir" || exit 1
+  echo "== ckpt-inspect list $dir"
+  exec _build/tools/ckpt-inspect list "$dir"
 fi
 
 passed=0 failed=0
