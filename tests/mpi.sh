@@ -44,7 +44,7 @@ OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 unset CAIRN_MPI_TIMEOUT
 
-echo "1..16"
+echo "1..19"
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() {
@@ -86,7 +86,22 @@ check "2 ranks x B/2 = 1 rank x B after 20 steps (1e-5 relative)" \
   sh -c "test $rc -eq 0 && grep -q 'tolerance 1e-5' '$T/out'"
 grep '^2-rank' "$T/out" | sed 's/^/# /'
 
-# 4: one rank is a valid job too
+hash_fused=$(sed -n 's/^after 20 steps: ranks agree, hash \([0-9a-f]*\).*/\1/p' "$T/out")
+
+# 4-5: small fusion buffer (1000 bytes): many buckets, tensors split across
+# them; with 2 ranks each sum is a0 + a1 either way, so bitwise the same.
+CAIRN_MPI_FUSION_BYTES=1000 mpi 2 equiv 20 64
+check "equiv with a 1000-byte fusion buffer" test "$rc" -eq 0
+check "... bit-identical to one bucket per step" \
+  test -n "$hash_fused" -a "$(sed -n 's/^after 20 steps: ranks agree, hash \([0-9a-f]*\).*/\1/p' "$T/out")" = "$hash_fused"
+grep '^after' "$T/out" | sed 's/^/# /'
+
+# 6: shard and learning-rate helpers
+mpi 1 helpers
+check "cairn_mpi_shard covers every item once; cairn_mpi_scaled_lr warms up to lr x size" \
+  sh -c "test $rc -eq 0 && grep -q 'helpers: 0 failures' '$T/out'"
+
+# 7: one rank is a valid job too
 mpi 1 equiv 5 16
 check "equiv with 1 rank (allreduce of one)" test "$rc" -eq 0
 

@@ -1,6 +1,8 @@
 /* tests/mpi/mpi_train: small MPI programs for tests/mpi.sh, run under
  * mpirun -np 2 (or 1).
  *
+ *   mpi_train helpers
+ *       cairn_mpi_shard and cairn_mpi_scaled_lr on many cases (1 rank).
  *   mpi_train equiv STEPS B
  *       Every rank builds the same MLP from a different seed, broadcasts
  *       rank 0's variables and checks that all ranks then hold the same
@@ -125,8 +127,12 @@ static int cmd_equiv(int64_t steps, int64_t B) {
     shard_views(x, y, b, e, &tx, &ty);
     if ((st = cairn_mlp_train_step(m, &tx, &ty, NULL))) die("train_step", st);
   }
-  int agree = ranks_agree(globals_hash(r));
-  if (rank == 0) printf("after %lld steps: ranks %s\n", (long long)steps, agree ? "agree" : "differ");
+  uint64_t h = globals_hash(r);
+  int agree = ranks_agree(h);
+  if (rank == 0)
+    printf("after %lld steps: ranks %s, hash %016llx, %llu allreduce buckets\n", (long long)steps,
+           agree ? "agree" : "differ", (unsigned long long)h,
+           (unsigned long long)cairn_mpi_get_stats(g_mpi).allreduce_buckets);
   int rc = agree ? 0 : 1;
 
   if (rank == 0) {
@@ -283,6 +289,33 @@ static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t s
   return agree ? 0 : 1;
 }
 
+/* cairn_mpi_shard covers [0, n) exactly once, in order, with sizes that
+ * differ by at most one; cairn_mpi_scaled_lr ramps from base to base·size. */
+static int cmd_helpers(void) {
+  int bad = 0;
+  for (int size = 1; size <= 7; size++)
+    for (int64_t n = 0; n <= 50; n++) {
+      int64_t next = 0, lo = n, hi = 0;
+      for (int r = 0; r < size; r++) {
+        int64_t b, e;
+        cairn_mpi_shard(r, size, n, &b, &e);
+        if (b != next || e < b) bad++;
+        next = e;
+        if (e - b < lo) lo = e - b;
+        if (e - b > hi) hi = e - b;
+      }
+      if (next != n || hi - lo > 1) bad++;
+    }
+  if (cairn_mpi_scaled_lr(0.1f, 4, 0, 0) != 0.4f) bad++;
+  if (cairn_mpi_scaled_lr(0.1f, 4, 0, 10) != 0.1f) bad++;
+  float mid = cairn_mpi_scaled_lr(0.1f, 4, 5, 10);
+  if (mid < 0.2499f || mid > 0.2501f) bad++;
+  if (cairn_mpi_scaled_lr(0.1f, 4, 10, 10) != 0.4f || cairn_mpi_scaled_lr(0.1f, 4, 99, 10) != 0.4f) bad++;
+  if (cairn_mpi_scaled_lr(0.1f, 1, 3, 10) != 0.1f) bad++;
+  printf("helpers: %d failures\n", bad);
+  return bad != 0;
+}
+
 int main(int argc, char **argv) {
   cairn_status st = cairn_mpi_init(NULL, &argc, &argv, &g_mpi);
   if (st) {
@@ -290,7 +323,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   int rc = 2;
-  if (argc >= 4 && !strcmp(argv[1], "equiv")) {
+  if (argc >= 2 && !strcmp(argv[1], "helpers")) {
+    rc = cmd_helpers();
+  } else if (argc >= 4 && !strcmp(argv[1], "equiv")) {
     rc = cmd_equiv(atoll(argv[2]), atoll(argv[3]));
   } else if (argc >= 4 && !strcmp(argv[1], "train")) {
     int64_t kill_at = -1, stall_at = -1;
