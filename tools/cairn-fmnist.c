@@ -417,10 +417,10 @@ static void on_progress(void *ctx, const cairn_progress *p, const char *line) {
   printf("%s\n", line);
   if (!w) return;
   cairn_status st = CAIRN_OK;
-  if (p->have_loss) st = cairn_event_writer_add_scalar(w, "loss", p->step, p->loss);
-  if (!st && p->steps_per_sec > 0) st = cairn_event_writer_add_scalar(w, "steps_per_sec", p->step, p->steps_per_sec);
+  if (p->have_loss) st = cairn_event_writer_add_scalar(w, "loss", p->loss, p->step);
+  if (!st && p->steps_per_sec > 0) st = cairn_event_writer_add_scalar(w, "steps_per_sec", p->steps_per_sec, p->step);
   if (!st && p->examples_per_sec > 0)
-    st = cairn_event_writer_add_scalar(w, "examples_per_sec", p->step, p->examples_per_sec);
+    st = cairn_event_writer_add_scalar(w, "examples_per_sec", p->examples_per_sec, p->step);
   if (st) fprintf(stderr, PROG ": warning: event file: %s\n", cairn_errmsg());
 }
 
@@ -561,8 +561,8 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
       if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) != CAIRN_OK) break;
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
              now_secs() - t0);
-      if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.step, e.accuracy)) != CAIRN_OK ||
-          (st = cairn_event_writer_add_scalar(events, "test_loss", e.step, e.loss)) != CAIRN_OK)
+      if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.accuracy, e.step)) != CAIRN_OK ||
+          (st = cairn_event_writer_add_scalar(events, "test_loss", e.loss, e.step)) != CAIRN_OK)
         break;
     }
   }
@@ -575,8 +575,8 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) == CAIRN_OK) {
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
              now_secs() - t0);
-      if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.step, e.accuracy)) == CAIRN_OK)
-        st = cairn_event_writer_add_scalar(events, "test_loss", e.step, e.loss);
+      if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.accuracy, e.step)) == CAIRN_OK)
+        st = cairn_event_writer_add_scalar(events, "test_loss", e.loss, e.step);
     }
   }
   if (st != CAIRN_OK) {
