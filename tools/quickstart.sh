@@ -24,8 +24,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libcriterion-dev dataset-fashion-mnist"
 # The test mode also fuzzes the checkpoint reader with clang's libFuzzer, and
-# reads ckpt-inspect's .npz exports back with numpy.
-[ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy"
+# reads ckpt-inspect's .npz exports back with numpy and the TensorBoard event
+# files with the protobuf library.
+[ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy python3-protobuf"
 # ... and runs tests/mpi.sh (data-parallel training, mpirun -np 2).
 [ "$mode" = test ] && pkgs="$pkgs libopenmpi-dev openmpi-bin"
 missing=
