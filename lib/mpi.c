@@ -335,6 +335,15 @@ static cairn_status bcast_bytes(cairn_mpi *c, void *buf, size_t bytes, int root,
   return CAIRN_OK;
 }
 
+cairn_status cairn_mpi_broadcast(cairn_mpi *c, void *buf, size_t bytes, int root) {
+  cairn_status s = check_usable(c, "broadcast");
+  if (s) return s;
+  if (!buf && bytes) return cairn__fail(CAIRN_E_NULL, "mpi: broadcast: buffer is NULL");
+  if (root < 0 || root >= c->size)
+    return cairn__fail(CAIRN_E_INVALID, "mpi: broadcast: root %d; need 0..%d", root, c->size - 1);
+  return bcast_bytes(c, buf, bytes, root, "broadcast");
+}
+
 cairn_status cairn_mpi_broadcast_variables(cairn_mpi *c, cairn_registry *r, int root) {
   cairn_status s = check_usable(c, "broadcast_variables");
   if (s) return s;

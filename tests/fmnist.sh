@@ -12,7 +12,9 @@
 #   - eval prints test_accuracy= and leaves the directory untouched;
 #   - each warm-start method: the hidden layers equal the source
 #     checkpoint's, the output layer equals a fresh model's initial values;
-#   - command-line errors: missing data set, unreadable directory, bad flag.
+#   - command-line errors: missing data set, unreadable directory, bad flag,
+#     --distributed outside train or in a build without MPI (tests/mpi.sh
+#     runs train --distributed itself).
 # Needs $top_builddir and $top_srcdir; writes only into a temporary directory.
 
 : "${top_builddir:=.}"
@@ -32,7 +34,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..18"
+echo "1..20"
 n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -250,6 +252,24 @@ if [ "$r1" -eq 2 ] && [ "$rc" -eq 2 ] && err_has "needs --method init_fn, local_
 else
   not_ok "an unknown flag or method: exit 2 (exit $r1, $rc)"
 fi
+run "$PROG" eval --checkpoint-dir "$D" --data-dir "$S" --distributed
+r1=$rc
+run "$PROG" warm-start --from "$R" --checkpoint-dir "$T/x" --method init_fn --distributed
+if [ "$r1" -eq 2 ] && [ "$rc" -eq 2 ] && err_has "--distributed is for train only"; then
+  ok "--distributed with eval or warm-start: exit 2"
+else
+  not_ok "--distributed with eval or warm-start: exit 2 (exit $r1, $rc)"
+fi
+if grep -q '^#define CAIRN_HAVE_MPI 1' "$top_builddir/config.h" 2>/dev/null; then
+  ok "train --distributed without MPI: exit 2 # SKIP built with MPI (tests/mpi.sh runs it)"
+else
+  run "$PROG" train --checkpoint-dir "$T/dist" $SMALL --distributed
+  if [ "$rc" -eq 2 ] && err_has "this cairn was built without MPI" && [ ! -e "$T/dist" ]; then
+    ok "train --distributed without MPI: exit 2, 'this cairn was built without MPI'"
+  else
+    not_ok "train --distributed without MPI: exit 2, 'this cairn was built without MPI' (exit $rc)"
+  fi
+fi
 
-[ "$n" -eq 18 ] || echo "# planned 18 tests, ran $n"
+[ "$n" -eq 20 ] || echo "# planned 20 tests, ran $n"
 [ "$failed" -eq 0 ]

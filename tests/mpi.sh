@@ -18,10 +18,22 @@
 #     (CAIRN_MPI_TIMEOUT=2) with a message naming the operation and the
 #     wait, and the job ends;
 #   - restarting the killed job resumes from the chief's latest checkpoint
-#     and ends bit-identical to the uninterrupted run.
+#     and ends bit-identical to the uninterrupted run;
+#   - `cairn-fmnist train --distributed` on tests/fmnist.sh's synthetic data
+#     set (each rank given its own --checkpoint-dir D-RANK through a wrapper,
+#     to see who writes): 2 ranks x 4 rows of each global batch of 8 end, after
+#     60 steps, with rank 0's checkpoint equal to a 1-rank run's at batch 8
+#     (ckpt-inspect diff --rtol 1e-5 --atol 1e-7: |a-b| <= 1e-7 + 1e-5·|b|,
+#     the tolerance above in ckpt-inspect's numpy.isclose form); rank 1 writes
+#     nothing; a 2-rank job stopped at step 30 (mid-epoch) and started again
+#     resumes from rank 0's checkpoint and data position and ends equal too.
 : "${top_builddir:=.}"
 PROG="$top_builddir/tests/mpi/mpi_train"
 case $PROG in /*) ;; *) PROG="$(pwd)/$PROG" ;; esac
+FMNIST="$top_builddir/tools/cairn-fmnist"
+case $FMNIST in /*) ;; *) FMNIST="$(pwd)/$FMNIST" ;; esac
+TOOL="$top_builddir/tools/ckpt-inspect"
+case $TOOL in /*) ;; *) TOOL="$(pwd)/$TOOL" ;; esac
 
 if ! command -v mpirun >/dev/null 2>&1; then
   echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
@@ -44,7 +56,7 @@ OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 unset CAIRN_MPI_TIMEOUT
 
-echo "1..19"
+echo "1..23"
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() {
@@ -142,4 +154,54 @@ echo "# stalled worker: job ended with status $rc after $secs s"
 check "a stalled worker: rank 0 fails with a deadline naming the allreduce" \
   err_has "deadline exceeded: .*allreduce of gradients.*no completion after 2"
 check "... and the job ends within 30 s (took $secs s)" sh -c "test $rc -ne 0 -a $rc -ne 124 && awk 'BEGIN{exit !($secs < 30)}'"
+
+# 20-23: cairn-fmnist train --distributed, on tests/fmnist.sh's synthetic
+# data set: gzip IDX, 4x4 images, 320 training and 64 test examples.
+idx() {
+  awk -v n="$2" -v r="$3" -v c="$4" 'function b(x) { printf "\\%03o", x % 256 }
+    BEGIN {
+      if (c == "-") { b(0); b(0); b(8); b(1) } else { b(0); b(0); b(8); b(3) }
+      b(int(n / 16777216)); b(int(n / 65536)); b(int(n / 256)); b(n)
+      if (c != "-") { b(0); b(0); b(0); b(r); b(0); b(0); b(0); b(c) }
+      for (i = 0; i < n; i++) {
+        k = i % 10
+        if (c == "-") { b(k); continue }
+        for (j = 0; j < r * c; j++) b((j == k || j == k + 6) ? 200 + (i * 7) % 50 : (i * 13 + j * 29) % 60)
+      }
+    }' >"$T/fmt" && printf "$(cat "$T/fmt")" | gzip -c >"$1"
+}
+S="$T/data"
+mkdir -p "$S" &&
+  idx "$S/train-images-idx3-ubyte.gz" 320 4 4 && idx "$S/train-labels-idx1-ubyte.gz" 320 - - &&
+  idx "$S/t10k-images-idx3-ubyte.gz" 64 4 4 && idx "$S/t10k-labels-idx1-ubyte.gz" 64 - -
+SMALL="--data-dir $S --hidden 16,8 --batch-size 8 --seed 7 --log-every 20 --threads 1 --save-checkpoint-steps 20"
+# Every rank runs this wrapper, which gives it its own directory DIR-RANK.
+cat >"$T/fmnist-rank" <<EOF
+#!/bin/sh
+d=\$1
+shift
+exec "$FMNIST" train --distributed --checkpoint-dir "\$d-\${OMPI_COMM_WORLD_RANK:-\${PMI_RANK:-0}}" "\$@"
+EOF
+chmod +x "$T/fmnist-rank"
+PROG="$T/fmnist-rank"
+same_as_ref() { "$TOOL" diff --rtol 1e-5 --atol 1e-7 "$T/f-ref/model.ckpt-60" "$1" >"$T/diff" 2>&1; }
+(cd "$T/cwd" && "$FMNIST" train --checkpoint-dir "$T/f-ref" $SMALL --max-steps 60) >"$T/out" 2>"$T/err"
+[ "$(state_step "$T/f-ref")" = 60 ] || echo "# the 1-rank cairn-fmnist reference run failed"
+mpi 2 "$T/f" $SMALL --max-steps 60
+check "cairn-fmnist train --distributed: 2 ranks x 4 rows of each batch of 8, 60 steps (took $secs s)" \
+  sh -c "test $rc -eq 0 && test '$(state_step "$T/f-0")' = 60 && grep -q '^distributed over 2 ranks' '$T/out'"
+check "... only rank 0 wrote files (rank 1's directory never created, working directory empty)" \
+  sh -c "test ! -e '$T/f-1' && test -z \"\$(ls -A '$T/cwd')\" && ls '$T/f-0' | grep -q '^events\\.out\\.tfevents\\.'"
+check "... rank 0's step-60 checkpoint equals the 1-rank run's at batch 8 (1e-5 relative)" same_as_ref "$T/f-0/model.ckpt-60"
+sed -n '$s/^/# with the tolerance: /p' "$T/diff"
+"$TOOL" diff --atol 0 "$T/f-ref/model.ckpt-60" "$T/f-0/model.ckpt-60" 2>&1 | sed -n '$s/^/# bitwise: /p'
+mpi 2 "$T/g" $SMALL --max-steps 30
+r1=$rc
+mpi 2 "$T/g" $SMALL --max-steps 60
+resumed_ok() {
+  test "$r1" -eq 0 -a "$rc" -eq 0 && test ! -e "$T/g-1" &&
+    out_has "^resumed from $T/g-0/model.ckpt-30 at step 30 (epoch 0, example 240)\$" &&
+    same_as_ref "$T/g-0/model.ckpt-60"
+}
+check "... stopped at step 30 and restarted: resumes from rank 0's checkpoint and data position, ends equal" resumed_ok
 exit 0

@@ -5,7 +5,7 @@
  *   cairn-fmnist train --checkpoint-dir DIR [--max-steps N] [--batch-size B] [--seed S]
  *                      [--save-checkpoint-steps K | --save-checkpoint-secs T]
  *                      [--eval-every N] [--log-every N] [--hidden H1,H2,...]
- *                      [--data-dir D] [--threads T]
+ *                      [--data-dir D] [--threads T] [--distributed]
  *   cairn-fmnist eval --checkpoint-dir DIR [--data-dir D] [--threads T]
  *   cairn-fmnist warm-start --from CKPT --checkpoint-dir DIR
  *                      --method init_fn|local_init_op|restore-option [train flags]
@@ -44,6 +44,18 @@
  *                  CKPT (include = the hidden layers), the rest initialized.
  * Once DIR holds a checkpoint, warm-start continues from it like train.
  *
+ * Distributed (train --distributed, under mpirun; MPI builds only): every
+ * rank loads the same data and iterates the same dataset (same seed, global
+ * batch B), and trains on its rows of each global batch (cairn_mpi_shard;
+ * B must be a multiple of the number of ranks); gradients are averaged over
+ * the ranks (cairn_mpi_grads_fn), so N ranks follow one rank with batch B
+ * up to f32 rounding. Rank 0 alone creates DIR, restores from it, writes
+ * checkpoints, the event file and the progress lines; after each session
+ * creation it broadcasts its data position and its variables
+ * (BroadcastGlobalVariablesHook). The other ranks never touch DIR. Any
+ * error ends the whole job (cairn_mpi_abort); restarting it resumes from
+ * rank 0's latest checkpoint.
+ *
  * Exit status: 0 success, 1 an error (data, files, cairn), 2 usage.
  */
 #include <errno.h>
@@ -55,6 +67,12 @@
 #include <unistd.h>
 
 #include <cairn.h>
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#ifdef CAIRN_HAVE_MPI
+#include <cairn/mpi.h>
+#endif
 
 #define PROG "cairn-fmnist"
 #define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
@@ -62,6 +80,35 @@
 
 static const char *const FILES[4] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                                      "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+
+/* ---- distribution (--distributed) ---------------------------------------------------------- */
+
+#ifdef CAIRN_HAVE_MPI
+static cairn_mpi *g_mpi; /* the job's context with --distributed, else NULL */
+#endif
+static int g_rank = 0, g_size = 1;
+
+/* Rank 0's buf[0..n) on every rank; nothing without --distributed. */
+static cairn_status dist_broadcast(void *buf, size_t n) {
+#ifdef CAIRN_HAVE_MPI
+  if (g_mpi) return cairn_mpi_broadcast(g_mpi, buf, n, 0);
+#endif
+  (void)buf;
+  (void)n;
+  return CAIRN_OK;
+}
+
+/* This rank's rows [*begin, *end) of a global batch of `batch` rows. */
+static void shard_rows(int64_t batch, int64_t *begin, int64_t *end) {
+#ifdef CAIRN_HAVE_MPI
+  if (g_mpi) {
+    cairn_mpi_shard(g_rank, g_size, batch, begin, end);
+    return;
+  }
+#endif
+  *begin = 0;
+  *end = batch;
+}
 
 /* ---- errors and usage ------------------------------------------------------------------ */
 
@@ -77,6 +124,7 @@ static int usage(const char *why) {
           "usage: " PROG " train --checkpoint-dir DIR [--max-steps N] [--batch-size B] [--seed S]\n"
           "                    [--save-checkpoint-steps K | --save-checkpoint-secs T] [--eval-every N]\n"
           "                    [--log-every N] [--hidden H1,H2,...] [--data-dir D] [--threads T]\n"
+          "                    [--distributed]   (under mpirun: data-parallel over the ranks)\n"
           "       " PROG " eval --checkpoint-dir DIR [--data-dir D] [--threads T]\n"
           "       " PROG " warm-start --from CKPT --checkpoint-dir DIR --method init_fn|local_init_op|restore-option\n"
           "                    [train options]\n");
@@ -233,7 +281,16 @@ static cairn_status train_op(cairn_session *s, void *user) {
   float loss;
   cairn_status st = cairn_mlp_train_step(m->mlp, x, y, &loss);
   if (st) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
-  return cairn_session_output_f64(s, "loss", loss);
+  double l = loss;
+#ifdef CAIRN_HAVE_MPI
+  /* Equal shards: the mean of the ranks' losses is the global batch's. */
+  if (g_mpi) {
+    if ((st = cairn_mpi_allreduce_sum_f64(g_mpi, &l, 1)) != CAIRN_OK)
+      return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
+    l /= g_size;
+  }
+#endif
+  return cairn_session_output_f64(s, "loss", l);
 }
 
 static cairn_status eval_op(cairn_session *s, void *user) {
@@ -335,6 +392,7 @@ static cairn_status ds_before_save(void *self, cairn_session *s, int64_t step) {
 /* After every session creation, before the CheckpointSaverHook saves: the
  * dataset position of the restored checkpoint (DIR's newest, when its
  * global step is the session's), else the start of epoch 0. */
+static cairn_status import_position(data_state *d, const char *path, int64_t step);
 static cairn_status ds_after_create(void *self, cairn_session *s, cairn_coordinator *coord) {
   (void)coord;
   data_state *d = self;
@@ -343,7 +401,25 @@ static cairn_status ds_after_create(void *self, cairn_session *s, cairn_coordina
   cairn_status st = cairn_session_global_step(s, &step);
   if (st) return st;
   cairn_dataset_reset(d->ds);
-  if (cairn_latest_checkpoint(d->dir, path, sizeof path) != CAIRN_OK) return CAIRN_OK;
+  if (d->dir && cairn_latest_checkpoint(d->dir, path, sizeof path) == CAIRN_OK) st = import_position(d, path, step);
+  if (g_size == 1) return st;
+  /* --distributed: rank 0's position (the other ranks have no DIR), with
+     whether rank 0 got it, so that every rank takes part in the broadcast. */
+  cairn_dataset_state pos;
+  cairn_dataset_export(d->ds, &pos);
+  uint64_t w[5] = {st == CAIRN_OK, pos.seed, (uint64_t)pos.size, (uint64_t)pos.epoch, (uint64_t)pos.position};
+  cairn_status bs = dist_broadcast(w, sizeof w);
+  if (g_rank == 0 || st) return st ? st : bs;
+  if (bs) return cairn_session_fail(s, bs, "DataPositionHook: %s", cairn_errmsg());
+  if (!w[0])
+    return cairn_session_fail(s, CAIRN_E_UNAVAILABLE, "DataPositionHook: rank 0 could not restore its data position");
+  cairn_dataset_state ds = {w[1], (int64_t)w[2], (int64_t)w[3], (int64_t)w[4]};
+  return cairn_dataset_import(d->ds, &ds);
+}
+
+/* The data position saved in checkpoint `path`, if its step is `step`. */
+static cairn_status import_position(data_state *d, const char *path, int64_t step) {
+  cairn_status st;
   cairn_saver_meta *meta;
   if ((st = cairn_saver_meta_read(path, &meta)) != CAIRN_OK) return st;
   int64_t ck_step;
@@ -429,13 +505,15 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   cairn_dataset *ds = NULL;
   cairn_event_writer *events = NULL;
   cairn_summary_writer sw;
-  cairn_hook *hooks[4] = {NULL, NULL, NULL, NULL};
+  cairn_hook *hooks[5] = {NULL, NULL, NULL, NULL, NULL};
+  size_t n_hooks = 0;
+  int chief = g_rank == 0;
   cairn_session_creator *creator = NULL;
   cairn_monitored_session *ms = NULL;
   cairn_status st;
   int ret = 1;
   char hbuf[256];
-  data_state dst = {NULL, NULL, f->dir};
+  data_state dst = {NULL, NULL, chief ? f->dir : NULL};
 
   cairn_dataset_config dc = {f->batch, 1, f->seed, 1, 0};
   if ((st = cairn_dataset_new(&d->xtr, d->ytr, &dc, &ds)) != CAIRN_OK) return report_error("dataset", st, NULL);
@@ -472,8 +550,8 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   co.listeners = &lis;
   co.n_listeners = 1;
   /* TensorBoard: an event file in DIR with the progress numbers, the test
-     accuracy and a CHECKPOINT session log per save. */
-  if ((st = cairn_event_writer_new(f->dir, NULL, &events)) != CAIRN_OK) {
+     accuracy and a CHECKPOINT session log per save (rank 0 only). */
+  if (chief && (st = cairn_event_writer_new(f->dir, NULL, &events)) != CAIRN_OK) {
     ret = report_error("event file", st, NULL);
     goto out;
   }
@@ -486,20 +564,33 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   po.max_steps = f->max_steps;
   po.fn = on_progress;
   po.fn_ctx = events;
-  if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[0])) != CAIRN_OK ||
-      (st = cairn_progress_hook_new(&po, &hooks[3])) != CAIRN_OK ||
-      (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[1])) != CAIRN_OK ||
-      (st = cairn_checkpoint_saver_hook_new(&co, &hooks[2])) != CAIRN_OK) {
+  /* --distributed: the CheckpointSaverHook and the progress output on rank
+     0 only; the BroadcastGlobalVariablesHook on every rank, after the data
+     position (whose hook broadcasts rank 0's) and after rank 0's save at
+     creation. */
+  if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[n_hooks++])) != CAIRN_OK ||
+      (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[n_hooks++])) != CAIRN_OK ||
+      (chief && (st = cairn_checkpoint_saver_hook_new(&co, &hooks[n_hooks++])) != CAIRN_OK)) {
+    ret = report_error("hooks", st, NULL);
+    goto out;
+  }
+#ifdef CAIRN_HAVE_MPI
+  if (g_mpi && (st = cairn_mpi_broadcast_hook_new(g_mpi, 0, &hooks[n_hooks++])) != CAIRN_OK) {
+    ret = report_error("hooks", st, NULL);
+    goto out;
+  }
+#endif
+  if (chief && (st = cairn_progress_hook_new(&po, &hooks[n_hooks++])) != CAIRN_OK) {
     ret = report_error("hooks", st, NULL);
     goto out;
   }
 
   char resumed[4096];
-  int have_ckpt = cairn_latest_checkpoint(f->dir, resumed, sizeof resumed) == CAIRN_OK;
+  int have_ckpt = chief && cairn_latest_checkpoint(f->dir, resumed, sizeof resumed) == CAIRN_OK;
   cairn_chief_session_creator_options cc = cairn_chief_session_creator_options_default();
   cc.registry = m->reg;
   cc.scaffold = sc;
-  cc.checkpoint_dir = rc->restore_file ? NULL : f->dir;
+  cc.checkpoint_dir = rc->restore_file || !chief ? NULL : f->dir;
   cc.checkpoint_filename_with_path = rc->restore_file;
   if ((st = cairn_chief_session_creator_new(&cc, &creator)) != CAIRN_OK) {
     ret = report_error("session creator", st, NULL);
@@ -509,7 +600,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   mo.registry = m->reg;
   mo.session_creator = creator;
   mo.hooks = hooks;
-  mo.n_hooks = 4;
+  mo.n_hooks = n_hooks;
   double t0 = now_secs();
   if ((st = cairn_monitored_session_new(&mo, &ms)) != CAIRN_OK) {
     ret = report_error("creating the monitored session", st, NULL);
@@ -522,20 +613,25 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   }
   start = step;
   /* TensorBoard drops the events a crashed run wrote past the restored step. */
-  if (step > 0 && (st = cairn_event_writer_add_session_log(events, CAIRN_SESSION_LOG_START, NULL, step + 1)) != CAIRN_OK)
+  if (events && step > 0 && (st = cairn_event_writer_add_session_log(events, CAIRN_SESSION_LOG_START, NULL, step + 1)) != CAIRN_OK)
     fprintf(stderr, PROG ": warning: event file: %s\n", cairn_errmsg());
   cairn_dataset_state pos;
   cairn_dataset_export(ds, &pos);
-  if (have_ckpt && !rc->restore_file)
+  if (!chief)
+    ;
+  else if (have_ckpt && !rc->restore_file)
     printf("resumed from %s at step %lld (epoch %lld, example %lld)\n", resumed, (long long)step, (long long)pos.epoch,
            (long long)pos.position);
   else if (rc->restore_file)
     printf("warm start from %s: initialized the output layer, step %lld\n", rc->restore_file, (long long)step);
   else
     printf("no checkpoint in %s: initialized a new model at step %lld\n", f->dir, (long long)step);
-  printf("model %lld-%s-%d, %lld parameters, batch %lld, %lld training and %lld test examples\n",
-         (long long)d->features, arch, CLASSES, (long long)cairn_mlp_num_params(m->mlp), (long long)f->batch,
-         (long long)d->xtr.shape[0], (long long)d->xte.shape[0]);
+  if (chief)
+    printf("model %lld-%s-%d, %lld parameters, batch %lld, %lld training and %lld test examples\n",
+           (long long)d->features, arch, CLASSES, (long long)cairn_mlp_num_params(m->mlp), (long long)f->batch,
+           (long long)d->xtr.shape[0], (long long)d->xte.shape[0]);
+  if (chief && g_size > 1)
+    printf("distributed over %d ranks: %lld examples of each batch per rank\n", g_size, (long long)(f->batch / g_size));
 
   int64_t bshape[2] = {f->batch, d->features}, yshape[1] = {f->batch};
   cairn_tensor *xb = NULL, *yb = NULL;
@@ -545,18 +641,31 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     ret = report_error("batch", st, NULL);
     goto out;
   }
-  if (step >= f->max_steps)
+  /* This rank's rows of each global batch (all of them on one process). */
+  int64_t row0, row1;
+  shard_rows(f->batch, &row0, &row1);
+  cairn_tensor xs, ys;
+  int64_t xsshape[2] = {row1 - row0, d->features}, ysshape[1] = {row1 - row0};
+  if ((st = cairn_tensor_view(&xs, cairn_tensor_f32(xb) + row0 * d->features, CAIRN_DTYPE_F32, 2, xsshape)) !=
+          CAIRN_OK ||
+      (st = cairn_tensor_view(&ys, cairn_tensor_i32(yb) + row0, CAIRN_DTYPE_I32, 1, ysshape)) != CAIRN_OK) {
+    cairn_tensor_free(xb);
+    cairn_tensor_free(yb);
+    ret = report_error("batch", st, NULL);
+    goto out;
+  }
+  if (chief && step >= f->max_steps)
     printf("already at step %lld (--max-steps %lld): nothing to train\n", (long long)step, (long long)f->max_steps);
   while (step < f->max_steps && !cairn_monitored_session_should_stop(ms)) {
     if ((st = cairn_dataset_next(ds, xb, yb)) != CAIRN_OK) break;
-    cairn_feed feeds[2] = {{"x", xb}, {"y", yb}};
+    cairn_feed feeds[2] = {{"x", &xs}, {"y", &ys}};
     cairn_fetch lf = {"loss", {0}};
     const cairn_op *ops[1] = {m->train};
     cairn_run_args a = one_op(ops, feeds, &lf, 1);
     if ((st = cairn_monitored_session_run(ms, &a)) != CAIRN_OK) break;
     if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step)) != CAIRN_OK) break;
     int last = step >= f->max_steps;
-    if (f->eval_every > 0 && (step % f->eval_every == 0 || last)) {
+    if (chief && f->eval_every > 0 && (step % f->eval_every == 0 || last)) {
       eval_args e = {m, d, 0, 0, 0};
       if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) != CAIRN_OK) break;
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
@@ -570,7 +679,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   cairn_tensor_free(yb);
   /* The end of every run that trained: the test accuracy reached, and how
      long this run took (unless --eval-every has just printed it). */
-  if (st == CAIRN_OK && step > start && !(f->eval_every > 0)) {
+  if (chief && st == CAIRN_OK && step > start && !(f->eval_every > 0)) {
     eval_args e = {m, d, 0, 0, 0};
     if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) == CAIRN_OK) {
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
@@ -592,14 +701,14 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     goto out;
   }
   char last[4096];
-  if (cairn_latest_checkpoint(f->dir, last, sizeof last) == CAIRN_OK)
+  if (chief && cairn_latest_checkpoint(f->dir, last, sizeof last) == CAIRN_OK)
     printf("done at step %lld: %s (%lld steps in %.1f s)\n", (long long)step, last, (long long)(step - start),
            now_secs() - t0);
   ret = 0;
 out:
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(creator);
-  for (int i = 0; i < 4; i++) cairn_hook_free(hooks[i]);
+  for (int i = 0; i < 5; i++) cairn_hook_free(hooks[i]);
   cairn_event_writer_free(events); /* after the hooks that use it */
   cairn_scaffold_free(sc);
   cairn_dataset_free(ds);
@@ -646,8 +755,9 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
   memset(&rc, 0, sizeof rc);
   memset(&d, 0, sizeof d);
   memset(&m, 0, sizeof m);
-  if (prepare_dir(f->dir)) return 1;
-  int resuming = cairn_latest_checkpoint(f->dir, own, sizeof own) == CAIRN_OK;
+  /* --distributed: only rank 0 touches DIR. */
+  if (g_rank == 0 && prepare_dir(f->dir)) return 1;
+  int resuming = g_rank == 0 && cairn_latest_checkpoint(f->dir, own, sizeof own) == CAIRN_OK;
   if (resuming) {
     if (hidden_from_checkpoint(own, f)) return 1;
   } else if (warm_start) {
@@ -661,8 +771,22 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
     }
     if (hidden_from_checkpoint(src, f)) return 1;
   }
+  if (g_size > 1) {
+    /* The architecture is rank 0's (its checkpoint's when it resumes). */
+    int64_t h[CAIRN_MLP_MAX_LAYERS + 1];
+    h[0] = f->n_hidden;
+    memcpy(h + 1, f->hidden, sizeof f->hidden);
+    if ((st = dist_broadcast(h, sizeof h)) != CAIRN_OK) return report_error("broadcasting the architecture", st, NULL);
+    if (h[0] < 1 || h[0] > CAIRN_MLP_MAX_LAYERS - 1)
+      return report_error("broadcasting the architecture", CAIRN_E_FORMAT, "bad layer count");
+    f->n_hidden = (int)h[0];
+    memcpy(f->hidden, h + 1, sizeof f->hidden);
+  }
   if (data_load(&d, f->data_dir)) goto out;
   if (model_new(&m, d.features, f->hidden, f->n_hidden, f->seed)) goto out;
+#ifdef CAIRN_HAVE_MPI
+  if (g_mpi) cairn_mlp_set_grads_hook(m.mlp, cairn_mpi_grads_fn, g_mpi);
+#endif
 
   if (warm_start && !resuming) {
     rc.restore_file = NULL;
@@ -822,11 +946,15 @@ int main(int argc, char **argv) {
   f.threads = 1;
   f.hidden[0] = 256;
   f.hidden[1] = 128;
-  int steps_given = 0, secs_given = 0;
+  int steps_given = 0, secs_given = 0, distributed = 0;
   for (int i = 2; i < argc; i++) {
     long long v;
     char why[512];
     const char *a = argv[i];
+    if (strcmp(a, "--distributed") == 0) {
+      distributed = 1;
+      continue;
+    }
     if (i + 1 >= argc) {
       snprintf(why, sizeof why, "%s: missing value or unknown option '%.100s'", mode, a);
       return usage(why);
@@ -859,10 +987,42 @@ int main(int argc, char **argv) {
   if (is_warm && (!f.method || (strcmp(f.method, "init_fn") && strcmp(f.method, "local_init_op") &&
                                 strcmp(f.method, "restore-option"))))
     return usage("warm-start needs --method init_fn, local_init_op or restore-option");
+  if (distributed && !is_train)
+    return usage("--distributed is for train only (eval and warm-start run in one process)");
+#ifndef CAIRN_HAVE_MPI
+  if (distributed) {
+    fprintf(stderr, PROG ": --distributed: this cairn was built without MPI (configure --with-mpi; Debian: "
+                         "apt-get install libopenmpi-dev openmpi-bin)\n");
+    return 2;
+  }
+#endif
   if (f.threads > 0) {
     cairn_status st = cairn_set_num_threads(f.threads);
     if (st) return report_error("--threads", st, NULL);
   }
   if (is_eval) return cmd_eval(&f);
+#ifdef CAIRN_HAVE_MPI
+  if (distributed) {
+    cairn_status st = cairn_mpi_init(NULL, &argc, &argv, &g_mpi);
+    if (st) return report_error("--distributed: MPI", st, NULL);
+    g_rank = cairn_mpi_rank(g_mpi);
+    g_size = cairn_mpi_size(g_mpi);
+    if (f.batch % g_size != 0) {
+      if (g_rank == 0)
+        fprintf(stderr, PROG ": --distributed: --batch-size %lld is not a multiple of the %d ranks\n",
+                (long long)f.batch, g_size);
+      cairn_mpi_free(g_mpi);
+      return 2;
+    }
+    int ret = cmd_train_or_warm(&f, 0);
+    if (ret != 0 && g_size > 1) {
+      /* The other ranks may be inside a collective: end the whole job. */
+      fprintf(stderr, PROG ": rank %d of %d failed: ending the job\n", g_rank, g_size);
+      cairn_mpi_abort(g_mpi, ret);
+    }
+    cairn_mpi_free(g_mpi);
+    return ret;
+  }
+#endif
   return cmd_train_or_warm(&f, is_warm);
 }

@@ -121,6 +121,11 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_allreduce_mean(cairn_mpi *c, ca
 /* cairn_mpi_allreduce_mean(user, grads, n) as a cairn_grads_fn
  * (cairn/model.h): cairn_mlp_set_grads_hook(mlp, cairn_mpi_grads_fn, c). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_grads_fn(void *user, cairn_tensor *const *grads, size_t n);
+/* Broadcasts buf[0..bytes) from root to every rank (small host data: a
+ * data position, a configuration). Every rank passes the same bytes.
+ * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (root), CAIRN_E_DEADLINE,
+ * CAIRN_E_UNAVAILABLE. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_broadcast(cairn_mpi *c, void *buf, size_t bytes, int root);
 /* Horovod's broadcast_global_variables(root): every GLOBAL variable of r
  * (creation order; LOCAL ones are per-rank and not sent) and its
  * initialized flag become root's, bytes for bytes. The ranks first agree
