@@ -43,7 +43,6 @@ static void fill(cairn_tensor *t, float lo, float hi, uint64_t seed) {
   for (int64_t i = 0; i < t->size; i++) p[i] = lo + (hi - lo) * cairn_rng_uniform(&r);
 }
 
-static double close_rel(double got, double want) { return fabs(got - want) / fmax(fabs(want), 1e-3); }
 
 /* ---- dense ------------------------------------------------------------- */
 
