@@ -43,7 +43,6 @@ static void fill(cairn_tensor *t, float lo, float hi, uint64_t seed) {
   for (int64_t i = 0; i < t->size; i++) p[i] = lo + (hi - lo) * cairn_rng_uniform(&r);
 }
 
-
 /* ---- dense ------------------------------------------------------------- */
 
 Test(nn, dense_forward_matches_naive) {
