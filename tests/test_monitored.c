@@ -63,6 +63,7 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include "rm_tree.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -86,27 +87,6 @@
 /* ==== fixtures ==================================================================== */
 
 static char g_dir[256];
-
-static void rm_tree(const char *path) {
-  struct stat sb;
-  if (lstat(path, &sb) != 0) return;
-  if (S_ISDIR(sb.st_mode)) {
-    DIR *d = opendir(path);
-    if (d) {
-      struct dirent *de;
-      while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char sub[1200];
-        snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
-        rm_tree(sub);
-      }
-      closedir(d);
-    }
-    rmdir(path);
-  } else {
-    unlink(path);
-  }
-}
 
 static int count_files(const char *dir) {
   DIR *d = opendir(dir);

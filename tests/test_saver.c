@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include "rm_tree.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,27 +35,6 @@
 
 static char g_dir[256];
 static char g_moved[300];
-
-static void rm_tree(const char *path) {
-  struct stat sb;
-  if (lstat(path, &sb) != 0) return;
-  if (S_ISDIR(sb.st_mode)) {
-    DIR *d = opendir(path);
-    if (d) {
-      struct dirent *de;
-      while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char sub[1200];
-        snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
-        rm_tree(sub);
-      }
-      closedir(d);
-    }
-    rmdir(path);
-  } else {
-    unlink(path);
-  }
-}
 
 static void make_dir(void) {
   const char *tmp = getenv("TMPDIR");
