@@ -38,9 +38,11 @@ cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_ten
 cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
 
 /* C = alpha·op(A)·op(B) + beta·C, row-major, through cblas_sgemm in
- * shape-determined blocks: same bits for any thread count (gemm.c). */
+ * shape-determined blocks: same bits for any thread count (gemm.c). With
+ * bias (N floats) non-NULL, beta must be 0 and every row of C starts as
+ * bias instead: C = alpha·op(A)·op(B) + bias. */
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                  const float *B, int ldb, float beta, float *C, int ldc);
+                  const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
 
 /* String and path helpers (path.c); the char * results are malloc'd, NULL
  * when out of memory. */
