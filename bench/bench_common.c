@@ -166,6 +166,7 @@ static void context(const bench_opts *o) {
 
 int bench_begin(const char *suite, int *argc, char **argv, bench_opts *o) {
   suite_name = suite;
+  cairn_blas_coretype_fix(argv); /* OpenBLAS's slow fallback core: re-run with a fitting one */
   o->threads = 1;
   o->repeats = 7;
   o->quick = 0;

@@ -4,8 +4,8 @@
  *   (smaller sizes and fewer repeats, for `make bench` smoke runs),
  *   --no-machine (skip measuring peak and bandwidth).
  * - The machine context: CPU model, cores, ISA chosen, OpenBLAS core and
- *   threads, peak GFLOP/s measured by an AVX2 FMA loop (bench_fma.c, the
- *   only bench file built with -mavx2 -mfma) and memory bandwidth measured
+ *   threads, peak GFLOP/s measured by an FMA loop (bench_fma.c: AVX2, and
+ *   AVX-512 where the CPU has it) and memory bandwidth measured
  *   by a STREAM-like triad a = b + s·c and an in-place update y += s·x, at
  *   the run's thread count. Bytes count explicit reads and writes only
  *   (STREAM's rule): triad 12 B/element, in-place update 12 B/element.
@@ -61,8 +61,8 @@ void bench_emit(const char *name, const char *params, bench_stats v, const char 
 /* Prints a table heading on stderr. */
 void bench_section(const char *title);
 
-/* bench_fma.c: GFLOP/s of an FMA loop run by `threads` threads (0 if this
- * build or CPU has no AVX2+FMA). */
+/* bench_fma.c: GFLOP/s of an FMA loop run by `threads` threads, the wider
+ * of AVX2 and AVX-512 (0 if this build or CPU has no AVX2+FMA). */
 double bench_fma_peak(int threads);
 
 #endif

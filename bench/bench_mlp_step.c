@@ -38,6 +38,7 @@ static void fill(float *p, size_t n, uint64_t seed) {
   } while (0)
 
 int main(int argc, char **argv) {
+  cairn_blas_coretype_fix(argv);
   int64_t B = 256;
   int rounds = 7, steps = 10, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -38,6 +38,7 @@ static void check(cairn_mpi *c, cairn_status st, const char *what) {
 }
 
 int main(int argc, char **argv) {
+  cairn_blas_coretype_fix(argv); /* before MPI_Init: the exec keeps the pid */
   cairn_mpi *c;
   cairn_status st = cairn_mpi_init(NULL, &argc, &argv, &c);
   if (st) {

@@ -86,6 +86,9 @@ static cairn_status load_mnist(const char *dir, const char *images, const char *
 }
 
 int main(int argc, char **argv) {
+  /* An OpenBLAS older than the CPU runs its slow SSE3 kernels: re-run this
+   * program with OPENBLAS_CORETYPE set (runtime.h). */
+  cairn_blas_coretype_fix(argv);
   const char *data = NULL;
   int epochs = 5, threads = 0;
   int64_t batch = 64;

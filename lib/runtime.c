@@ -1,10 +1,14 @@
 /* Version, ISA report and the one thread budget shared with OpenBLAS. */
+#define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
 #include <cblas.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #ifdef CAIRN_HAVE_OPENMP
 #include <omp.h>
@@ -71,6 +75,48 @@ cairn_status cairn_set_num_threads(int n) {
   return CAIRN_OK;
 }
 
+/* OpenBLAS cores without AVX2 kernels. Debian's OpenBLAS 0.3.21 does not
+ * know CPUs newer than itself (Intel Emerald Rapids, family 6 model 207,
+ * for one) and falls back to Prescott: SSE3 kernels, measured at a fifth of
+ * SkylakeX's speed on such a CPU (sgemm 32 vs 150-160 GFLOP/s per core). */
+static const char *const weak_cores[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                                         "Katmai", "Coppermine", "Northwood", "Banias", "Opteron",
+                                         "Opteron(SSE3)", "Barcelona", "Bobcat", "Sandybridge", "Bulldozer",
+                                         "Piledriver", "Steamroller", "Unknown"};
+
+const char *cairn_blas_coretype_advice(void) {
+  const char *set = getenv("OPENBLAS_CORETYPE");
+  if (set && *set) return NULL; /* the user chose */
+#ifdef HAVE_OPENBLAS_GET_CORENAME
+  const char *core = openblas_get_corename();
+  int weak = 0;
+  for (size_t i = 0; i < sizeof weak_cores / sizeof weak_cores[0]; i++)
+    if (core && strcasecmp(core, weak_cores[i]) == 0) weak = 1;
+  if (!weak) return NULL;
+  if (cairn__cpu_has_avx512()) return "SkylakeX";
+  if (cairn__cpu_has_avx2_fma()) return "Haswell";
+#endif
+  return NULL;
+}
+
+int cairn_blas_coretype_fix(char **argv) {
+  const char *advice = cairn_blas_coretype_advice();
+  if (!advice || !argv || !argv[0]) return 0;
+  const char *off = getenv("CAIRN_BLAS_REEXEC");
+  if (off && strcmp(off, "0") == 0) return 0;
+#ifdef HAVE_OPENBLAS_GET_CORENAME
+  fprintf(stderr, "%s: OpenBLAS chose its %s kernels for this CPU; re-running with OPENBLAS_CORETYPE=%s\n",
+          argv[0], openblas_get_corename(), advice);
+#endif
+  /* OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded: only a new
+   * image of the program can use it. The variable stays set, so the new
+   * image does not come back here. */
+  if (setenv("OPENBLAS_CORETYPE", advice, 1) != 0) return -1;
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the chosen core */
+  return -1;
+}
+
 char *cairn_runtime_info(char *buf, size_t len) {
   if (!buf || len == 0) return buf;
   const char *isa = cairn_isa_name();
@@ -96,5 +142,9 @@ char *cairn_runtime_info(char *buf, size_t len) {
            "parallel %s",
            cairn_version_string(), isa, cairn__cpu_has_avx2_fma() ? "yes" : "no",
            want ? ", CAIRN_ISA=" : "", want ? want : "", omp, cairn_get_num_threads(), core, par);
+  const char *advice = cairn_blas_coretype_advice();
+  size_t used = strlen(buf);
+  if (advice && used + 1 < len)
+    snprintf(buf + used, len - used, " (slow for this CPU: set OPENBLAS_CORETYPE=%s)", advice);
   return buf;
 }

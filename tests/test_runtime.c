@@ -1,4 +1,5 @@
 /* Version, ISA selection and the thread budget. */
+#define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
 #include <criterion/criterion.h>
@@ -51,4 +52,27 @@ Test(runtime, thread_budget) {
   char buf[512];
   cairn_runtime_info(buf, sizeof buf);
   cr_assert(strstr(buf, "threads 2"), "%s", buf);
+}
+
+/* The advice names a core only when OpenBLAS fell back to kernels without
+ * AVX2 on a CPU that has them, and never overrides the user's choice. */
+Test(runtime, blas_coretype_advice) {
+  const char *before = getenv("OPENBLAS_CORETYPE");
+  char *saved = before ? strdup(before) : NULL;
+  const char *advice = cairn_blas_coretype_advice();
+  if (advice) {
+    cr_assert(!strcmp(advice, "SkylakeX") || !strcmp(advice, "Haswell"), "%s", advice);
+    cr_assert(cairn__cpu_has_avx2_fma());
+    cr_assert_eq(!strcmp(advice, "SkylakeX"), cairn__cpu_has_avx512());
+    char buf[512];
+    cairn_runtime_info(buf, sizeof buf);
+    cr_assert(strstr(buf, advice), "runtime info carries the advice: %s", buf);
+  }
+  cr_assert_eq(setenv("OPENBLAS_CORETYPE", "Haswell", 1), 0);
+  cr_assert_null(cairn_blas_coretype_advice(), "a core the user chose is left alone");
+  char *argv[] = {"test_runtime", NULL};
+  cr_assert_eq(cairn_blas_coretype_fix(argv), 0, "nothing to fix: no exec");
+  if (saved) setenv("OPENBLAS_CORETYPE", saved, 1);
+  else unsetenv("OPENBLAS_CORETYPE");
+  free(saved);
 }

@@ -915,6 +915,7 @@ out:
 /* ---- main -------------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
+  cairn_blas_coretype_fix(argv); /* OpenBLAS's slow fallback core: re-run with a fitting one */
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) return usage(NULL);
   const char *mode = argv[1];

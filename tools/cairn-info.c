@@ -7,9 +7,16 @@
 
 int main(int argc, char **argv) {
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: cairn-info [--version]\n"
+    printf("usage: cairn-info [--version | --blas-coretype]\n"
            "Prints cairn's run-time configuration: kernel ISA (CAIRN_ISA=ref|avx2 forces one),\n"
-           "OpenBLAS core and threading, and the thread budget (CAIRN_NUM_THREADS, OMP_NUM_THREADS).\n");
+           "OpenBLAS core and threading, and the thread budget (CAIRN_NUM_THREADS, OMP_NUM_THREADS).\n"
+           "--blas-coretype prints the OPENBLAS_CORETYPE this CPU needs when OpenBLAS fell back to\n"
+           "kernels without AVX2 (nothing when its choice is fine or OPENBLAS_CORETYPE is set).\n");
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--blas-coretype") == 0) {
+    const char *advice = cairn_blas_coretype_advice();
+    if (advice) printf("%s\n", advice);
     return 0;
   }
   if (argc > 1 && strcmp(argv[1], "--version") == 0) {

@@ -35,6 +35,22 @@ CAIRN_API int cairn_get_num_threads(void);
  * Writes at most len bytes (NUL-terminated); returns buf. */
 CAIRN_API char *cairn_runtime_info(char *buf, size_t len);
 
+/* OpenBLAS picks its kernels from cpuid when it is loaded, and a version
+ * older than the CPU falls back to its Prescott (SSE3) kernels: Debian 12's
+ * OpenBLAS 0.3.21 on Intel Emerald Rapids runs sgemm 5x slower than it
+ * could. cairn_blas_coretype_advice() returns the OPENBLAS_CORETYPE value
+ * to use ("SkylakeX" on AVX-512 CPUs, "Haswell" on AVX2+FMA ones) when
+ * OpenBLAS chose a core without AVX2 kernels and OPENBLAS_CORETYPE is
+ * unset; NULL when there is nothing to fix. */
+CAIRN_API const char *cairn_blas_coretype_advice(void);
+
+/* For a program's main(): when there is advice, sets OPENBLAS_CORETYPE,
+ * says so on stderr and re-executes the program (/proc/self/exe) with argv,
+ * before anything else has run. Returns 0 when nothing was to be done (or
+ * CAIRN_BLAS_REEXEC=0 turns it off), -1 when the exec failed (the program
+ * goes on with OpenBLAS's choice). cairn's own tools and benches call it. */
+CAIRN_API int cairn_blas_coretype_fix(char **argv);
+
 #ifdef __cplusplus
 }
 #endif

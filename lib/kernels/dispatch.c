@@ -65,6 +65,22 @@ int cairn__cpu_has_avx2_fma(void) {
 #endif
 }
 
+int cairn__cpu_has_avx512(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!cairn__cpu_has_avx2_fma()) return 0;
+  /* XCR0 bits 5-7: opmask and both halves of the ZMM state */
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 0xE0u) != 0xE0u) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  const unsigned f = 1u << 16, dq = 1u << 17, bw = 1u << 30, vl = 1u << 31;
+  return (b & (f | dq | bw | vl)) == (f | dq | bw | vl);
+#else
+  return 0;
+#endif
+}
+
 static const cairn__kernel_table *chosen = &table_ref;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 

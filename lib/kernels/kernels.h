@@ -79,6 +79,8 @@ const cairn__kernel_table *cairn__kernels_ref(void);
 const cairn__kernel_table *cairn__kernels_avx2(void);
 /* 1 if this CPU and OS can run the AVX2+FMA kernels. */
 int cairn__cpu_has_avx2_fma(void);
+/* AVX-512 F+DQ+BW+VL with the OS saving ZMM state (OpenBLAS's SkylakeX kernels) */
+int cairn__cpu_has_avx512(void);
 
 /* Each ISA's kernels, defined under lib/kernels/<isa>/. */
 #define CAIRN__KERNEL_DECLS(isa)                                                                   \
