@@ -9,7 +9,10 @@
  * Prints one JSON object (rank 0): examples/s over the global batch, the
  * median step time, and the allreduce time per step and its share.
  *
- *   bench_mpi [--batch B] [--steps K] [--rounds R] [--threads T]
+ *   bench_mpi [--batch B] [--steps K] [--rounds R] [--threads T] [--no-allreduce]
+ *
+ * --no-allreduce leaves the gradients unaveraged: the ranks' compute alone,
+ * to tell the allreduce's cost from the ranks slowing each other down.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -46,7 +49,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   int64_t B = 256;
-  int steps = 10, rounds = 5, threads = 0;
+  int steps = 10, rounds = 5, threads = 0, allreduce = 1;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--no-allreduce")) allreduce = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--batch")) B = atoll(argv[i + 1]);
     else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
@@ -68,7 +73,7 @@ int main(int argc, char **argv) {
   check(c, cairn_mlp_new(r, &cfg, &m), "mlp_new");
   check(c, cairn_registry_initialize_collection(r, CAIRN_COLL_GLOBAL), "initialize");
   check(c, cairn_mpi_broadcast_variables(c, r, 0), "broadcast");
-  if (size > 1) cairn_mlp_set_grads_hook(m, cairn_mpi_grads_fn, c);
+  if (size > 1 && allreduce) cairn_mlp_set_grads_hook(m, cairn_mpi_grads_fn, c);
 
   int64_t xs[2] = {rows, 784}, ys[1] = {rows};
   cairn_tensor *x, *y;
@@ -98,9 +103,10 @@ int main(int argc, char **argv) {
   if (rank == 0)
     printf("{\"bench\": \"mpi_step\", \"ranks\": %d, \"threads_per_rank\": %d, \"global_batch\": %lld, "
            "\"params\": %lld, \"step_ms\": %.3f, \"examples_per_s\": %.1f, \"allreduce_ms_per_step\": %.3f, "
-           "\"allreduce_share\": %.3f, \"allreduce_mb_per_step\": %.2f}\n",
+           "\"allreduce_share\": %.3f, \"allreduce_mb_per_step\": %.2f, \"allreduce\": %s}\n",
            size, cairn_get_num_threads(), (long long)B, (long long)cairn_mlp_num_params(m), 1e3 * step,
-           (double)B / step, 1e3 * ar, ar / step, size > 1 ? 4.0 * (double)cairn_mlp_num_params(m) / 1e6 : 0.0);
+           (double)B / step, 1e3 * ar, ar / step,
+           size > 1 && allreduce ? 4.0 * (double)cairn_mlp_num_params(m) / 1e6 : 0.0, allreduce ? "true" : "false");
   free(step_s);
   free(ar_s);
   cairn_tensor_free(x);
