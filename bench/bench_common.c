@@ -92,7 +92,15 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-/* STREAM-like loops over n floats per array (well beyond the L3). */
+size_t bench_beyond_cache_floats(void) {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  size_t bytes = l3 > 0 ? (size_t)l3 : 0;
+  if (bytes < (size_t)64 << 20) bytes = (size_t)64 << 20;
+  return bytes / sizeof(float);
+}
+
+/* STREAM-like loops over n floats per array, each thread on its own
+ * contiguous part (the same part it first touched). */
 static void bandwidth(size_t n, int reps, double *triad, double *inplace) {
   float *a = bench_alloc(n * sizeof(float)), *b = bench_alloc(n * sizeof(float)),
         *c = bench_alloc(n * sizeof(float));
@@ -102,17 +110,23 @@ static void bandwidth(size_t n, int reps, double *triad, double *inplace) {
     c[i] = 2.0f;
   }
   double bt = 1e30, bi = 1e30;
-  const float s = 0.5f;
   for (int r = 0; r < reps; r++) {
-    double t0 = bench_now();
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
-    double t1 = bench_now();
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) b[i] += 1e-6f * c[i];
-    double t2 = bench_now();
-    if (t1 - t0 < bt) bt = t1 - t0;
-    if (t2 - t1 < bi) bi = t2 - t1;
+    for (int which = BENCH_TRIAD; which <= BENCH_INPLACE; which++) {
+      double t0 = bench_now();
+#pragma omp parallel
+      {
+        int nt = 1, id = 0;
+#ifdef _OPENMP
+        nt = omp_get_num_threads();
+        id = omp_get_thread_num();
+#endif
+        size_t per = (n + (size_t)nt - 1) / (size_t)nt, lo = (size_t)id * per, hi = lo + per < n ? lo + per : n;
+        if (lo < hi) bench_stream_part(which, a, b, c, which == BENCH_TRIAD ? 0.5f : 1e-6f, lo, hi);
+      }
+      double dt = bench_now() - t0;
+      double *best = which == BENCH_TRIAD ? &bt : &bi;
+      if (dt < *best) *best = dt;
+    }
   }
   /* STREAM reports the best time */
   *triad = 12.0 * (double)n / bt * 1e-9;
@@ -137,8 +151,11 @@ static void context(const bench_opts *o) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (o->machine) {
     bench_mach.peak_gflops = bench_fma_peak(o->threads);
-    bandwidth(o->quick ? (size_t)16 << 20 : (size_t)32 << 20, o->quick ? 5 : 10, &bench_mach.triad_gbs,
-              &bench_mach.inplace_gbs);
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    bench_mach.l3_bytes = l3 > 0 ? (size_t)l3 : 0;
+    size_t n = o->quick ? (size_t)16 << 20 : bench_beyond_cache_floats();
+    bench_mach.array_bytes = n * sizeof(float);
+    bandwidth(n, o->quick ? 5 : 10, &bench_mach.triad_gbs, &bench_mach.inplace_gbs);
   }
   const char *cs = getenv("OPENBLAS_CORETYPE");
   printf("{\"context\": {\"suite\": ");
@@ -152,10 +169,10 @@ static void context(const bench_opts *o) {
   json_str(stdout, cs ? cs : "");
   printf(", \"openblas_threads\": %d, \"runtime\": ", blas_threads);
   json_str(stdout, info);
-  printf(", \"peak_gflops_fma\": %.1f, \"triad_gbs\": %.1f, \"inplace_update_gbs\": %.1f, \"repeats\": %d, "
-         "\"quick\": %s}}\n",
-         bench_mach.peak_gflops, bench_mach.triad_gbs, bench_mach.inplace_gbs, o->repeats,
-         o->quick ? "true" : "false");
+  printf(", \"peak_gflops_fma\": %.1f, \"triad_gbs\": %.1f, \"inplace_update_gbs\": %.1f, \"l3_bytes\": %zu, "
+         "\"bandwidth_array_bytes\": %zu, \"repeats\": %d, \"quick\": %s}}\n",
+         bench_mach.peak_gflops, bench_mach.triad_gbs, bench_mach.inplace_gbs, bench_mach.l3_bytes,
+         bench_mach.array_bytes, o->repeats, o->quick ? "true" : "false");
   fflush(stdout);
   fprintf(stderr, "== %s: %s; %ld cores; %d thread(s); isa %s; OpenBLAS core %s, %d thread(s)\n", suite_name,
           model, cores, o->threads, cairn_isa_name(), core, blas_threads);

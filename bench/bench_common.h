@@ -40,6 +40,8 @@ typedef struct bench_machine {
   double peak_gflops;   /* FMA loop, all run threads; 0 if not measured */
   double triad_gbs;     /* a = b + s·c */
   double inplace_gbs;   /* y += s·x */
+  size_t l3_bytes;      /* last-level cache, from sysconf (0: unknown) */
+  size_t array_bytes;   /* bytes per array of the bandwidth loops */
 } bench_machine;
 
 extern bench_machine bench_mach;
@@ -64,5 +66,12 @@ void bench_section(const char *title);
 /* bench_fma.c: GFLOP/s of an FMA loop run by `threads` threads, the wider
  * of AVX2 and AVX-512 (0 if this build or CPU has no AVX2+FMA). */
 double bench_fma_peak(int threads);
+/* bench_fma.c: elements [lo, hi) of the triad a = b + s·c (BENCH_TRIAD) or
+ * of the in-place update b += s·c (BENCH_INPLACE), vectorized. */
+enum { BENCH_TRIAD, BENCH_INPLACE };
+void bench_stream_part(int which, float *a, float *b, const float *c, float s, size_t lo, size_t hi);
+/* Floats per array for a measurement of memory, not cache: each array at
+ * least as large as the last-level cache (sysconf; 64 MiB at least). */
+size_t bench_beyond_cache_floats(void);
 
 #endif

@@ -1,8 +1,10 @@
 /* bench_kernels: every elementwise kernel of the private kernel table, the
  * scalar reference next to AVX2, in GB/s of explicit reads + writes and as
  * a fraction of this machine's measured in-place-update bandwidth.
- * Buffers are preallocated and touched; n floats per array (16 M = 64 MB,
- * beyond the L3; 4 M with --quick); each thread runs the kernel on its own
+ * Buffers are preallocated and touched; n floats per array, each array at
+ * least as large as the last-level cache (so that the kernels stream from
+ * memory, as the bandwidth loops do; 4 M floats with --quick, which may sit
+ * in a large L3); each thread runs the kernel on its own
  * contiguous part, as lib/parallel.c does. Rows (softmax, cross-entropy)
  * are 1000 long. Rounds interleave ref and AVX2.
  *
@@ -112,7 +114,7 @@ int main(int argc, char **argv) {
   if (bench_begin("kernels", &argc, argv, &o)) return 2;
   const cairn__kernel_table *ref = cairn__kernels_ref(), *avx = cairn__kernels_avx2();
   if (avx && !cairn__cpu_has_avx2_fma()) avx = NULL;
-  N = (o.quick ? (size_t)4 << 20 : (size_t)16 << 20) / ROW * ROW;
+  N = (o.quick ? (size_t)4 << 20 : bench_beyond_cache_floats()) / ROW * ROW;
   X = bench_alloc(N * sizeof(float));
   Y = bench_alloc(N * sizeof(float));
   Z = bench_alloc(N * sizeof(float));
