@@ -7,8 +7,9 @@
 #
 # Default: quick sizes (kernels on 4 M floats, 3 dense shapes, fewer
 # repeats, the small checkpoint set, one PyTorch pass). --full: the sizes of
-# bench/RESULTS.md (16 M floats, 6 shapes, 7 repeats, 107 MB checkpoints,
-# 3 interleaved passes against PyTorch).
+# bench/RESULTS.md (kernel arrays as large as the last-level cache, 6
+# shapes, 7 repeats, 107 MB checkpoints, 3 interleaved passes against
+# PyTorch). MPI builds add bench_mpi (3 interleaved pairs) either way.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 full= threads="1 2" torch=yes
@@ -55,6 +56,33 @@ def walk(o, p=""):
 walk(j)
 PY
 done
+# MPI builds: 2 ranks x 1 thread against 1 rank x 2 threads (issue 7),
+# three interleaved pairs, plus the 2 ranks' compute alone (--no-allreduce).
+# --bind-to none: Open MPI would otherwise pin a 2-thread rank to one core.
+if [ -x bench/bench_mpi ] && command -v mpirun >/dev/null 2>&1; then
+  [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  echo "run-bench: mpi, 2 ranks x 1 thread vs 1 rank x 2 threads" >&2
+  : >$res/mpi.json
+  for pass in 1 2 3; do
+    mpirun --bind-to none --oversubscribe -np 2 ./bench/bench_mpi --threads 1 >>$res/mpi.json || fail=1
+    mpirun --bind-to none -np 1 ./bench/bench_mpi --threads 2 >>$res/mpi.json || fail=1
+    mpirun --bind-to none --oversubscribe -np 2 ./bench/bench_mpi --threads 1 --no-allreduce >>$res/mpi.json || fail=1
+  done
+  /usr/bin/python3 - $res/mpi.json <<'PY' 2>/dev/null | tee -a $res/tables.txt >&2 || true
+import json, statistics as st, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+two = [r for r in rows if r["ranks"] == 2 and r["allreduce"]]
+one = [r for r in rows if r["ranks"] == 1]
+alone = [r for r in rows if r["ranks"] == 2 and not r["allreduce"]]
+print("\n-- mpi: MLP 784-1024-1024-10, Adam, global batch 256 (medians of %d passes)" % len(two))
+for name, rs in (("2 ranks x 1 thread", two), ("1 rank x 2 threads", one), ("2 ranks, no allreduce", alone)):
+    print("%-24s %10.0f examples/s %8.2f ms/step  allreduce %.2f ms (%.0f %%)" % (name,
+          st.median(r["examples_per_s"] for r in rs), st.median(r["step_ms"] for r in rs),
+          st.median(r["allreduce_ms_per_step"] for r in rs), 100 * st.median(r["allreduce_share"] for r in rs)))
+ratios = [a["examples_per_s"] / b["examples_per_s"] for a, b in zip(two, one)]
+print("2 ranks / 1 rank: median %.3f (passes: %s)" % (st.median(ratios), ", ".join("%.3f" % r for r in ratios)))
+PY
+fi
 if [ $torch = yes ]; then
   if [ -n "$full" ]; then
     sh "$here/compare-pytorch.sh" -B . -t "$threads" >$res/compare-pytorch.json 2>>$res/tables.txt || fail=1

@@ -28,7 +28,14 @@ struct act_ctx {
   float *out;
   size_t cols; /* row length for the row-wise activations */
   const cairn__kernel_table *k;
+  int stream; /* out is larger than the cache: streaming stores */
 };
+
+/* Streaming stores pay when the output exceeds the last-level cache and
+ * is not one of the inputs (kernels.h). */
+static int use_stream(const float *out, const float *in0, const float *in1, size_t n) {
+  return n * sizeof(float) >= cairn__stream_min_bytes() && out != in0 && out != in1;
+}
 
 static void fwd_range(void *p, size_t lo, size_t hi) {
   const struct act_ctx *c = p;
@@ -36,6 +43,7 @@ static void fwd_range(void *p, size_t lo, size_t hi) {
   const float *x = c->in0 + lo;
   float *y = c->out + lo;
   size_t n = hi - lo;
+  cairn__kernels_stream = c->stream;
   switch (c->act) {
     case CAIRN_ACT_RELU: k->relu_fwd(x, y, n); break;
     case CAIRN_ACT_LEAKY_RELU: k->leaky_relu_fwd(x, y, n, c->alpha); break;
@@ -45,6 +53,7 @@ static void fwd_range(void *p, size_t lo, size_t hi) {
     case CAIRN_ACT_GELU_TANH: k->gelu_tanh_fwd(x, y, n); break;
     default: break;
   }
+  cairn__kernels_stream = 0;
 }
 
 static void bwd_range(void *p, size_t lo, size_t hi) {
@@ -53,6 +62,7 @@ static void bwd_range(void *p, size_t lo, size_t hi) {
   const float *a = c->in0 + lo, *dy = c->in1 + lo;
   float *dx = c->out + lo;
   size_t n = hi - lo;
+  cairn__kernels_stream = c->stream;
   switch (c->act) {
     case CAIRN_ACT_RELU: k->relu_bwd(a, dy, dx, n); break;
     case CAIRN_ACT_LEAKY_RELU: k->leaky_relu_bwd(a, dy, dx, n, c->alpha); break;
@@ -62,6 +72,7 @@ static void bwd_range(void *p, size_t lo, size_t hi) {
     case CAIRN_ACT_GELU_TANH: k->gelu_tanh_bwd(a, dy, dx, n); break;
     default: break;
   }
+  cairn__kernels_stream = 0;
 }
 
 static void rows_fwd(void *p, size_t lo, size_t hi) {
@@ -114,7 +125,8 @@ cairn_status cairn_act_forward(cairn_act a, float alpha, const cairn_tensor *X, 
   cairn_status s;
   if ((s = check_act(fn, a)) || (s = check_same(fn, "X", X, "Y", Y))) return s;
   if (a == CAIRN_ACT_IDENTITY) return cairn_tensor_copy(Y, X);
-  struct act_ctx c = {a, alpha, X->data, NULL, Y->data, row_len(X), cairn__kernels()};
+  struct act_ctx c = {a, alpha, X->data, NULL, Y->data, row_len(X), cairn__kernels(),
+                      use_stream(Y->data, X->data, NULL, (size_t)Y->size)};
   if (is_rowwise(a)) {
     if (c.cols > 0) cairn__par_rows((size_t)X->size / c.cols, c.cols, rows_fwd, &c);
   } else {
@@ -133,7 +145,8 @@ cairn_status cairn_act_backward(cairn_act a, float alpha, const cairn_tensor *X,
   int needs_y = a == CAIRN_ACT_SIGMOID || a == CAIRN_ACT_TANH || is_rowwise(a);
   const cairn_tensor *ref = needs_y ? Y : X;
   if ((s = check_same(fn, needs_y ? "Y" : "X", ref, "dY", dY))) return s;
-  struct act_ctx c = {a, alpha, ref->data, dY->data, dX->data, row_len(dY), cairn__kernels()};
+  struct act_ctx c = {a, alpha, ref->data, dY->data, dX->data, row_len(dY), cairn__kernels(),
+                      use_stream(dX->data, ref->data, dY->data, (size_t)dX->size)};
   if (is_rowwise(a)) {
     if (c.cols > 0) cairn__par_rows((size_t)dY->size / c.cols, c.cols, rows_bwd, &c);
   } else {

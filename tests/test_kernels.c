@@ -269,6 +269,42 @@ Test(kernels, avx2_leaky_relu_matches_ref) {
   }
 }
 
+/* Streaming stores (outputs larger than the cache) change how y is
+ * written, never what: same bits as ordinary stores for every kernel, at
+ * every alignment of y, with nothing written outside y; in place (where
+ * streaming is not used) still right. */
+Test(kernels, avx2_streaming_stores_same_bits) {
+  const cairn__kernel_table *A = avx2_or_skip();
+  static const size_t slens[] = {63, 64, 65, 71, 100, 1000};
+  uint64_t seed = 11;
+  for (size_t k = 0; k < sizeof kcases / sizeof kcases[0]; k++) {
+    const kcase *c = &kcases[k];
+    for (size_t l = 0; l < sizeof slens / sizeof slens[0]; l++)
+      for (size_t off = 0; off < 8; off++) {
+        const size_t n = slens[l];
+        buf a = buf_new(n, (off * 3) % 8), b = buf_new(n, off), y0 = buf_new(n, off), y1 = buf_new(n, off);
+        c->gen(a.p, c->arity == 2 ? b.p : NULL, n, &seed);
+        for (int stream = 0; stream < 2; stream++) {
+          cairn__kernels_stream = stream;
+          float *y = stream ? y1.p : y0.p;
+          if (c->arity == 1) FN(A, un_fn, c->off)(a.p, y, n);
+          else FN(A, bin_fn, c->off)(a.p, b.p, y, n);
+          cairn__kernels_stream = 0;
+        }
+        cr_assert(memcmp(y0.p, y1.p, n * sizeof(float)) == 0, "%s n=%zu off=%zu: streamed bits differ", c->name,
+                  n, off);
+        cr_assert(guards_ok(&y1), "%s n=%zu off=%zu: streamed past the end", c->name, n, off);
+        cairn__kernels_stream = 1; /* in place: ordinary stores whatever the flag */
+        if (c->arity == 1) FN(A, un_fn, c->off)(a.p, a.p, n);
+        else FN(A, bin_fn, c->off)(a.p, b.p, b.p, n);
+        cairn__kernels_stream = 0;
+        cr_assert(memcmp(c->arity == 1 ? a.p : b.p, y0.p, n * sizeof(float)) == 0, "%s n=%zu: in place", c->name,
+                  n);
+        buf_free(&a), buf_free(&b), buf_free(&y0), buf_free(&y1);
+      }
+  }
+}
+
 /* The value computed for an element must not depend on where it sits
  * (vector body or masked tail) nor on n. */
 Test(kernels, avx2_value_independent_of_position) {

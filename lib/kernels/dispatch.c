@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/kernels.h"
 
@@ -83,6 +84,20 @@ int cairn__cpu_has_avx512(void) {
 
 static const cairn__kernel_table *chosen = &table_ref;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+_Thread_local int cairn__kernels_stream;
+
+size_t cairn__stream_min_bytes(void) {
+  static size_t cached;
+  size_t m = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (m) return m;
+  const char *e = getenv("CAIRN_STREAM_MIN_BYTES");
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  m = e && *e ? (size_t)strtoull(e, NULL, 10) : l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
+  if (m == 0) m = 1;
+  __atomic_store_n(&cached, m, __ATOMIC_RELAXED);
+  return m;
+}
 
 static void choose(void) {
   const char *want = getenv("CAIRN_ISA");

@@ -71,6 +71,15 @@ typedef struct cairn__kernel_table {
   void (*adagrad)(float *w, float *acc, const float *g, size_t n, float lr);
 } cairn__kernel_table;
 
+/* Per thread: nonzero while a kernel's caller writes an output larger than
+ * the last-level cache (see cairn__stream_min_bytes); the AVX2 map loops
+ * then use streaming stores for outputs that are not also inputs. The ref
+ * kernels ignore it. Set it around a call and clear it after. */
+extern _Thread_local int cairn__kernels_stream;
+/* Output size from which streaming stores pay: the last-level cache
+ * (sysconf), 32 MiB when unknown; CAIRN_STREAM_MIN_BYTES overrides it. */
+size_t cairn__stream_min_bytes(void);
+
 /* The chosen table (never NULL). */
 const cairn__kernel_table *cairn__kernels(void);
 /* The reference table and, if compiled in, the AVX2 one (NULL otherwise):

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 /* ---- loops ---------------------------------------------------------------- */
 
 /* Lanes [0, r) set, for r in 0..8. */
@@ -23,11 +25,31 @@ static inline __m256i cairn__v_mask(size_t r) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* Streaming stores (cairn__kernels_stream, kernels.h): when the caller's
+ * whole output is larger than the last-level cache, an ordinary store
+ * first reads each line of y from memory (read for ownership) only to
+ * overwrite it, 50 % more traffic for y = f(x); _mm256_stream_ps skips the
+ * read. y is aligned to 32 bytes by a masked head vector first. Only for
+ * outputs distinct from the inputs. The values are the same either way. */
+static inline size_t cairn__v_stream_head(const float *y, size_t n) {
+  size_t mis = ((uintptr_t)y & 31u) / sizeof(float), head = mis ? 8 - mis : 0;
+  return head < n ? head : n;
+}
+
 /* y[i] = F(x[i]) for i < n: whole vectors, then one masked vector for the
  * tail (masked lanes load as 0 and are never stored). y may be x. */
 #define CAIRN__AVX2_MAP1(x, y, n, F)                                                               \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
+    if (cairn__kernels_stream && (const void *)(y) != (const void *)(x) && (n) >= 64) {           \
+      size_t h_ = cairn__v_stream_head((y), (n));                                                  \
+      if (h_) {                                                                                    \
+        const __m256i m_ = cairn__v_mask(h_);                                                      \
+        _mm256_maskstore_ps((y), m_, F(_mm256_maskload_ps((x), m_)));                              \
+      }                                                                                            \
+      for (i_ = h_; i_ + 8 <= (n); i_ += 8) _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((x) + i_))); \
+      _mm_sfence();                                                                                \
+    }                                                                                              \
     for (; i_ + 8 <= (n); i_ += 8) _mm256_storeu_ps((y) + i_, F(_mm256_loadu_ps((x) + i_)));      \
     if (i_ < (n)) {                                                                                \
       const __m256i m_ = cairn__v_mask((n)-i_);                                                    \
@@ -39,6 +61,17 @@ static inline __m256i cairn__v_mask(size_t r) {
 #define CAIRN__AVX2_MAP2(a, b, y, n, F)                                                            \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
+    if (cairn__kernels_stream && (const void *)(y) != (const void *)(a) &&                        \
+        (const void *)(y) != (const void *)(b) && (n) >= 64) {                                     \
+      size_t h_ = cairn__v_stream_head((y), (n));                                                  \
+      if (h_) {                                                                                    \
+        const __m256i m_ = cairn__v_mask(h_);                                                      \
+        _mm256_maskstore_ps((y), m_, F(_mm256_maskload_ps((a), m_), _mm256_maskload_ps((b), m_))); \
+      }                                                                                            \
+      for (i_ = h_; i_ + 8 <= (n); i_ += 8)                                                        \
+        _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_)));       \
+      _mm_sfence();                                                                                \
+    }                                                                                              \
     for (; i_ + 8 <= (n); i_ += 8)                                                                 \
       _mm256_storeu_ps((y) + i_, F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_)));         \
     if (i_ < (n)) {                                                                                \
