@@ -3,7 +3,7 @@
  * order alternates every round) because the machine is shared. Prints JSON
  * with medians over the rounds and the per-round figures.
  *
- *   bench_ckpt [--dir D] [--rounds R] [--small] [--no-sparse] [--threads T]
+ *   bench_ckpt [--dir D] [--rounds R] [--small] [--no-sparse] [--no-adam] [--threads T]
  *
  * The tensor set is an MLP-like state of 26.8 M float32 (107.3 MB: kernels
  * (784, 4096), (4096, 4096), (4096, 1664), (1664, 10) and their biases),
@@ -21,6 +21,12 @@
  *                 timed region (what torch.load pays: fresh memory)
  *   cairn_verify  cairn_ckpt_open + cairn_ckpt_verify + close
  *   sparse_save / sparse_load  the same shapes with 90 % zeros (LZ4 pays)
+ *   adam_*        the Adam slots of the same variables (m and v, names
+ *                 <var>/Adam and <var>/Adam_1, twice the bytes), filled by
+ *                 four Adam moment updates from N(0, 0.01²) gradients:
+ *                 plain write+fsync and hot read of the same bytes, cairn
+ *                 save and verified load (byte-shuffle + LZ4 finds what
+ *                 little there is to compress in m and v)
  * Files are removed before each write (not timed), so every write makes a
  * new file. MB are 10^6 bytes of tensor data. The directory is a fresh
  * one under --dir, else under $TMPDIR, else under the working directory;
@@ -44,7 +50,8 @@
 #include <cairn/tensor.h>
 
 #define MAX_ROUNDS 100
-#define N_TENSORS 8
+#define N_VARS 8
+#define MAX_TENSORS (2 * N_VARS)
 
 static double now(void) {
   struct timespec ts;
@@ -76,24 +83,28 @@ static double median(const double *v, int n) {
   } while (0)
 
 typedef struct tset {
-  const char *name[N_TENSORS];
-  int rank[N_TENSORS];
-  int64_t shape[N_TENSORS][2];
-  size_t off[N_TENSORS], bytes[N_TENSORS];
+  int n;
+  char name[MAX_TENSORS][48];
+  int rank[MAX_TENSORS];
+  int64_t shape[MAX_TENSORS][2];
+  size_t off[MAX_TENSORS], bytes[MAX_TENSORS];
   size_t total;
 } tset;
 
-/* The MLP-like set; --small divides the large dimensions by 16. */
-static void tset_init(tset *s, int small) {
-  static const char *names[N_TENSORS] = {"dense0/kernel", "dense0/bias", "dense1/kernel", "dense1/bias",
-                                         "dense2/kernel", "dense2/bias", "dense3/kernel", "dense3/bias"};
+/* The MLP-like set of variables, or (slots) their Adam slots: m for every
+ * variable, then v. --small divides the large dimensions by 16. */
+static void tset_init(tset *s, int small, int slots) {
+  static const char *names[N_VARS] = {"dense0/kernel", "dense0/bias", "dense1/kernel", "dense1/bias",
+                                      "dense2/kernel", "dense2/bias", "dense3/kernel", "dense3/bias"};
   int64_t d = small ? 16 : 1;
   const int64_t dims[4][2] = {{784, 4096 / d}, {4096 / d, 4096}, {4096, 1664 / d}, {1664 / d, 10}};
   s->total = 0;
-  for (int i = 0; i < N_TENSORS; i++) {
-    s->name[i] = names[i];
-    const int64_t *kd = dims[i / 2];
-    if (i % 2 == 0) {
+  s->n = slots ? 2 * N_VARS : N_VARS;
+  for (int i = 0; i < s->n; i++) {
+    const int v = i % N_VARS;
+    snprintf(s->name[i], sizeof s->name[i], "%s%s", names[v], !slots ? "" : i < N_VARS ? "/Adam" : "/Adam_1");
+    const int64_t *kd = dims[v / 2];
+    if (v % 2 == 0) {
       s->rank[i] = 2;
       s->shape[i][0] = kd[0];
       s->shape[i][1] = kd[1];
@@ -109,7 +120,7 @@ static void tset_init(tset *s, int small) {
 }
 
 static void views(const tset *s, unsigned char *slab, cairn_tensor *t) {
-  for (int i = 0; i < N_TENSORS; i++)
+  for (int i = 0; i < s->n; i++)
     if (cairn_tensor_view(&t[i], slab + s->off[i], CAIRN_DTYPE_F32, s->rank[i], s->shape[i])) DIE("view");
 }
 
@@ -118,6 +129,23 @@ static void fill(float *p, size_t n, uint64_t seed, int zero_pct) {
   cairn_rng_init(&r, seed, 11);
   for (size_t i = 0; i < n; i++)
     p[i] = zero_pct && (int)cairn_rng_below(&r, 100) < zero_pct ? 0.0f : cairn_rng_normal(&r);
+}
+
+/* Adam's m (p[0, n)) and v (p[n, 2n)) after four updates with gradients
+ * drawn from N(0, 0.01²), beta1 0.9, beta2 0.999. */
+static void fill_adam(float *p, size_t n, uint64_t seed) {
+  cairn_rng r;
+  cairn_rng_init(&r, seed, 12);
+  for (size_t i = 0; i < n; i++) {
+    float m = 0.0f, v = 0.0f;
+    for (int k = 0; k < 4; k++) {
+      float g = 0.01f * cairn_rng_normal(&r);
+      m = 0.9f * m + 0.1f * g;
+      v = 0.999f * v + 0.001f * g * g;
+    }
+    p[i] = m;
+    p[n + i] = v;
+  }
 }
 
 /* ---- the timed operations --------------------------------------------------- */
@@ -149,7 +177,7 @@ static void plain_read(const char *path, unsigned char *buf, size_t n) {
 static void cairn_save(const char *path, const tset *s, const cairn_tensor *t) {
   cairn_ckpt_writer *w;
   if (cairn_ckpt_writer_open(path, NULL, &w)) DIE("writer_open");
-  for (int i = 0; i < N_TENSORS; i++)
+  for (int i = 0; i < s->n; i++)
     if (cairn_ckpt_writer_add(w, s->name[i], &t[i])) {
       cairn_ckpt_writer_abort(w);
       DIE("writer_add");
@@ -160,7 +188,7 @@ static void cairn_save(const char *path, const tset *s, const cairn_tensor *t) {
 static void cairn_load(const char *path, const tset *s, cairn_tensor *t) {
   cairn_ckpt *c;
   if (cairn_ckpt_open(path, NULL, &c)) DIE("ckpt_open");
-  for (int i = 0; i < N_TENSORS; i++)
+  for (int i = 0; i < s->n; i++)
     if (cairn_ckpt_read(c, s->name[i], &t[i])) DIE("ckpt_read");
   cairn_ckpt_close(c);
 }
@@ -169,7 +197,7 @@ static void cairn_load(const char *path, const tset *s, cairn_tensor *t) {
 static void cairn_load_fresh(const char *path, const tset *s, cairn_tensor **t) {
   cairn_ckpt *c;
   if (cairn_ckpt_open(path, NULL, &c)) DIE("ckpt_open");
-  for (int i = 0; i < N_TENSORS; i++)
+  for (int i = 0; i < s->n; i++)
     if (cairn_tensor_new(CAIRN_DTYPE_F32, s->rank[i], s->shape[i], &t[i]) || cairn_ckpt_read(c, s->name[i], t[i]))
       DIE("ckpt_read (fresh)");
   cairn_ckpt_close(c);
@@ -210,9 +238,14 @@ static off_t file_size(const char *path) {
   return stat(path, &sb) ? -1 : sb.st_size;
 }
 
-enum { W, S, R, L, LF, V, SS, SL, N_OPS };
-static const char *op_names[N_OPS] = {"write_fsync", "cairn_save_fsync", "read_hot",          "cairn_load_verified",
-                                      "cairn_load_fresh", "cairn_verify", "sparse_cairn_save", "sparse_cairn_load"};
+enum { W, S, R, L, LF, V, SS, SL, AW, AS, AR, AL, N_OPS };
+static const char *op_names[N_OPS] = {
+    "write_fsync",  "cairn_save_fsync",      "read_hot",         "cairn_load_verified",
+    "cairn_load_fresh", "cairn_verify",      "sparse_cairn_save", "sparse_cairn_load",
+    "adam_write_fsync", "adam_cairn_save_fsync", "adam_read_hot",  "adam_cairn_load_verified"};
+static int op_skipped(int k, int sparse, int adam) {
+  return (!sparse && (k == SS || k == SL)) || (!adam && (k == AW || k == AS || k == AR || k == AL));
+}
 
 static void print_series(const char *name, const double *v, int n, const char *fmt) {
   printf("    \"%s\": [", name);
@@ -225,17 +258,19 @@ static void print_series(const char *name, const double *v, int n, const char *f
 
 int main(int argc, char **argv) {
   const char *dir_opt = NULL;
-  int rounds = 7, small = 0, sparse = 1, threads = 0;
+  int rounds = 7, small = 0, sparse = 1, adam = 1, threads = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir_opt = argv[++i];
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--small")) small = 1;
     else if (!strcmp(argv[i], "--no-sparse")) sparse = 0;
+    else if (!strcmp(argv[i], "--no-adam")) adam = 0;
     else rounds = -1;
   }
   if (rounds < 1 || rounds > MAX_ROUNDS) {
-    fprintf(stderr, "usage: bench_ckpt [--dir D] [--rounds R<=%d] [--small] [--no-sparse] [--threads T]\n",
+    fprintf(stderr,
+            "usage: bench_ckpt [--dir D] [--rounds R<=%d] [--small] [--no-sparse] [--no-adam] [--threads T]\n",
             MAX_ROUNDS);
     return 2;
   }
@@ -243,21 +278,27 @@ int main(int argc, char **argv) {
 
   const char *base = dir_opt ? dir_opt : getenv("TMPDIR");
   if (!base || !*base) base = ".";
-  char dir[4096], p_plain[4200], p_ckpt[4200], p_sparse[4200], fsbuf[32];
+  char dir[4096], p_plain[4200], p_ckpt[4200], p_sparse[4200], p_aplain[4200], p_adam[4200], fsbuf[32];
   snprintf(dir, sizeof dir, "%s/bench_ckpt.XXXXXX", base);
   if (!mkdtemp(dir)) DIE_ERRNO(dir);
   snprintf(p_plain, sizeof p_plain, "%s/plain.bin", dir);
   snprintf(p_ckpt, sizeof p_ckpt, "%s/dense.ckpt", dir);
   snprintf(p_sparse, sizeof p_sparse, "%s/sparse.ckpt", dir);
+  snprintf(p_aplain, sizeof p_aplain, "%s/adam.bin", dir);
+  snprintf(p_adam, sizeof p_adam, "%s/adam.ckpt", dir);
 
-  tset s;
-  tset_init(&s, small);
-  const size_t n = s.total;
+  tset s, sa;
+  tset_init(&s, small, 0);
+  tset_init(&sa, small, 1);
+  const size_t n = s.total, na = sa.total;
   /* Sources, destinations and the read buffer: allocated and written once
    * (pre-touched) before any timing. */
   unsigned char *src = cairn_alloc(n), *dst = cairn_alloc(n), *rbuf = cairn_alloc(n);
   unsigned char *sp_src = sparse ? cairn_alloc(n) : NULL, *sp_dst = sparse ? cairn_alloc(n) : NULL;
-  if (!src || !dst || !rbuf || (sparse && (!sp_src || !sp_dst))) DIE("alloc");
+  unsigned char *a_src = adam ? cairn_alloc(na) : NULL, *a_dst = adam ? cairn_alloc(na) : NULL,
+                *a_rbuf = adam ? cairn_alloc(na) : NULL;
+  if (!src || !dst || !rbuf || (sparse && (!sp_src || !sp_dst)) || (adam && (!a_src || !a_dst || !a_rbuf)))
+    DIE("alloc");
   fill((float *)src, n / sizeof(float), 1, 0);
   memset(dst, 0x5a, n);
   memset(rbuf, 0x5a, n);
@@ -265,12 +306,22 @@ int main(int argc, char **argv) {
     fill((float *)sp_src, n / sizeof(float), 2, 90);
     memset(sp_dst, 0x5a, n);
   }
-  cairn_tensor t_src[N_TENSORS], t_dst[N_TENSORS], t_sp_src[N_TENSORS], t_sp_dst[N_TENSORS];
+  if (adam) {
+    fill_adam((float *)a_src, na / 2 / sizeof(float), 3);
+    memset(a_dst, 0x5a, na);
+    memset(a_rbuf, 0x5a, na);
+  }
+  cairn_tensor t_src[MAX_TENSORS], t_dst[MAX_TENSORS], t_sp_src[MAX_TENSORS], t_sp_dst[MAX_TENSORS],
+      t_a_src[MAX_TENSORS], t_a_dst[MAX_TENSORS];
   views(&s, src, t_src);
   views(&s, dst, t_dst);
   if (sparse) {
     views(&s, sp_src, t_sp_src);
     views(&s, sp_dst, t_sp_dst);
+  }
+  if (adam) {
+    views(&sa, a_src, t_a_src);
+    views(&sa, a_dst, t_a_dst);
   }
 
   /* Warm-up, and a check that what is timed is right. */
@@ -290,7 +341,16 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  const off_t ckpt_bytes = file_size(p_ckpt), sparse_bytes = sparse ? file_size(p_sparse) : 0;
+  if (adam) {
+    cairn_save(p_adam, &sa, t_a_src);
+    cairn_load(p_adam, &sa, t_a_dst);
+    if (memcmp(a_src, a_dst, na)) {
+      fprintf(stderr, "bench_ckpt: Adam slots read back differ from data written\n");
+      return 1;
+    }
+  }
+  const off_t ckpt_bytes = file_size(p_ckpt), sparse_bytes = sparse ? file_size(p_sparse) : 0,
+              adam_bytes = adam ? file_size(p_adam) : 0;
 
   const double load_before = loadavg();
   static double t[N_OPS][MAX_ROUNDS];
@@ -322,11 +382,11 @@ int main(int argc, char **argv) {
         t[R][r] = now() - t0;
       }
     }
-    cairn_tensor *fresh[N_TENSORS];
+    cairn_tensor *fresh[MAX_TENSORS];
     double t0 = now();
     cairn_load_fresh(p_ckpt, &s, fresh);
     t[LF][r] = now() - t0;
-    for (int i = 0; i < N_TENSORS; i++) cairn_tensor_free(fresh[i]);
+    for (int i = 0; i < s.n; i++) cairn_tensor_free(fresh[i]);
     t0 = now();
     cairn_verify_file(p_ckpt);
     t[V][r] = now() - t0;
@@ -339,12 +399,29 @@ int main(int argc, char **argv) {
       cairn_load(p_sparse, &s, t_sp_dst);
       t[SL][r] = now() - t0;
     }
+    if (adam) { /* plain and cairn alternate first, as above */
+      for (int half = 0; half < 2; half++) {
+        int cairn_turn = (half == 0) == (r % 2 == 1);
+        unlink(cairn_turn ? p_adam : p_aplain);
+        t0 = now();
+        if (cairn_turn) cairn_save(p_adam, &sa, t_a_src);
+        else plain_write(p_aplain, a_src, na);
+        t[cairn_turn ? AS : AW][r] = now() - t0;
+      }
+      for (int half = 0; half < 2; half++) {
+        int cairn_turn = (half == 0) == (r % 2 == 1);
+        t0 = now();
+        if (cairn_turn) cairn_load(p_adam, &sa, t_a_dst);
+        else plain_read(p_aplain, a_rbuf, na);
+        t[cairn_turn ? AL : AR][r] = now() - t0;
+      }
+    }
   }
 
-  const double mb = (double)n / 1e6;
+  const double mb = (double)n / 1e6, mba = (double)na / 1e6;
   double mbps[N_OPS][MAX_ROUNDS], save_ratio[MAX_ROUNDS], load_ratio[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
-    for (int k = 0; k < N_OPS; k++) mbps[k][r] = t[k][r] > 0 ? mb / t[k][r] : 0;
+    for (int k = 0; k < N_OPS; k++) mbps[k][r] = t[k][r] > 0 ? (k >= AW ? mba : mb) / t[k][r] : 0;
     save_ratio[r] = t[W][r] / t[S][r]; /* (MB/s save) / (MB/s write+fsync) */
     load_ratio[r] = t[R][r] / t[L][r];
   }
@@ -353,22 +430,34 @@ int main(int argc, char **argv) {
   printf("  \"threads\": %d,\n  \"loadavg_1min_before_after\": [%.2f, %.2f],\n", cairn_get_num_threads(),
          load_before, loadavg());
   printf("  \"dir\": \"%s\",\n  \"fs\": \"%s\",\n", dir, fs_name(dir, fsbuf, sizeof fsbuf));
-  printf("  \"tensors\": %d,\n  \"dtype\": \"f32\",\n  \"mb\": %.2f,\n", N_TENSORS, mb);
-  printf("  \"ckpt_file_bytes\": %lld,\n", (long long)ckpt_bytes);
+  printf("  \"tensors\": %d,\n  \"dtype\": \"f32\",\n  \"mb\": %.2f,\n", s.n, mb);
+  printf("  \"ckpt_file_bytes\": %lld,\n  \"dense_ratio\": %.3f,\n", (long long)ckpt_bytes,
+         ckpt_bytes > 0 ? (double)n / (double)ckpt_bytes : 0.0);
   printf("  \"rounds\": %d,\n  \"unit\": \"MB/s (1e6 bytes of tensor data per second)\",\n", rounds);
   for (int k = 0; k < N_OPS; k++) {
-    if (!sparse && (k == SS || k == SL)) continue;
+    if (op_skipped(k, sparse, adam)) continue;
     printf("  \"%s_mbps_median\": %.0f,\n", op_names[k], median(mbps[k], rounds));
   }
   if (sparse)
     printf("  \"sparse_zero_fraction\": 0.9,\n  \"sparse_file_bytes\": %lld,\n  \"sparse_ratio\": %.2f,\n",
            (long long)sparse_bytes, sparse_bytes > 0 ? (double)n / (double)sparse_bytes : 0.0);
+  if (adam) {
+    double as[MAX_ROUNDS], al[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+      as[r] = t[AW][r] / t[AS][r];
+      al[r] = t[AR][r] / t[AL][r];
+    }
+    printf("  \"adam_tensors\": %d,\n  \"adam_mb\": %.2f,\n  \"adam_file_bytes\": %lld,\n  \"adam_ratio\": %.3f,\n",
+           sa.n, mba, (long long)adam_bytes, adam_bytes > 0 ? (double)na / (double)adam_bytes : 0.0);
+    printf("  \"adam_save_over_write_fsync_median\": %.3f,\n  \"adam_load_over_read_hot_median\": %.3f,\n",
+           median(as, rounds), median(al, rounds));
+  }
   printf("  \"save_over_write_fsync_median\": %.3f,\n", median(save_ratio, rounds));
   printf("  \"load_over_read_hot_median\": %.3f,\n", median(load_ratio, rounds));
   printf("  \"per_round_mbps\": {\n");
   int first = 1;
   for (int k = 0; k < N_OPS; k++) {
-    if (!sparse && (k == SS || k == SL)) continue;
+    if (op_skipped(k, sparse, adam)) continue;
     printf(first ? "" : ",\n");
     first = 0;
     print_series(op_names[k], mbps[k], rounds, "%.0f");
@@ -378,11 +467,18 @@ int main(int argc, char **argv) {
   unlink(p_plain);
   unlink(p_ckpt);
   if (sparse) unlink(p_sparse);
+  if (adam) {
+    unlink(p_aplain);
+    unlink(p_adam);
+  }
   rmdir(dir);
   cairn_free(src);
   cairn_free(dst);
   cairn_free(rbuf);
   cairn_free(sp_src);
   cairn_free(sp_dst);
+  cairn_free(a_src);
+  cairn_free(a_dst);
+  cairn_free(a_rbuf);
   return 0;
 }
