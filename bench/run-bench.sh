@@ -63,24 +63,29 @@ if [ -x bench/bench_mpi ] && command -v mpirun >/dev/null 2>&1; then
   [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   echo "run-bench: mpi, 2 ranks x 1 thread vs 1 rank x 2 threads" >&2
   : >$res/mpi.json
-  for pass in 1 2 3; do
-    mpirun --bind-to none --oversubscribe -np 2 ./bench/bench_mpi --threads 1 >>$res/mpi.json || fail=1
-    mpirun --bind-to none -np 1 ./bench/bench_mpi --threads 2 >>$res/mpi.json || fail=1
-    mpirun --bind-to none --oversubscribe -np 2 ./bench/bench_mpi --threads 1 --no-allreduce >>$res/mpi.json || fail=1
+  for batch in 256 1024; do
+    for pass in 1 2 3; do
+      mpirun --bind-to none --oversubscribe -np 2 ./bench/bench_mpi --threads 1 --batch $batch >>$res/mpi.json || fail=1
+      mpirun --bind-to none -np 1 ./bench/bench_mpi --threads 2 --batch $batch >>$res/mpi.json || fail=1
+      mpirun --bind-to none --oversubscribe -np 2 ./bench/bench_mpi --threads 1 --batch $batch --no-allreduce \
+        >>$res/mpi.json || fail=1
+    done
   done
   /usr/bin/python3 - $res/mpi.json <<'PY' 2>/dev/null | tee -a $res/tables.txt >&2 || true
 import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-two = [r for r in rows if r["ranks"] == 2 and r["allreduce"]]
-one = [r for r in rows if r["ranks"] == 1]
-alone = [r for r in rows if r["ranks"] == 2 and not r["allreduce"]]
-print("\n-- mpi: MLP 784-1024-1024-10, Adam, global batch 256 (medians of %d passes)" % len(two))
-for name, rs in (("2 ranks x 1 thread", two), ("1 rank x 2 threads", one), ("2 ranks, no allreduce", alone)):
-    print("%-24s %10.0f examples/s %8.2f ms/step  allreduce %.2f ms (%.0f %%)" % (name,
-          st.median(r["examples_per_s"] for r in rs), st.median(r["step_ms"] for r in rs),
-          st.median(r["allreduce_ms_per_step"] for r in rs), 100 * st.median(r["allreduce_share"] for r in rs)))
-ratios = [a["examples_per_s"] / b["examples_per_s"] for a, b in zip(two, one)]
-print("2 ranks / 1 rank: median %.3f (passes: %s)" % (st.median(ratios), ", ".join("%.3f" % r for r in ratios)))
+for batch in sorted({r["global_batch"] for r in rows}):
+    rb = [r for r in rows if r["global_batch"] == batch]
+    two = [r for r in rb if r["ranks"] == 2 and r["allreduce"]]
+    one = [r for r in rb if r["ranks"] == 1]
+    alone = [r for r in rb if r["ranks"] == 2 and not r["allreduce"]]
+    print("\n-- mpi: MLP 784-1024-1024-10, Adam, global batch %d (medians of %d interleaved passes)" % (batch, len(two)))
+    for name, rs in (("2 ranks x 1 thread", two), ("1 rank x 2 threads", one), ("2 ranks, no allreduce", alone)):
+        print("%-24s %10.0f examples/s %8.2f ms/step  allreduce %.2f ms (%.0f %%)" % (name,
+              st.median(r["examples_per_s"] for r in rs), st.median(r["step_ms"] for r in rs),
+              st.median(r["allreduce_ms_per_step"] for r in rs), 100 * st.median(r["allreduce_share"] for r in rs)))
+    ratios = [a["examples_per_s"] / b["examples_per_s"] for a, b in zip(two, one)]
+    print("2 ranks / 1 rank: median %.3f (passes: %s)" % (st.median(ratios), ", ".join("%.3f" % r for r in ratios)))
 PY
 fi
 if [ $torch = yes ]; then
