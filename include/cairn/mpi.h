@@ -109,12 +109,15 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_barrier(cairn_mpi *c);
 /* Sums v[0..n) (f64) over the ranks in place (metrics, losses). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_allreduce_sum_f64(cairn_mpi *c, double *v, size_t n);
 /* Averages t[0..n) (f32 tensors, same shapes on every rank) over the ranks
- * in place: tensors are copied into the fusion buffer in order, each full
- * bucket is summed by one MPI_Iallreduce(MPI_IN_PLACE, MPI_FLOAT, MPI_SUM)
- * and copied back multiplied by 1/size (a tensor larger than the buffer is
- * split across buckets). The buffer is allocated on the first call (the
- * smaller of fusion_bytes and the total) and grown only when a larger total
- * arrives. Errors: CAIRN_E_NULL, CAIRN_E_DTYPE (a non-f32 tensor),
+ * in place, every sum an MPI_Iallreduce(MPI_IN_PLACE, MPI_FLOAT, MPI_SUM)
+ * and the result multiplied by 1/size. Tensors of 256 KiB or more are
+ * summed where they are, by an allreduce of their own (copying them costs
+ * more than fusing saves); smaller ones are copied into the fusion buffer in
+ * order, each full bucket summed by one allreduce and copied back (a tensor
+ * larger than the buffer is split across buckets). All of a call's
+ * allreduces are in flight together. The buffer is allocated on the first
+ * call (the smaller of fusion_bytes and the small tensors' total) and grown
+ * only when a larger total arrives. Errors: CAIRN_E_NULL, CAIRN_E_DTYPE (a non-f32 tensor),
  * CAIRN_E_NOMEM, CAIRN_E_DEADLINE, CAIRN_E_UNAVAILABLE; on the last two the
  * tensors hold unspecified values. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_allreduce_mean(cairn_mpi *c, cairn_tensor *const *t, size_t n);
