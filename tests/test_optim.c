@@ -532,6 +532,40 @@ Test(optim_step, increments_once_per_apply_not_on_failure) {
   model_free(&m);
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+/* Updates flush subnormals to zero, as TF's executor does: with zero
+ * gradients, a first moment decaying from just above FLT_MIN never becomes
+ * subnormal (it ends at 0, or, in TF's form m += (g - m)(1 - beta1), stays
+ * put once the decrement itself flushes), whatever the ISA; a subnormal
+ * gradient reads as 0; the caller's MXCSR is left as it was. */
+Test(optim_step, subnormals_flushed_as_tf_does) {
+  model m;
+  model_new(&m);
+  cairn_optim_config c = cairn_optim_defaults(CAIRN_OPTIM_ADAM);
+  cairn_optim *o = NULL;
+  OK(cairn_optim_new(m.r, &c, m.v, NV, &o));
+  model_init(&m);
+  cairn_var *mslot = find(m.r, "big/w/Adam"), *vslot = find(m.r, "big/w/Adam_1");
+  for (size_t j = 0; j < vsize(mslot); j++) vf(mslot)[j] = 1.1f * FLT_MIN; /* beta1 · m < FLT_MIN */
+  for (int k = 0; k < NV; k++) memset(cairn_tensor_f32(m.g[k]), 0, (size_t)m.g[k]->size * sizeof(float));
+  cairn_tensor_f32(m.g[2])[0] = FLT_MIN / 4; /* subnormal: without DAZ, m[0] would rise by 0.025 FLT_MIN */
+  const unsigned before = _mm_getcsr();
+  for (int step = 0; step < 10; step++) {
+    OK(cairn_optim_apply(o, m.g, NULL));
+    cr_assert_eq(_mm_getcsr(), before, "MXCSR changed: %#x -> %#x", before, _mm_getcsr());
+    for (size_t j = 0; j < vsize(mslot); j++) {
+      cr_assert_neq(fpclassify(vf(mslot)[j]), FP_SUBNORMAL, "step %d: m[%zu] = %a is subnormal", step, j,
+                    (double)vf(mslot)[j]);
+      cr_assert_neq(fpclassify(vf(vslot)[j]), FP_SUBNORMAL, "step %d: v[%zu] = %a", step, j, (double)vf(vslot)[j]);
+      cr_assert_leq(vf(mslot)[j], 1.1f * FLT_MIN, "step %d: m[%zu] = %a grew", step, j, (double)vf(mslot)[j]);
+    }
+  }
+  cairn_optim_free(o);
+  model_free(&m);
+}
+#endif
+
 Test(optim_step, uninitialized_global_step) {
   model m;
   model_new(&m);
