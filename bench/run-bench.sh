@@ -96,5 +96,11 @@ if [ $torch = yes ]; then
   fi
   tail -n 20 $res/tables.txt >&2
 fi
+# The end-to-end figure: Fashion-MNIST to 0.89 test accuracy, cairn-fmnist
+# next to PyTorch (skipped without the dataset).
+e=2
+[ -n "$full" ] && e=20
+sh "$here/compare-fmnist.sh" -B . -e $e >$res/compare-fmnist.json 2>>$res/tables.txt || fail=1
+tail -n 8 $res/tables.txt >&2
 echo "run-bench: results in $(pwd)/$res" >&2
 exit $fail
