@@ -56,7 +56,7 @@ OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 unset CAIRN_MPI_TIMEOUT
 
-echo "1..23"
+echo "1..25"
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() {
@@ -112,6 +112,15 @@ grep '^after' "$T/out" | sed 's/^/# /'
 mpi 1 helpers
 check "cairn_mpi_shard covers every item once; cairn_mpi_scaled_lr warms up to lr x size" \
   sh -c "test $rc -eq 0 && grep -q 'helpers: 0 failures' '$T/out'"
+
+# in-place and fused allreduces together, more than are kept in flight, exact
+mpi 2 allreduce
+check "allreduce_mean: 40 tensors in place and fused, every element exact on both ranks" \
+  sh -c "test $rc -eq 0 && test \$(grep -c ': 0 wrong' '$T/out') -eq 2"
+CAIRN_MPI_FUSION_BYTES=64 mpi 2 allreduce
+check "... with a 64-byte fusion buffer (many buckets between in-place ones)" \
+  sh -c "test $rc -eq 0 && test \$(grep -c ': 0 wrong' '$T/out') -eq 2"
+grep 'allreduces' "$T/out" | sed 's/^/# /'
 
 # 7: one rank is a valid job too
 mpi 1 equiv 5 16
