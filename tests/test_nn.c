@@ -1,6 +1,7 @@
 /* Dense layer, activations, losses and accuracy: values against naive
  * double-precision references, gradients by central differences, bad input,
  * and bitwise determinism across thread counts. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "config.h"
 
 #include <criterion/criterion.h>
@@ -240,6 +241,33 @@ Test(nn, activation_in_place_and_errors) {
   cr_assert_eq(cairn_act_backward(CAIRN_ACT_SIGMOID, 0, X, NULL, X, Y), CAIRN_E_NULL);
   cr_assert(strstr(cairn_errmsg(), "Y is NULL"), "%s", cairn_errmsg());
   cairn_tensor_free(X); cairn_tensor_free(Y); cairn_tensor_free(Z);
+}
+
+/* Outputs larger than CAIRN_STREAM_MIN_BYTES (the last-level cache by
+ * default) are written with streaming stores: the same bits as in place,
+ * where streaming is never used, for every activation forward and
+ * backward. Criterion runs each test in its own process, so the threshold
+ * set here is the one the library reads first. */
+Test(nn, activation_streamed_outputs_same_bits) {
+  cr_assert_eq(setenv("CAIRN_STREAM_MIN_BYTES", "4096", 1), 0);
+  const int64_t rows = 37, cols = 301; /* 44 KB, odd length: head and tail vectors */
+  cairn_tensor *X = mk(2, rows, cols), *Y = mk(2, rows, cols), *D = mk(2, rows, cols), *G = mk(2, rows, cols),
+               *I = mk(2, rows, cols);
+  fill(X, -3, 3, 11);
+  fill(G, -1, 1, 12);
+  const size_t bytes = (size_t)(rows * cols) * sizeof(float);
+  for (size_t k = 0; k < sizeof all_acts / sizeof all_acts[0]; k++) {
+    const cairn_act a = all_acts[k];
+    cr_assert_eq(cairn_act_forward(a, 0.1f, X, Y), CAIRN_OK, "%s", cairn_errmsg());
+    memcpy(cairn_tensor_f32(I), cairn_tensor_f32(X), bytes);
+    cr_assert_eq(cairn_act_forward(a, 0.1f, I, I), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert_arr_eq(cairn_tensor_f32(Y), cairn_tensor_f32(I), bytes, "activation %d forward", (int)a);
+    cr_assert_eq(cairn_act_backward(a, 0.1f, X, Y, G, D), CAIRN_OK, "%s", cairn_errmsg());
+    memcpy(cairn_tensor_f32(I), cairn_tensor_f32(G), bytes);
+    cr_assert_eq(cairn_act_backward(a, 0.1f, X, Y, I, I), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert_arr_eq(cairn_tensor_f32(D), cairn_tensor_f32(I), bytes, "activation %d backward", (int)a);
+  }
+  cairn_tensor_free(X); cairn_tensor_free(Y); cairn_tensor_free(D); cairn_tensor_free(G); cairn_tensor_free(I);
 }
 
 /* ---- losses ------------------------------------------------------------ */
