@@ -203,6 +203,49 @@ static void cairn_load_fresh(const char *path, const tset *s, cairn_tensor **t) 
   cairn_ckpt_close(c);
 }
 
+/* A tensor set written both ways: as one plain file of its slab and as a
+ * checkpoint. */
+typedef struct io_set {
+  const char *plain, *ckpt;
+  const tset *s;
+  const unsigned char *src; /* slab written */
+  unsigned char *rbuf;      /* slab read back plainly */
+  size_t n;                 /* slab bytes */
+  const cairn_tensor *t_src;
+  cairn_tensor *t_dst;
+} io_set;
+
+/* One round of the interleaved pairs, plain write+fsync vs cairn save, then
+ * plain read vs cairn load; even rounds plain first, odd rounds cairn first.
+ * Files are removed before each write (not timed). */
+static void io_round(const io_set *x, int r, double *w, double *save, double *rd, double *load) {
+  for (int half = 0; half < 2; half++) {
+    int cairn_turn = (half == 0) == (r % 2 == 1);
+    unlink(cairn_turn ? x->ckpt : x->plain);
+    double t0 = now();
+    if (cairn_turn) cairn_save(x->ckpt, x->s, x->t_src);
+    else plain_write(x->plain, x->src, x->n);
+    *(cairn_turn ? save : w) = now() - t0;
+  }
+  for (int half = 0; half < 2; half++) {
+    int cairn_turn = (half == 0) == (r % 2 == 1);
+    double t0 = now();
+    if (cairn_turn) cairn_load(x->ckpt, x->s, x->t_dst);
+    else plain_read(x->plain, x->rbuf, x->n);
+    *(cairn_turn ? load : rd) = now() - t0;
+  }
+}
+
+/* Saves and loads a set once (warm-up) and checks what came back. */
+static int save_load_check(const char *path, const tset *s, const cairn_tensor *t_src, cairn_tensor *t_dst,
+                           const unsigned char *src, const unsigned char *dst, size_t n, const char *what) {
+  cairn_save(path, s, t_src);
+  cairn_load(path, s, t_dst);
+  if (memcmp(src, dst, n) == 0) return 0;
+  fprintf(stderr, "bench_ckpt: %s read back differ from what was written\n", what);
+  return 1;
+}
+
 static void cairn_verify_file(const char *path) {
   cairn_ckpt *c;
   if (cairn_ckpt_open(path, NULL, &c) || cairn_ckpt_verify(c)) DIE("verify");
@@ -327,61 +370,23 @@ int main(int argc, char **argv) {
   /* Warm-up, and a check that what is timed is right. */
   plain_write(p_plain, src, n);
   plain_read(p_plain, rbuf, n);
-  cairn_save(p_ckpt, &s, t_src);
-  cairn_load(p_ckpt, &s, t_dst);
-  if (memcmp(src, dst, n) || memcmp(src, rbuf, n)) {
-    fprintf(stderr, "bench_ckpt: data read back differs from data written\n");
+  if (memcmp(src, rbuf, n)) {
+    fprintf(stderr, "bench_ckpt: the plain file read back differs from what was written\n");
     return 1;
   }
-  if (sparse) {
-    cairn_save(p_sparse, &s, t_sp_src);
-    cairn_load(p_sparse, &s, t_sp_dst);
-    if (memcmp(sp_src, sp_dst, n)) {
-      fprintf(stderr, "bench_ckpt: sparse data read back differs from data written\n");
-      return 1;
-    }
-  }
-  if (adam) {
-    cairn_save(p_adam, &sa, t_a_src);
-    cairn_load(p_adam, &sa, t_a_dst);
-    if (memcmp(a_src, a_dst, na)) {
-      fprintf(stderr, "bench_ckpt: Adam slots read back differ from data written\n");
-      return 1;
-    }
-  }
+  if (save_load_check(p_ckpt, &s, t_src, t_dst, src, dst, n, "dense tensors") ||
+      (sparse && save_load_check(p_sparse, &s, t_sp_src, t_sp_dst, sp_src, sp_dst, n, "sparse tensors")) ||
+      (adam && save_load_check(p_adam, &sa, t_a_src, t_a_dst, a_src, a_dst, na, "Adam slots")))
+    return 1;
+  const io_set dense_io = {p_plain, p_ckpt, &s, src, rbuf, n, t_src, t_dst},
+               adam_io = {p_aplain, p_adam, &sa, a_src, a_rbuf, na, t_a_src, t_a_dst};
   const off_t ckpt_bytes = file_size(p_ckpt), sparse_bytes = sparse ? file_size(p_sparse) : 0,
               adam_bytes = adam ? file_size(p_adam) : 0;
 
   const double load_before = loadavg();
   static double t[N_OPS][MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
-    /* Even rounds: plain first; odd rounds: cairn first. */
-    for (int half = 0; half < 2; half++) {
-      int cairn_turn = (half == 0) == (r % 2 == 1);
-      double t0;
-      if (cairn_turn) {
-        unlink(p_ckpt);
-        t0 = now();
-        cairn_save(p_ckpt, &s, t_src);
-        t[S][r] = now() - t0;
-      } else {
-        unlink(p_plain);
-        t0 = now();
-        plain_write(p_plain, src, n);
-        t[W][r] = now() - t0;
-      }
-    }
-    for (int half = 0; half < 2; half++) {
-      int cairn_turn = (half == 0) == (r % 2 == 1);
-      double t0 = now();
-      if (cairn_turn) {
-        cairn_load(p_ckpt, &s, t_dst);
-        t[L][r] = now() - t0;
-      } else {
-        plain_read(p_plain, rbuf, n);
-        t[R][r] = now() - t0;
-      }
-    }
+    io_round(&dense_io, r, &t[W][r], &t[S][r], &t[R][r], &t[L][r]);
     cairn_tensor *fresh[MAX_TENSORS];
     double t0 = now();
     cairn_load_fresh(p_ckpt, &s, fresh);
@@ -399,23 +404,7 @@ int main(int argc, char **argv) {
       cairn_load(p_sparse, &s, t_sp_dst);
       t[SL][r] = now() - t0;
     }
-    if (adam) { /* plain and cairn alternate first, as above */
-      for (int half = 0; half < 2; half++) {
-        int cairn_turn = (half == 0) == (r % 2 == 1);
-        unlink(cairn_turn ? p_adam : p_aplain);
-        t0 = now();
-        if (cairn_turn) cairn_save(p_adam, &sa, t_a_src);
-        else plain_write(p_aplain, a_src, na);
-        t[cairn_turn ? AS : AW][r] = now() - t0;
-      }
-      for (int half = 0; half < 2; half++) {
-        int cairn_turn = (half == 0) == (r % 2 == 1);
-        t0 = now();
-        if (cairn_turn) cairn_load(p_adam, &sa, t_a_dst);
-        else plain_read(p_aplain, a_rbuf, na);
-        t[cairn_turn ? AL : AR][r] = now() - t0;
-      }
-    }
+    if (adam) io_round(&adam_io, r, &t[AW][r], &t[AS][r], &t[AR][r], &t[AL][r]);
   }
 
   const double mb = (double)n / 1e6, mba = (double)na / 1e6;

@@ -92,9 +92,14 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-size_t bench_beyond_cache_floats(void) {
+/* The last-level cache in bytes (0: unknown). */
+static size_t l3_bytes(void) {
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  size_t bytes = l3 > 0 ? (size_t)l3 : 0;
+  return l3 > 0 ? (size_t)l3 : 0;
+}
+
+size_t bench_beyond_cache_floats(void) {
+  size_t bytes = l3_bytes();
   if (bytes < (size_t)64 << 20) bytes = (size_t)64 << 20;
   return bytes / sizeof(float);
 }
@@ -151,8 +156,7 @@ static void context(const bench_opts *o) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (o->machine) {
     bench_mach.peak_gflops = bench_fma_peak(o->threads);
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    bench_mach.l3_bytes = l3 > 0 ? (size_t)l3 : 0;
+    bench_mach.l3_bytes = l3_bytes();
     size_t n = o->quick ? (size_t)16 << 20 : bench_beyond_cache_floats();
     bench_mach.array_bytes = n * sizeof(float);
     bandwidth(n, o->quick ? 5 : 10, &bench_mach.triad_gbs, &bench_mach.inplace_gbs);

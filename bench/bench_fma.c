@@ -18,41 +18,32 @@
 
 #define CHAINS 12
 
+/* The loop body for a vector type T (set1/fmadd/add its intrinsics): twelve
+ * named accumulators so that they live in registers (an array is kept in
+ * memory at -O2 and the loop becomes store-bound), summed into `sum`. */
+#define FMA_CHAINS(T, set1, fmadd, add, iters, sum)                                                \
+  T c0 = set1(0.0f), c1 = set1(0.1f), c2 = set1(0.2f), c3 = set1(0.3f), c4 = set1(0.4f),           \
+    c5 = set1(0.5f), c6 = set1(0.6f), c7 = set1(0.7f), c8 = set1(0.8f), c9 = set1(0.9f),           \
+    c10 = set1(1.0f), c11 = set1(1.1f);                                                            \
+  const T a_ = set1(0.999999f), b_ = set1(1e-7f);                                                  \
+  for (long i_ = 0; i_ < (iters); i_++) {                                                          \
+    c0 = fmadd(c0, a_, b_), c1 = fmadd(c1, a_, b_), c2 = fmadd(c2, a_, b_), c3 = fmadd(c3, a_, b_); \
+    c4 = fmadd(c4, a_, b_), c5 = fmadd(c5, a_, b_), c6 = fmadd(c6, a_, b_), c7 = fmadd(c7, a_, b_); \
+    c8 = fmadd(c8, a_, b_), c9 = fmadd(c9, a_, b_), c10 = fmadd(c10, a_, b_);                      \
+    c11 = fmadd(c11, a_, b_);                                                                      \
+  }                                                                                                \
+  T sum = add(add(add(add(c0, c1), add(c2, c3)), add(add(c4, c5), add(c6, c7))),                   \
+              add(add(c8, c9), add(c10, c11)))
+
 static double fma_run(long iters) {
-  /* twelve named accumulators so that they live in registers (an array is
-   * kept in memory at -O2 and the loop becomes store-bound) */
-  __m256 c0 = _mm256_set1_ps(0.0f), c1 = _mm256_set1_ps(0.1f), c2 = _mm256_set1_ps(0.2f),
-         c3 = _mm256_set1_ps(0.3f), c4 = _mm256_set1_ps(0.4f), c5 = _mm256_set1_ps(0.5f),
-         c6 = _mm256_set1_ps(0.6f), c7 = _mm256_set1_ps(0.7f), c8 = _mm256_set1_ps(0.8f),
-         c9 = _mm256_set1_ps(0.9f), c10 = _mm256_set1_ps(1.0f), c11 = _mm256_set1_ps(1.1f);
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  for (long i = 0; i < iters; i++) {
-#define F(c) c = _mm256_fmadd_ps(c, a, b)
-    F(c0); F(c1); F(c2); F(c3); F(c4); F(c5); F(c6); F(c7); F(c8); F(c9); F(c10); F(c11);
-#undef F
-  }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
-                           _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)));
-  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
+  FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, iters, s);
   float out[8];
   _mm256_storeu_ps(out, s);
   return (double)out[0];
 }
 
 __attribute__((target("avx512f"))) static double fma_run512(long iters) {
-  __m512 c0 = _mm512_set1_ps(0.0f), c1 = _mm512_set1_ps(0.1f), c2 = _mm512_set1_ps(0.2f),
-         c3 = _mm512_set1_ps(0.3f), c4 = _mm512_set1_ps(0.4f), c5 = _mm512_set1_ps(0.5f),
-         c6 = _mm512_set1_ps(0.6f), c7 = _mm512_set1_ps(0.7f), c8 = _mm512_set1_ps(0.8f),
-         c9 = _mm512_set1_ps(0.9f), c10 = _mm512_set1_ps(1.0f), c11 = _mm512_set1_ps(1.1f);
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (long i = 0; i < iters; i++) {
-#define F(c) c = _mm512_fmadd_ps(c, a, b)
-    F(c0); F(c1); F(c2); F(c3); F(c4); F(c5); F(c6); F(c7); F(c8); F(c9); F(c10); F(c11);
-#undef F
-  }
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                           _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-  s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+  FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, iters, s);
   return (double)_mm512_reduce_add_ps(s);
 }
 

@@ -23,7 +23,7 @@
 #define ROW 1000
 
 typedef enum { K_UNARY, K_UNARY_A, K_BINARY, K_BINARY_A, K_ROW, K_ROW_BWD, K_SPARSE_XENT, K_XENT_ROW,
-               K_LOSS2, K_SUM, K_ADD, K_SCALE } kshape;
+               K_LOSS2, K_SUM, K_ADD, K_SCALE, K_INPLACE_REF } kshape;
 
 typedef struct kdesc {
   const char *name;
@@ -49,6 +49,12 @@ static const kdesc kernels[] = {
     K(add, K_ADD, 12),                K(scale, K_SCALE, 8),
 };
 
+/* The in-place update Y += s·X over the same arrays (bench_common's
+ * loop, no table): the reference each round's kernel figures are divided
+ * by, so that the ratio is measured side by side (this host's memory
+ * bandwidth moves between runs and within one). */
+static const kdesc inplace_ref = {"inplace_update", K_INPLACE_REF, 0, 12};
+
 typedef void (*unary_fn)(const float *, float *, size_t);
 typedef void (*unary_a_fn)(const float *, float *, size_t, float);
 typedef void (*binary_fn)(const float *, const float *, float *, size_t);
@@ -64,8 +70,8 @@ static size_t N;
 
 /* Runs kernel k of table t over [lo, hi) (whole rows for row kernels). */
 static double run_part(const cairn__kernel_table *t, const kdesc *k, size_t lo, size_t hi) {
-  void *fp;
-  memcpy(&fp, (const char *)t + k->off, sizeof fp);
+  void *fp = NULL;
+  if (t) memcpy(&fp, (const char *)t + k->off, sizeof fp);
   size_t n = hi - lo;
   double s = 0.0;
   switch (k->shape) {
@@ -89,6 +95,7 @@ static double run_part(const cairn__kernel_table *t, const kdesc *k, size_t lo, 
     case K_SUM: s = ((sum_fn)fp)(X + lo, n); break;
     case K_ADD: ((add_fn)fp)(X + lo, Y + lo, n); break;
     case K_SCALE: ((scale_fn)fp)(1.0f, Y + lo, n); break;
+    case K_INPLACE_REF: bench_stream_part(BENCH_INPLACE, NULL, Y, X, 1e-6f, lo, hi); break;
   }
   return s;
 }
@@ -104,7 +111,8 @@ static int streams(const kdesc *k) {
          N * sizeof(float) >= cairn__stream_min_bytes();
 }
 
-/* One timed pass of kernel k over N elements by `threads` threads. */
+/* One timed pass of kernel k of table t (NULL for inplace_ref) over N
+ * elements by `threads` threads. */
 static double timed(const cairn__kernel_table *t, const kdesc *k, int threads) {
   const int stream = streams(k);
   double t0 = bench_now(), s = 0.0;
@@ -120,22 +128,6 @@ static double timed(const cairn__kernel_table *t, const kdesc *k, int threads) {
   double dt = bench_now() - t0;
   sink += s;
   return dt;
-}
-
-/* The in-place update Y += s·X over the same N floats, split as timed()
- * splits the kernels, in GB/s (12 B/element): the reference each round's
- * kernel figures are divided by, so that the ratio is measured side by
- * side (this host's memory bandwidth moves between runs and within one). */
-static double inplace_round(int threads) {
-  size_t rows = N / ROW, per = (rows + (size_t)threads - 1) / (size_t)threads;
-  double t0 = bench_now();
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int p = 0; p < threads; p++) {
-    size_t lo = (size_t)p * per * ROW, hi = lo + per * ROW;
-    if (hi > N) hi = N;
-    if (lo < hi) bench_stream_part(BENCH_INPLACE, NULL, Y, X, 1e-6f, lo, hi);
-  }
-  return 12.0 * (double)N / (bench_now() - t0) * 1e-9;
 }
 
 int main(int argc, char **argv) {
@@ -166,7 +158,7 @@ int main(int argc, char **argv) {
     timed(ref, k, o.threads);
     if (avx) timed(avx, k, o.threads);
     for (int rep = 0; rep < o.repeats; rep++) {
-      gi[rep] = inplace_round(o.threads);
+      gi[rep] = inplace_ref.bytes * (double)N / timed(NULL, &inplace_ref, o.threads) * 1e-9;
       double tr = timed(ref, k, o.threads);
       double ta = avx ? timed(avx, k, o.threads) : tr;
       gr[rep] = k->bytes * (double)N / tr * 1e-9;

@@ -29,11 +29,8 @@ if ! [ -r $data/train-images-idx3-ubyte.gz ]; then
   echo "compare-fmnist: skipped: no $data (Debian: apt-get install dataset-fashion-mnist)" >&2
   exit 0
 fi
-# The same OpenBLAS kernels for both (see compare-pytorch.sh).
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && ct=$("$build/tools/cairn-info" --blas-coretype 2>/dev/null) && [ -n "$ct" ]; then
-  export OPENBLAS_CORETYPE=$ct
-  echo "compare-fmnist: OPENBLAS_CORETYPE=$ct for cairn and PyTorch alike" >&2
-fi
+. "$here/blas-coretype.sh"
+blas_coretype_export "$build/tools/cairn-info" compare-fmnist
 out=$(mktemp -d "${TMPDIR:-/tmp}/cmp-fmnist.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 steps=$((epochs * 938)) # 60000 / 64 rounded up

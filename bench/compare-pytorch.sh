@@ -32,13 +32,8 @@ if ! [ -x $py ] || ! $py -c 'import torch' 2>/dev/null; then
   exit 0
 fi
 step=$build/bench/bench_train_step
-# An OpenBLAS older than the CPU falls back to slow kernels (cairn/runtime.h):
-# cairn's programs re-run themselves with a fitting OPENBLAS_CORETYPE, so
-# PyTorch, which uses the same OpenBLAS, gets the same one.
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && ct=$("$build/tools/cairn-info" --blas-coretype 2>/dev/null) && [ -n "$ct" ]; then
-  export OPENBLAS_CORETYPE=$ct
-  echo "compare-pytorch: OPENBLAS_CORETYPE=$ct for cairn and PyTorch alike" >&2
-fi
+. "$here/blas-coretype.sh"
+blas_coretype_export "$build/tools/cairn-info" compare-pytorch
 [ -x "$step" ] || { echo "compare-pytorch: $step not built" >&2; exit 2; }
 steps=10
 [ -n "$quick" ] && steps=5

@@ -23,11 +23,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -x bench/bench_kernels ] || { echo "run-bench: run from the build directory after make" >&2; exit 2; }
-# Same OpenBLAS core for every suite and for PyTorch (see compare-pytorch.sh).
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && ct=$(./tools/cairn-info --blas-coretype 2>/dev/null) && [ -n "$ct" ]; then
-  export OPENBLAS_CORETYPE=$ct
-  echo "run-bench: OPENBLAS_CORETYPE=$ct (OpenBLAS fell back to slow kernels on this CPU)" >&2
-fi
+. "$here/blas-coretype.sh"
+blas_coretype_export ./tools/cairn-info run-bench
 res=bench-results
 mkdir -p $res
 : >$res/tables.txt

@@ -72,18 +72,12 @@ static cairn_status check_usable(const cairn_mpi *c, const char *what) {
  * between polls: a rank waiting that long waits for a slow or dead peer. */
 static cairn_status wait_req(cairn_mpi *c, MPI_Request *rq, const char *what) {
   double t0 = now();
-  unsigned polls = 0;
-  int patient = 0; /* past the first 20 ms: sleep between polls */
   for (;;) {
     int done = 0;
     int rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return mpi_fail(c, rc, what);
     if (done) return CAIRN_OK;
-    if (!patient && ++polls % 256) {
-      sched_yield();
-      continue;
-    }
-    double waited = now() - t0;
+    double waited = now() - t0; /* a vDSO call: cheap next to MPI_Test */
     if (c->timeout >= 0 && waited > c->timeout) {
       c->broken = 1;
       snprintf(c->broken_why, sizeof c->broken_why, "timed out in %.200s after %.1f s", what, waited);
@@ -95,8 +89,10 @@ static cairn_status wait_req(cairn_mpi *c, MPI_Request *rq, const char *what) {
                          "(cairn_mpi_abort) and restart it from the chief's latest checkpoint",
                          what, waited, c->timeout, c->rank, c->size);
     }
-    if (waited < 0.02) continue;
-    patient = 1;
+    if (waited < 0.02) {
+      sched_yield();
+      continue;
+    }
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
   }

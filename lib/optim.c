@@ -14,6 +14,10 @@
 #include "cairn/optim.h"
 #include "kernels/kernels.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h> /* MXCSR: subnormals flushed during updates */
+#endif
+
 /* Variable names are 1..255 bytes (var.h). */
 #define OPTIM_NAME_MAX 255
 
@@ -385,7 +389,6 @@ typedef struct update_ctx {
  * MXCSR is per thread: set and restored around each chunk, by the thread
  * that runs it; the ref and AVX2 kernels both obey it. */
 #if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
 #define FLUSH_BEGIN                                                                                \
   const unsigned mxcsr_saved_ = _mm_getcsr();                                                      \
   _mm_setcsr(mxcsr_saved_ | 0x8040u) /* FTZ (bit 15) | DAZ (bit 6) */

@@ -20,6 +20,10 @@
 #include "cairn/var.h"
 #include "kernels/kernels.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #define OK(expr) cr_assert_eq((expr), CAIRN_OK, "%s failed: %s", #expr, cairn_errmsg())
 
 static float *vf(const cairn_var *v) { return cairn_tensor_f32(cairn_var_tensor(v)); }
@@ -533,7 +537,6 @@ Test(optim_step, increments_once_per_apply_not_on_failure) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
 /* Updates flush subnormals to zero, as TF's executor does: with zero
  * gradients, a first moment decaying from just above FLT_MIN never becomes
  * subnormal (it ends at 0, or, in TF's form m += (g - m)(1 - beta1), stays
