@@ -9,7 +9,7 @@
 # repeats, the small checkpoint set, one PyTorch pass). --full: the sizes of
 # bench/RESULTS.md (kernel arrays as large as the last-level cache, 6
 # shapes, 7 repeats, 107 MB checkpoints, 3 interleaved passes against
-# PyTorch). MPI builds add bench_mpi (3 interleaved pairs) either way.
+# PyTorch). MPI builds add compare-mpi.sh (3 interleaved passes) either way.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 full= threads="1 2" torch=yes
@@ -53,38 +53,13 @@ def walk(o, p=""):
 walk(j)
 PY
 done
-# MPI builds: 2 ranks x 1 thread against 1 rank x 2 threads (issue 7),
-# three interleaved pairs, plus the 2 ranks' compute alone (--no-allreduce).
-# --bind-to none: Open MPI would otherwise pin a 2-thread rank to one core.
-if [ -x bench/bench_mpi ] && command -v mpirun >/dev/null 2>&1; then
-  [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  echo "run-bench: mpi, 2 ranks x 1 thread vs 1 rank x 2 threads" >&2
-  : >$res/mpi.json
-  for batch in 256 1024; do
-    for pass in 1 2 3; do
-      mpirun --bind-to none --oversubscribe -np 2 ./bench/bench_mpi --threads 1 --batch $batch >>$res/mpi.json || fail=1
-      mpirun --bind-to none -np 1 ./bench/bench_mpi --threads 2 --batch $batch >>$res/mpi.json || fail=1
-      mpirun --bind-to none --oversubscribe -np 2 ./bench/bench_mpi --threads 1 --batch $batch --no-allreduce \
-        >>$res/mpi.json || fail=1
-    done
-  done
-  /usr/bin/python3 - $res/mpi.json <<'PY' 2>/dev/null | tee -a $res/tables.txt >&2 || true
-import json, statistics as st, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-for batch in sorted({r["global_batch"] for r in rows}):
-    rb = [r for r in rows if r["global_batch"] == batch]
-    two = [r for r in rb if r["ranks"] == 2 and r["allreduce"]]
-    one = [r for r in rb if r["ranks"] == 1]
-    alone = [r for r in rb if r["ranks"] == 2 and not r["allreduce"]]
-    print("\n-- mpi: MLP 784-1024-1024-10, Adam, global batch %d (medians of %d interleaved passes)" % (batch, len(two)))
-    for name, rs in (("2 ranks x 1 thread", two), ("1 rank x 2 threads", one), ("2 ranks, no allreduce", alone)):
-        print("%-24s %10.0f examples/s %8.2f ms/step  allreduce %.2f ms (%.0f %%)" % (name,
-              st.median(r["examples_per_s"] for r in rs), st.median(r["step_ms"] for r in rs),
-              st.median(r["allreduce_ms_per_step"] for r in rs), 100 * st.median(r["allreduce_share"] for r in rs)))
-    ratios = [a["examples_per_s"] / b["examples_per_s"] for a, b in zip(two, one)]
-    print("2 ranks / 1 rank: median %.3f (passes: %s)" % (st.median(ratios), ", ".join("%.3f" % r for r in ratios)))
-PY
-fi
+# MPI builds: 2 ranks x 1 thread against 1 rank x 2 threads (issue 7), three
+# interleaved passes at global batch 256 and 1024 (--full: also 512 and 2048,
+# between which the ratio crosses 0.9 on a 2-core machine).
+b="256 1024"
+[ -n "$full" ] && b="256 512 1024 2048"
+sh "$here/compare-mpi.sh" -B . -b "$b" -p 3 >$res/mpi.json 2>$res/mpi.txt || fail=1
+tee -a $res/tables.txt <$res/mpi.txt >&2
 if [ $torch = yes ]; then
   if [ -n "$full" ]; then
     sh "$here/compare-pytorch.sh" -B . -t "$threads" >$res/compare-pytorch.json 2>>$res/tables.txt || fail=1
