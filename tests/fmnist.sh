@@ -9,7 +9,8 @@
 #     recognised by the writer's leftover "*.tmp.XXXXXX" file) and restarted
 #     until done ends bit-identical (ckpt-inspect diff --atol 0) to a run
 #     that was never interrupted;
-#   - eval prints test_accuracy= and leaves the directory untouched;
+#   - eval prints test_accuracy= and leaves the directory untouched; with
+#     the newest checkpoint cut short it evaluates the one before and says so;
 #   - each warm-start method: the hidden layers equal the source
 #     checkpoint's, the output layer equals a fresh model's initial values;
 #   - command-line errors: missing data set, unreadable directory, bad flag,
@@ -34,7 +35,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..20"
+echo "1..21"
 n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -190,6 +191,18 @@ if cmp -s "$T/before" "$T/after"; then
 else
   not_ok "eval leaves the checkpoint directory unchanged"
   diff "$T/before" "$T/after" | sed 's/^/# /'
+fi
+
+# The newest checkpoint cut short: eval falls back to the one before and says why.
+mkdir "$T/cut" && cp "$D"/* "$T/cut/"
+newest=$(ls "$T/cut"/model.ckpt-* | sed 's/.*-//' | sort -n | tail -n 1)
+truncate -s 1000 "$T/cut/model.ckpt-$newest"
+run "$PROG" eval --checkpoint-dir "$T/cut" --data-dir "$S"
+if [ "$rc" -eq 0 ] && out_has "^test_accuracy=" && err_has "note: .*skipped .*model.ckpt-$newest"; then
+  ok "eval with the newest checkpoint cut short evaluates the previous one and names the skipped file"
+else
+  not_ok "eval with the newest checkpoint cut short (exit $rc)"
+  sed 's/^/# /' "$T/err"
 fi
 
 # ---- 4. warm start -----------------------------------------------------------------------------

@@ -879,6 +879,8 @@ static int cmd_eval(flags *f) {
   }
   if ((st = cairn_latest_checkpoint(f->dir, path, sizeof path)) != CAIRN_OK)
     return report_error("no checkpoint to evaluate", st, NULL);
+  /* Say which checkpoint was skipped, and why, as train and ckpt-inspect do. */
+  if (*cairn_errmsg()) fprintf(stderr, PROG ": note: %s\n", cairn_errmsg());
   if (hidden_from_checkpoint(path, f)) return 1;
   if (data_load(&d, f->data_dir) || model_new(&m, d.features, f->hidden, f->n_hidden, 0)) goto out;
   /* SingularMonitoredSession restoring exactly this file, no hooks: no
