@@ -198,7 +198,8 @@ same_as_ref() { "$TOOL" diff --rtol 1e-5 --atol 1e-7 "$T/f-ref/model.ckpt-60" "$
 [ "$(state_step "$T/f-ref")" = 60 ] || echo "# the 1-rank cairn-fmnist reference run failed"
 mpi 2 "$T/f" $SMALL --max-steps 60
 check "cairn-fmnist train --distributed: 2 ranks x 4 rows of each batch of 8, 60 steps (took $secs s)" \
-  sh -c "test $rc -eq 0 && test '$(state_step "$T/f-0")' = 60 && grep -q '^distributed over 2 ranks' '$T/out'"
+  sh -c "test $rc -eq 0 && test '$(state_step "$T/f-0")' = 60 && grep -q '^distributed over 2 ranks' '$T/out' &&
+    grep -q '^allreduce of gradients: [0-9.]* ms per step, [0-9]* % of the [0-9.]* s, [0-9.]* MB per step' '$T/out'"
 check "... only rank 0 wrote files (rank 1's directory never created, working directory empty)" \
   sh -c "test ! -e '$T/f-1' && test -z \"\$(ls -A '$T/cwd')\" && ls '$T/f-0' | grep -q '^events\\.out\\.tfevents\\.'"
 check "... rank 0's step-60 checkpoint equals the 1-rank run's at batch 8 (1e-5 relative)" same_as_ref "$T/f-0/model.ckpt-60"

@@ -701,9 +701,18 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     goto out;
   }
   char last[4096];
+  double secs = now_secs() - t0;
   if (chief && cairn_latest_checkpoint(f->dir, last, sizeof last) == CAIRN_OK)
-    printf("done at step %lld: %s (%lld steps in %.1f s)\n", (long long)step, last, (long long)(step - start),
-           now_secs() - t0);
+    printf("done at step %lld: %s (%lld steps in %.1f s)\n", (long long)step, last, (long long)(step - start), secs);
+  if (chief && g_mpi) {
+    /* What data parallelism cost this run: the time in the gradients'
+       allreduce, waiting for the slower ranks included. */
+    cairn_mpi_stats ms_ = cairn_mpi_get_stats(g_mpi);
+    if (ms_.allreduce_calls > 0 && secs > 0)
+      printf("allreduce of gradients: %.2f ms per step, %.0f %% of the %.1f s, %.2f MB per step\n",
+             1e3 * ms_.allreduce_secs / (double)ms_.allreduce_calls, 100.0 * ms_.allreduce_secs / secs, secs,
+             (double)ms_.allreduce_bytes / (double)ms_.allreduce_calls / 1e6);
+  }
   ret = 0;
 out:
   cairn_monitored_session_free(ms);
