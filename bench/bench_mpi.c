@@ -71,7 +71,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--optim")) optim = strcmp(argv[i + 1], "sgd") ? CAIRN_OPTIM_ADAM : CAIRN_OPTIM_SGD;
+    else if (!strcmp(argv[i], "--optim") && !strcmp(argv[i + 1], "sgd")) optim = CAIRN_OPTIM_SGD;
+    else if (!strcmp(argv[i], "--optim") && strcmp(argv[i + 1], "adam")) {
+      fprintf(stderr, "bench_mpi: --optim %s: expected adam or sgd\n", argv[i + 1]);
+      cairn_mpi_abort(c, 2);
+    }
   }
   if (threads > 0) check(c, cairn_set_num_threads(threads), "set_num_threads");
   int rank = cairn_mpi_rank(c), size = cairn_mpi_size(c);
