@@ -53,26 +53,31 @@ def walk(o, p=""):
 walk(j)
 PY
 done
+# The comparison scripts: JSON to <name>.json, their tables (stderr) to
+# <name>.txt, then to tables.txt and the terminal.
+compare() { # name script args...
+  name=$1 script=$2
+  shift 2
+  sh "$here/$script" "$@" >$res/$name.json 2>$res/$name.txt || fail=1
+  tee -a $res/tables.txt <$res/$name.txt >&2
+}
 # MPI builds: 2 ranks x 1 thread against 1 rank x 2 threads (issue 7), three
 # interleaved passes at global batch 256 and 1024 (--full: also 512 and 2048,
 # between which the ratio crosses 0.9 on a 2-core machine).
 b="256 1024"
 [ -n "$full" ] && b="256 512 1024 2048"
-sh "$here/compare-mpi.sh" -B . -b "$b" -p 3 >$res/mpi.json 2>$res/mpi.txt || fail=1
-tee -a $res/tables.txt <$res/mpi.txt >&2
+compare mpi compare-mpi.sh -B . -b "$b" -p 3
 if [ $torch = yes ]; then
   if [ -n "$full" ]; then
-    sh "$here/compare-pytorch.sh" -B . -t "$threads" >$res/compare-pytorch.json 2>>$res/tables.txt || fail=1
+    compare compare-pytorch compare-pytorch.sh -B . -t "$threads"
   else
-    sh "$here/compare-pytorch.sh" -B . -t "$threads" -p 1 -r 3 -q >$res/compare-pytorch.json 2>>$res/tables.txt || fail=1
+    compare compare-pytorch compare-pytorch.sh -B . -t "$threads" -p 1 -r 3 -q
   fi
-  tail -n 20 $res/tables.txt >&2
 fi
 # The end-to-end figure: Fashion-MNIST to 0.89 test accuracy, cairn-fmnist
 # next to PyTorch (skipped without the dataset).
 e=2
 [ -n "$full" ] && e=20
-sh "$here/compare-fmnist.sh" -B . -e $e >$res/compare-fmnist.json 2>>$res/tables.txt || fail=1
-tail -n 8 $res/tables.txt >&2
+compare compare-fmnist compare-fmnist.sh -B . -e $e
 echo "run-bench: results in $(pwd)/$res" >&2
 exit $fail

@@ -85,4 +85,11 @@ if t:
     targets["cairn_load_verified_over_torch_load >= 1.5"] = ratios["cairn_load_verified_over_torch_load"] >= 1.5
 print(json.dumps({"bench": "ckpt_io_vs_torch", "cairn": c, "torch": t, "ratios": ratios,
                   "targets_met": targets}, indent=2))
+# The table, on stderr: medians in MB/s, then the ratios.
+rows = [(k, v) for k, v in sorted(cs.items())] + ([(k, v) for k, v in sorted(ts.items())] if ts else [])
+print("\n-- checkpoint I/O, %.1f MB f32 (medians of %d rounds, MB/s)" % (c["mb"], c["rounds_total"]), file=sys.stderr)
+for k, v in rows:
+    print("%-28s %10.0f" % (k, statistics.median(v)), file=sys.stderr)
+for k, v in ratios.items():
+    print("%-44s %8.3f" % (k, v), file=sys.stderr)
 PY
