@@ -14,7 +14,6 @@
 #include "internal.h"
 
 #include <cblas.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -34,8 +33,7 @@ static int max_blocks(void) {
   static int cached;
   int m = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (m) return m;
-  const char *e = getenv("CAIRN_GEMM_BLOCKS");
-  long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  long n = cairn__env_long("CAIRN_GEMM_BLOCKS", sysconf(_SC_NPROCESSORS_ONLN), 1, 1 << 20);
   m = 1;
   while (m < 64 && m * 2 <= n) m *= 2;
   __atomic_store_n(&cached, m, __ATOMIC_RELAXED);

@@ -44,6 +44,11 @@ cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt,
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
 
+/* The integer value of environment variable `name` when it is set to a
+ * whole decimal number in [lo, hi]; dflt otherwise (unset, empty, garbage
+ * or out of range: a typo never turns a knob to an extreme). runtime.c. */
+long cairn__env_long(const char *name, long dflt, long lo, long hi);
+
 /* String and path helpers (path.c); the char * results are malloc'd, NULL
  * when out of memory. */
 char *cairn__strdup(const char *s);                     /* NULL for NULL */

@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,6 +252,7 @@ static cairn_status fusion_reserve(cairn_mpi *c, size_t want) {
  * the 7.45 MB of the bench MLP's gradients through the buffer, 1.6 ms in
  * place). Fusion is for the many small tensors (biases). */
 #define DIRECT_MIN_BYTES ((size_t)256 << 10)
+static int is_direct(const cairn_tensor *t) { return (size_t)t->size * sizeof(float) >= DIRECT_MIN_BYTES; }
 /* The most allreduces in flight before the first is waited for. */
 #define MAX_INFLIGHT 16
 
@@ -279,13 +281,20 @@ typedef struct reduce_state {
   size_t np;
 } reduce_state;
 
-static cairn_status start(reduce_state *st, float *buf, size_t count, float *direct, const char *what) {
+/* Starts the allreduce of buf[0..count) in place; `what` (printf-style)
+ * names it in errors. */
+static cairn_status start(reduce_state *st, float *buf, size_t count, float *direct, const char *what, ...)
+    __attribute__((format(printf, 5, 6)));
+static cairn_status start(reduce_state *st, float *buf, size_t count, float *direct, const char *what, ...) {
   inflight *f = &st->fl[st->nfl];
-  snprintf(f->what, sizeof f->what, "%s", what);
+  va_list ap;
+  va_start(ap, what);
+  vsnprintf(f->what, sizeof f->what, what, ap);
+  va_end(ap);
   f->direct = direct;
   f->len = count;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, st->c->comm, &f->rq);
-  if (rc != MPI_SUCCESS) return mpi_fail(st->c, rc, what);
+  if (rc != MPI_SUCCESS) return mpi_fail(st->c, rc, f->what);
   st->nfl++;
   st->c->stats.allreduce_buckets++;
   st->c->stats.allreduce_bytes += count * sizeof(float);
@@ -324,7 +333,7 @@ cairn_status cairn_mpi_allreduce_mean(cairn_mpi *c, cairn_tensor *const *t, size
     snprintf(what, sizeof what, "tensor %zu", i);
     if ((s = cairn__check_f32("mpi_allreduce_mean", what, t[i]))) return s;
     total += (size_t)t[i]->size;
-    if ((size_t)t[i]->size * sizeof(float) < DIRECT_MIN_BYTES && t[i]->size > 0) {
+    if (!is_direct(t[i]) && t[i]->size > 0) {
       fused += (size_t)t[i]->size;
       last_small = i;
     }
@@ -334,17 +343,16 @@ cairn_status cairn_mpi_allreduce_mean(cairn_mpi *c, cairn_tensor *const *t, size
   if (fused && (s = fusion_reserve(c, fused))) return s;
   reduce_state st = {.c = c, .scale = 1.0f / (float)c->size};
   size_t used = 0, bucket = 0;
-  char what[128];
   for (size_t i = 0; i < n && !s; i++) {
     float *src = cairn_tensor_f32(t[i]);
     size_t left = (size_t)t[i]->size;
-    if (left * sizeof(float) >= DIRECT_MIN_BYTES) {
+    if (is_direct(t[i])) {
       /* in place, in pieces of at most INT_MAX floats (MPI's count) */
       for (size_t off = 0; off < left && !s; off += INT_MAX) {
         size_t len = left - off < (size_t)INT_MAX ? left - off : (size_t)INT_MAX;
         if (st.nfl == MAX_INFLIGHT && (s = drain(&st))) break;
-        snprintf(what, sizeof what, "allreduce of gradients (tensor %zu of %zu, %zu floats, in place)", i, n, len);
-        s = start(&st, src + off, len, src + off, what);
+        s = start(&st, src + off, len, src + off, "allreduce of gradients (tensor %zu of %zu, %zu floats, in place)",
+                  i, n, len);
       }
       continue;
     }
@@ -358,9 +366,9 @@ cairn_status cairn_mpi_allreduce_mean(cairn_mpi *c, cairn_tensor *const *t, size
       int last_fused = i == last_small && left == 0;
       if (used == c->fusion_cap || st.np == sizeof st.pieces / sizeof st.pieces[0] || last_fused) {
         if (st.nfl == MAX_INFLIGHT && (s = drain(&st))) break;
-        snprintf(what, sizeof what, "allreduce of gradients (bucket %zu, %zu floats, %zu tensors in all)", bucket++,
-                 used, n);
-        if ((s = start(&st, c->fusion, used, NULL, what))) break;
+        if ((s = start(&st, c->fusion, used, NULL, "allreduce of gradients (bucket %zu, %zu floats, %zu tensors in all)",
+                       bucket++, used, n)))
+          break;
         used = 0;
         /* the next bucket reuses the buffer: wait for this one first */
         if (!last_fused) s = drain(&st);

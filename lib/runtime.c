@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,15 @@ const char *cairn_isa_name(void) { return cairn__kernels()->isa; }
 
 static int budget = 1;
 static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
+
+long cairn__env_long(const char *name, long dflt, long lo, long hi) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  return *end == '\0' && errno == 0 && n >= lo && n <= hi ? n : dflt;
+}
 
 static int env_threads(const char *name) {
   const char *v = getenv(name);

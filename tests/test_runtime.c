@@ -8,12 +8,29 @@
 
 #include <cairn.h>
 
+#include "internal.h"
 #include "kernels/kernels.h"
 
 TestSuite(runtime, .timeout = 30);
 
 Test(runtime, version_matches_configure) {
   cr_assert_str_eq(cairn_version_string(), PACKAGE_VERSION);
+}
+
+/* The numeric knobs (CAIRN_GEMM_BLOCKS, CAIRN_STREAM_MIN_BYTES) take a
+ * whole number in range and fall back to their default on anything else. */
+Test(runtime, env_long_takes_only_whole_numbers_in_range) {
+  const char *name = "CAIRN_TEST_ENV_LONG";
+  unsetenv(name);
+  cr_assert_eq(cairn__env_long(name, 7, 1, 100), 7);
+  const struct { const char *v; long want; } cases[] = {
+      {"", 7}, {"42", 42}, {"1", 1}, {"100", 100}, {"0", 7}, {"101", 7}, {"-3", 7}, {"abc", 7},
+      {"12abc", 7}, {"4096 ", 7}, {"99999999999999999999999", 7}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cr_assert_eq(setenv(name, cases[i].v, 1), 0);
+    cr_assert_eq(cairn__env_long(name, 7, 1, 100), cases[i].want, "'%s'", cases[i].v);
+  }
+  unsetenv(name);
 }
 
 Test(runtime, isa_follows_cpu_and_env) {

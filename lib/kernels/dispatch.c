@@ -3,11 +3,13 @@
  * (pthread_once), CAIRN_ISA=ref|avx2 forces a choice. */
 #include "config.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -91,10 +93,8 @@ size_t cairn__stream_min_bytes(void) {
   static size_t cached;
   size_t m = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (m) return m;
-  const char *e = getenv("CAIRN_STREAM_MIN_BYTES");
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  m = e && *e ? (size_t)strtoull(e, NULL, 10) : l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
-  if (m == 0) m = 1;
+  m = (size_t)cairn__env_long("CAIRN_STREAM_MIN_BYTES", l3 > 0 ? l3 : 32L << 20, 1, LONG_MAX);
   __atomic_store_n(&cached, m, __ATOMIC_RELAXED);
   return m;
 }
