@@ -52,9 +52,10 @@ out_has() { grep -q -e "$1" "$T/out"; }
 state_step() {
   sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9][0-9]*\)"$/\1/p' "$1/checkpoint" 2>/dev/null
 }
-# a fingerprint of DIR: names, inodes, sizes, times, contents
+# a fingerprint of DIR: names, inodes, sizes, times (to the nanosecond),
+# contents; DIR itself but not its parent, where the test writes its own files
 fingerprint() {
-  (cd "$1" && ls -lai && cksum ./*)
+  (cd "$1" && ls -lid --full-time . && ls -liA --full-time && cksum ./*)
 }
 nap() { sleep 0.1 2>/dev/null || sleep 1; }
 

@@ -62,7 +62,7 @@ err_has() { grep -q -e "$1" "$T/err"; }
 state_step() {
   sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9][0-9]*\)"$/\1/p' "$1/checkpoint" 2>/dev/null
 }
-fingerprint() { (cd "$1" && ls -lai && cksum ./*); }
+fingerprint() { (cd "$1" && ls -lid --full-time . && ls -liA --full-time && cksum ./*); }
 
 # ---- the synthetic data set --------------------------------------------------------
 # idx FILE N ROWS COLS|-: gzip IDX u8 images (N, ROWS, COLS) or labels (N).
