@@ -1,12 +1,12 @@
 /* MonitoredSession and SingularMonitoredSession: the wrapper stack of TF's
- * monitored_session.py (../shared/spec/tensorflow-session-semantics.md §3),
+ * monitored_session.py (doc/session-semantics.md, "MonitoredSession"),
  * the coordinator, hook objects, run requests/values, session creators.
  *
  * TF builds the stack as objects, outermost first:
  *   _RecoverableSession → _CoordinatedSession → _HookedSession → raw session.
  * Here one struct holds the state of all layers and each layer is a
  * function: recoverable_run() → coord_run() → hooked_run() →
- * cairn_session_run(); the same for should_stop (§3.5) and close (§3.7).
+ * cairn_session_run(); the same for should_stop and close.
  * SingularMonitoredSession is the same stack without the recoverable
  * layer; cairn__hooked_session_new() (tests) is the hooked layer alone.
  */
@@ -625,7 +625,7 @@ static void conflict_add(char *buf, size_t len, const char *name) {
 
 static const cairn_run_args empty_args;
 
-/* ---- _HookedSession.run (§3.4) ---- */
+/* ---- _HookedSession.run ---- */
 static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args *args) {
   if (ms->hook_stop) return cairn__fail(CAIRN_E_STATE, "Run called even after should_stop requested.");
   if (!ms->raw) return cairn__fail(CAIRN_E_STATE, "run: the monitored session has no session");
@@ -781,7 +781,7 @@ static cairn_status coord_run(cairn_monitored_session *ms, const cairn_run_args 
   return st;
 }
 
-/* ---- the coordinated session creator (§3.3 step 4) ---- */
+/* ---- the coordinated session creator (TF's _CoordinatedSessionCreator) ---- */
 static cairn_status create_stack(cairn_monitored_session *ms) {
   cairn_session *raw = NULL;
   cairn_status st = cairn_session_creator_create(ms->creator, &raw);
@@ -909,7 +909,7 @@ cairn_status cairn_monitored_session_run(cairn_monitored_session *ms, const cair
   return ms_ret(ms, st);
 }
 
-/* ---- run_step_fn (§3.6) ---- */
+/* ---- run_step_fn ---- */
 
 struct cairn_step_context {
   cairn_monitored_session *ms;
@@ -959,7 +959,7 @@ cairn_status cairn_monitored_session_run_step_fn(cairn_monitored_session *ms, ca
   }
 }
 
-/* ---- should_stop (§3.5) ---- */
+/* ---- should_stop ---- */
 int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
   if (!ms || ms->closed) return 1;
   if (ms->hooked_only) return ms->hook_stop;
@@ -983,7 +983,7 @@ int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
   return cairn_coordinator_should_stop(ms->coord) || ms->hook_stop;
 }
 
-/* ---- close (§3.7) ---- */
+/* ---- close ---- */
 static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn_status why) {
   if (ms->closed) return cairn__fail(CAIRN_E_STATE, "Session is already closed.");
   cairn_status st = CAIRN_OK;
@@ -1243,7 +1243,7 @@ cairn_status cairn_singular_monitored_session_new(const cairn_singular_monitored
   return cairn__monitored_session_new(&cfg, out);
 }
 
-/* ==== SecondOrStepTimer (§4.2) ======================================================= */
+/* ==== SecondOrStepTimer ============================================================= */
 
 struct cairn_timer {
   double every_secs;

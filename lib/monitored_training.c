@@ -1,5 +1,5 @@
 /* MonitoredTrainingSession: TF's factory function
- * (../shared/spec/tensorflow-session-semantics.md §3.9) — a MonitoredSession
+ * (doc/session-semantics.md, "MonitoredTrainingSession") — a MonitoredSession
  * with the chief's or the worker's session creator and the standard hooks
  * in TF's order. */
 #include "internal.h"

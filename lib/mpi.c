@@ -1,7 +1,8 @@
 /* Data-parallel training over MPI (cairn/mpi.h): the polite MPI lifecycle
  * of Horovod's mpi_context.cc, fused in-place allreduce of gradients
  * (Horovod's Tensor Fusion, ops/mpi_operations.cc), the broadcast of the
- * chief's global variables (BroadcastGlobalVariablesHook, spec §4.12), and
+ * chief's global variables (Horovod's BroadcastGlobalVariablesHook; see
+ * doc/session-semantics.md, "Chief, workers and MPI ranks"), and
  * deadlines on every collective so that a dead or stalled rank becomes an
  * error instead of a hang. Compiled only when configure found MPI. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */

@@ -1,16 +1,21 @@
 /* cairn/monitored.h: MonitoredSession, SingularMonitoredSession,
  * MonitoredTrainingSession, session creators, the wrapper stack.
  *
- * Scenarios of ../shared/spec/tensorflow-session-semantics.md §7 are named
- * after the TF test they mirror and carry their catalogue number.
+ * Tests ported from TensorFlow's own are named after the TF test they
+ * mirror (tensorflow/python/training/monitored_session_test.py).
+ * A "#N" tag is a scenario number: every test mirroring one TF test (or one
+ * derived scenario) carries the same tag, so a search for it finds them. ★
+ * marks the scenarios that matter most (start reading there); (D) marks a
+ * scenario derived from TF's code, with no TF test of its own. The TF
+ * behaviour itself is described in doc/session-semantics.md.
  *
- * Ported from §7.3 (MonitoredTrainingSession):
+ * Ported from MonitoredTrainingSessionTest:
  *   #32 test_saving_restoring_checkpoint (★), #33 test_save_checkpoint_steps,
  *   #34 test_save_checkpoint_secs (fake clock), #35 test_summaries_steps and
  *   test_summaries_secs (a recording summary writer), #36 test_custom_saving,
  *   #38 (D) non-chief MTS (no chief hooks; waits, DeadlineExceeded; and a
  *   worker thread that waits for a chief thread), #39 (D) both secs and steps.
- * Ported from §7.4 (wrapped / coordinated / recoverable sessions):
+ * Ported from WrappedSessionTest, CoordinatedSessionTest, RecoverableSessionTest:
  *   #40 test_should_stop_on_close, test_close_twice,
  *   test_should_stop_uses_check_stop / _delegates_to_wrapped_session;
  *   #41 test_should_stop_on_coord_stop; #42
@@ -20,9 +25,12 @@
  *   test_recovery_from_non_preemption_in_coordinator; #47
  *   test_recovery_from_session_getting_stuck; #48 the three "_when_run_hooks"
  *   step_fn variants of #45-#47 and "_with_raw_session" of #45.
- * Ported from §7.5 (_HookedSession, through cairn__hooked_session_new):
- *   #49-#55, all (#53 and #54 as two tests each).
- * Ported from §7.6 (MonitoredSession / SingularMonitoredSession):
+ * Ported from HookedSessionTest (through cairn__hooked_session_new):
+ *   #49 testRunPassesAllArguments, #50 testCallsHooksBeginEnd, #51
+ *   testShouldStop, #52 testFetchesHookRequests, #53 testOnlyHooksHaveFeeds
+ *   and testBothHooksAndUserHaveFeeds, #54 testHooksFeedConflicts and
+ *   testHooksAndUserFeedConflicts, #55 (D) a run after a hook requested stop.
+ * Ported from MonitoredSessionTest and SingularMonitoredSessionTest:
  *   #56 test_defaults, #57 test_last_step (★), #58 test_num_steps, #59
  *   test_recovery (★), #60 test_retry_initialization_on_aborted_error, #61
  *   test_retry_on_aborted_error / _unavailable_error, #62
@@ -30,16 +38,24 @@
  *   test_exit_cleanly_on_out_of_range_exception (★), #64
  *   test_exit_cleanly_on_stop_iteration_exception, #65
  *   test_regular_exception_pass_through_run (★, plus (D): no end(), no final
- *   checkpoint), #66, #67, #68 (both), #69 (both), #71
+ *   checkpoint), #66 test_regular_exception_reported_to_coord_pass_through_run,
+ *   #67 ..._pass_through_return, #68 test_stop_cleanly_when_no_exception_in_with_body
+ *   and test_raises_regular_exceptions_in_with_body, #69
+ *   test_graph_finalized_during_run_unfinalized_after_exit and
+ *   test_keep_finalized_graph_as_finalized, #71
  *   test_with_statement_and_close, #72 test_step_fn_example, #73
- *   test_step_function_stops / test_step_request_stop_in_a_loop, #74, #76,
- *   #77, #78 (both), #79, #80 SingularMonitoredSessionTest
+ *   test_step_function_stops / test_step_request_stop_in_a_loop, #74
+ *   test_step_request_stop_without_a_with_block, #76 test_step_fn_with_hooks,
+ *   #77 test_step_fn_with_hooks_and_request_stop, #78
+ *   test_recovers_from_an_exception_in_step_fn(_after_hooks), #79
+ *   test_step_fn_exception_from_before_run, #80 SingularMonitoredSessionTest
  *   (test_handles_initialization, test_do_not_handle_aborted_error,
  *   test_exit_cleanly_on_out_of_range_exception, test_raw_session,
  *   test_stop_cleanly_when_no_exception_in_with_body), and
  *   test_step_fn_doesnt_recover_when_it_wasnt_asked_to.
  * cairn additions: bounded recovery (max_recoveries), hooks' on_error,
- * the end-to-end train / kill / restart / evaluate scenario of issue 4.
+ * the end-to-end train / kill / restart / evaluate scenario (as
+ * examples/train_resume.c: restore with a monitored session, and test).
  *
  * Not ported, and why:
  *   #37 test_save_graph_def(_false): cairn has no graph to write
@@ -54,7 +70,7 @@
  *       whose after_run sees the raw-session run, which by definition fires
  *       no hook; #45's variant is ported (the side thread stops the
  *       coordinator on its own).
- * The hooks' own catalogue (§7.7) is in tests/test_hooks.c.
+ * The hooks' own tests (basic_session_run_hooks_test.py) are in tests/test_hooks.c.
  *
  * Every test works in its own mkdtemp directory, uses the fake clock of
  * cairn_env (sleeps advance it) unless it runs real threads, never forks.
@@ -564,7 +580,7 @@ static cairn_monitored_session *mts_new(const cairn_monitored_training_session_o
   return ms;
 }
 
-/* ==== §7.3 MonitoredTrainingSession =================================================== */
+/* ==== MonitoredTrainingSession ======================================================= */
 
 /* #32 ★ */
 Test(monitored_training_session, test_saving_restoring_checkpoint) {
@@ -864,7 +880,7 @@ Test(monitored_training_session, both_secs_and_steps_raise) {
   graph_free(&g);
 }
 
-/* ==== §7.4 wrapped / coordinated / recoverable sessions ===================================== */
+/* ==== wrapped / coordinated / recoverable sessions ========================================= */
 
 /* #40 */
 Test(wrapped_session, test_should_stop_on_close) {
@@ -1444,7 +1460,7 @@ Test(recoverable_session, gives_up_after_max_recoveries) {
   graph_free(&g);
 }
 
-/* ==== §7.5 _HookedSession ============================================================ */
+/* ==== _HookedSession ================================================================ */
 
 typedef struct hooked_fixture {
   graph g;
@@ -1717,7 +1733,7 @@ Test(hooked_session, run_after_stop_raises) {
   hooked_teardown(&f);
 }
 
-/* ==== §7.6 MonitoredSession ============================================================ */
+/* ==== MonitoredSession ================================================================ */
 
 /* #56 */
 Test(monitored_session, test_defaults) {
@@ -2595,7 +2611,7 @@ Test(monitored_session, test_step_fn_exception_from_before_run) {
   graph_free(&g);
 }
 
-/* ==== §7.6 SingularMonitoredSession (#80) ================================================= */
+/* ==== SingularMonitoredSession (#80) ===================================================== */
 
 Test(singular_monitored_session, test_handles_initialization) {
   graph g;
@@ -2680,7 +2696,7 @@ Test(singular_monitored_session, test_step_fn_doesnt_recover_when_it_wasnt_asked
   graph_free(&g);
 }
 
-/* ==== end to end (issue 4, question 1) ================================================== */
+/* ==== end to end: restore with a monitored session, and test ============================= */
 
 enum { E2E_IN = 8, E2E_CLASSES = 4, E2E_BATCH = 64 };
 

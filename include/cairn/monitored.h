@@ -3,10 +3,11 @@
  * semantics (tf.compat.v1.train.MonitoredSession and
  * basic_session_run_hooks).
  *
- * The reference is ../shared/spec/tensorflow-session-semantics.md §3, §4;
- * sessions, ops, Scaffold and SessionManager are in cairn/session.h.
+ * doc/session-semantics.md describes the TF behaviour reproduced here, the
+ * TF source each part comes from, and where cairn differs; sessions, ops,
+ * Scaffold and SessionManager are in cairn/session.h.
  *
- * ---- Layering (§3.1) --------------------------------------------------------
+ * ---- Layering ---------------------------------------------------------------
  * A monitored session holds a session creator and a list of hooks. It
  * calls every hook's begin() (registry still open for new variables), then
  * creates the session (ChiefSessionCreator: Scaffold finalize +
@@ -15,7 +16,8 @@
  * every hook. Each run() calls before_run() on every hook (a hook may ask
  * for extra fetches, feeds and ops), runs the caller's ops and the hooks'
  * in one cairn_session_run, then after_run() on every hook with the values
- * it asked for. All callbacks go in hook-list order, never reversed (§3.10):
+ * it asked for. All callbacks go in hook-list order, never reversed (TF's
+ * hook lifecycle, doc/session-semantics.md "Hook lifecycle"):
  *
  *   begin()                    once per hook, before the Scaffold finalizes
  *   after_create_session()     after every session (re)creation
@@ -31,7 +33,7 @@
  * bounds it (max_recoveries) and says so in the error.
  * SingularMonitoredSession never recovers: those errors propagate.
  *
- * ---- Close (§3.7) -----------------------------------------------------------
+ * ---- Close -------------------------------------------------------------------
  * C has no with-block: cairn_monitored_session_close() is TF's close()
  * (hooks' end() always runs); cairn_monitored_session_exit(ms, status) is
  * the with-block's exit for a body that ended with `status`: CAIRN_OK,
@@ -134,8 +136,9 @@ typedef struct cairn_hook_vtable {
   cairn_status (*before_run)(void *self, cairn_run_context *ctx, cairn_run_request *req);
   cairn_status (*after_run)(void *self, cairn_run_context *ctx, const cairn_run_values *values);
   cairn_status (*end)(void *self, cairn_session *s);
-  /* cairn addition (TF has none, pain point 4): called instead of end()
-     when the session closes on an error (why); optional. */
+  /* cairn addition (TF's hooks cannot tell a clean end from a failure):
+     called instead of end() when the session closes on an error (why);
+     optional. */
   void (*on_error)(void *self, cairn_status why);
   void (*destroy)(void *self); /* frees self; called by cairn_hook_free */
 } cairn_hook_vtable;
@@ -192,7 +195,7 @@ CAIRN_API size_t cairn_run_values_summary_count(const cairn_run_values *v);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_values_summary_at(const cairn_run_values *v, size_t i,
                                                                 const char **tag, double *value);
 
-/* ==== Session creators (§3.2) ================================================= */
+/* ==== Session creators ======================================================== */
 
 typedef struct cairn_session_creator cairn_session_creator;
 
@@ -285,7 +288,8 @@ CAIRN_API cairn_singular_monitored_session_options cairn_singular_monitored_sess
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_singular_monitored_session_new(
     const cairn_singular_monitored_session_options *o, cairn_monitored_session **out);
 
-/* TF's MonitoredTrainingSession (§3.9). CAIRN_USE_DEFAULT in the
+/* TF's MonitoredTrainingSession (doc/session-semantics.md,
+ * "MonitoredTrainingSession"). CAIRN_USE_DEFAULT in the
  * save_* fields is TF's USE_DEFAULT; 0 (or less) is TF's None.
  * Defaults: summaries every 100 steps, checkpoints every 600 s; setting
  * both secs and steps of one kind fails (CAIRN_E_INVALID "Can not provide
@@ -327,16 +331,16 @@ CAIRN_API cairn_monitored_training_session_options cairn_monitored_training_sess
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_training_session_new(
     const cairn_monitored_training_session_options *o, cairn_monitored_session **out);
 
-/* One step through the hooks (§3.4): stop already requested →
- * CAIRN_E_STATE "Run called even after should_stop requested."; before_run
- * of every hook; one cairn_session_run of the caller's ops then the hooks'
- * ops with merged feeds and the caller's + hooks' fetches; after_run of
- * every hook (not when the run failed); stop flag |= any request_stop.
- * The caller's fetches are filled. Recovery as described above. */
+/* One step through the hooks (TF's _HookedSession.run): stop already
+ * requested → CAIRN_E_STATE "Run called even after should_stop
+ * requested."; before_run of every hook; one cairn_session_run of the
+ * caller's ops then the hooks' ops with merged feeds and the caller's +
+ * hooks' fetches; after_run of every hook (not when the run failed); stop
+ * flag |= any request_stop. The caller's fetches are filled. Recovery as described above. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_run(cairn_monitored_session *ms,
                                                                 const cairn_run_args *args);
 
-/* ---- run_step_fn (§3.6) ---- */
+/* ---- run_step_fn ---- */
 typedef struct cairn_step_context cairn_step_context;
 typedef cairn_status (*cairn_step_fn)(cairn_step_context *ctx, void *user);
 
@@ -359,9 +363,9 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_step_context_request_stop(cairn_ste
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_run_step_fn(cairn_monitored_session *ms,
                                                                         cairn_step_fn fn, void *user);
 
-/* §3.5: 1 when closed, a hook requested stop, or the coordinator stops
- * (a recoverable error recorded by a side thread re-creates the session
- * and returns 0 instead). */
+/* TF's should_stop(): 1 when closed, a hook requested stop, or the
+ * coordinator stops (a recoverable error recorded by a side thread
+ * re-creates the session and returns 0 instead). */
 CAIRN_API int cairn_monitored_session_should_stop(cairn_monitored_session *ms);
 /* TF's close(): end() of every hook, then closes the stack (coordinator
  * stop, joins, session close); restores the registry's finalized state.
@@ -379,7 +383,7 @@ CAIRN_API const char *cairn_monitored_session_errmsg(const cairn_monitored_sessi
  * if open — a killed trainer writes no final checkpoint. NULL does nothing. */
 CAIRN_API void cairn_monitored_session_free(cairn_monitored_session *ms);
 
-/* ==== Timer (§4.2) ============================================================== */
+/* ==== Timer ===================================================================== */
 
 typedef struct cairn_timer cairn_timer;
 
@@ -399,7 +403,7 @@ CAIRN_API int cairn_timer_update_last_triggered_step(cairn_timer *t, int64_t ste
 CAIRN_API int cairn_timer_last_triggered_step(const cairn_timer *t, int64_t *step);
 CAIRN_API void cairn_timer_reset(cairn_timer *t);
 
-/* ==== Built-in hooks (§4) ======================================================== */
+/* ==== Built-in hooks (doc/session-semantics.md, "Built-in hooks") =============== */
 
 /* StopAtStepHook: exactly one of num_steps, last_step (< 0 = None):
  * CAIRN_E_INVALID "One of num_steps or last_step must be specified." /
@@ -431,7 +435,7 @@ typedef struct cairn_checkpoint_saver_hook_options {
   const cairn_env *env;
 } cairn_checkpoint_saver_hook_options;
 
-/* CheckpointSaverHook (§4.4): saves right after every session creation,
+/* CheckpointSaverHook: saves right after every session creation,
  * then when the timer triggers, and at end() unless that step was just
  * saved. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o,

@@ -1,6 +1,6 @@
 /* cairn/mpi.h — data-parallel training over MPI, Horovod's model
- * (../shared/spec/ecosystem-notes.md §2, tensorflow-session-semantics.md
- * §4.12, §6.5).
+ * (horovod/tensorflow: BroadcastGlobalVariablesHook, allreduce of averaged
+ * gradients; doc/session-semantics.md, "Chief, workers and MPI ranks").
  *
  * Not included by <cairn.h>: it needs <mpi.h>. Built only when configure
  * found MPI (--with-mpi, the default when mpicc is found); the functions
@@ -157,7 +157,7 @@ CAIRN_API void cairn_mpi_reset_stats(cairn_mpi *c);
 
 /* ---- helpers (no communication) ------------------------------------------- */
 /* The learning rate for `size` ranks (Goyal et al., "Accurate, Large
- * Minibatch SGD", §2.2): base·size, reached linearly from base over the
+ * Minibatch SGD", section 2.2): base·size, reached linearly from base over the
  * first warmup_steps steps (warmup_steps <= 0: no warm-up):
  *   lr(step) = base · (1 + (size − 1) · min(step, warmup) / warmup). */
 CAIRN_API float cairn_mpi_scaled_lr(float base_lr, int size, int64_t step, int64_t warmup_steps);
