@@ -118,16 +118,24 @@ static int report_error(const char *what, cairn_status st, const char *handle_ms
   return 1;
 }
 
-static int usage(const char *why) {
-  if (why) fprintf(stderr, PROG ": %s\n", why);
-  fprintf(stderr,
+/* The usage text, to stdout for --help (a reader pipes it into a pager or
+   a file), to stderr after a usage error. */
+static void print_usage(FILE *out) {
+  fprintf(out,
           "usage: " PROG " train --checkpoint-dir DIR [--max-steps N] [--batch-size B] [--seed S]\n"
           "                    [--save-checkpoint-steps K | --save-checkpoint-secs T] [--eval-every N]\n"
           "                    [--log-every N] [--hidden H1,H2,...] [--data-dir D] [--threads T]\n"
           "                    [--distributed]   (under mpirun: data-parallel over the ranks)\n"
           "       " PROG " eval --checkpoint-dir DIR [--data-dir D] [--threads T]\n"
           "       " PROG " warm-start --from CKPT --checkpoint-dir DIR --method init_fn|local_init_op|restore-option\n"
-          "                    [train options]\n");
+          "                    [train options]\n"
+          "       " PROG " -h | --help\n"
+          "Exit status: 0 success, 1 an error (data, files, cairn), 2 usage. See " PROG "(1).\n");
+}
+
+static int usage(const char *why) {
+  if (why) fprintf(stderr, PROG ": %s\n", why);
+  print_usage(stderr);
   return 2;
 }
 
@@ -933,7 +941,7 @@ int main(int argc, char **argv) {
   int is_train = strcmp(mode, "train") == 0, is_eval = strcmp(mode, "eval") == 0,
       is_warm = strcmp(mode, "warm-start") == 0;
   if (strcmp(mode, "--help") == 0 || strcmp(mode, "-h") == 0) {
-    usage(NULL);
+    print_usage(stdout);
     return 0;
   }
   if (!is_train && !is_eval && !is_warm) {
