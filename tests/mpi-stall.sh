@@ -37,11 +37,17 @@ rc=$?
 check "CAIRN_MPI_TIMEOUT=0 turns the deadline off (2 ranks train 5 steps)" test "$rc" -eq 0
 exit 0
 }
+# kill_rank FILE: SIGKILL the rank whose pid FILE holds, if that pid is
+# still a cairn-fmnist (not a recycled pid): a rank left stopped by a
+# failed case must not outlive the test.
+kill_rank() {
+  [ -f "$1" ] || return 0
+  p=$(cat "$1")
+  grep -q cairn-fmnist "/proc/$p/cmdline" 2>/dev/null && kill -9 "$p" 2>/dev/null
+  return 0
+}
 cleanup() {
-  # A rank left stopped by a failed case must not outlive the test.
-  for f in "$T"/pid-*; do
-    [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
-  done
+  for f in "$T"/pid-*; do kill_rank "$f"; done
   rm -rf "$T"
 }
 trap cleanup EXIT
@@ -123,7 +129,7 @@ stalled() {
   wait "$job"
   rc=$?
   secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
-  [ -f "$T/pid-$1" ] && kill -9 "$(cat "$T/pid-$1")" 2>/dev/null
+  kill_rank "$T/pid-$1"
 }
 
 # 1-2: rank 1 stopped
