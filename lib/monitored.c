@@ -576,6 +576,8 @@ struct cairn_monitored_session {
   cairn_coordinator *coord;
   int hook_stop; /* the hooked layer's stop flag */
   int in_run;
+  int signals_installed; /* stop_on_signals: this session owns the handlers */
+  int stop_signal;       /* the signal that stopped it, 0 if none */
 
   /* run scratch, reused: steady-state runs allocate nothing */
   hook_slot *slots;
@@ -959,9 +961,26 @@ cairn_status cairn_monitored_session_run_step_fn(cairn_monitored_session *ms, ca
   }
 }
 
+/* stop_on_signals: takes note of a SIGTERM or SIGINT caught since the
+   session was created, once, with a log line naming the last step done. */
+static int signal_stop(cairn_monitored_session *ms) {
+  if (ms->stop_signal || !ms->signals_installed) return ms->stop_signal != 0;
+  int sig = cairn__stop_signals_caught();
+  if (!sig) return 0;
+  ms->stop_signal = sig;
+  int64_t step;
+  if (ms->raw && cairn_session_global_step(ms->raw, &step) == CAIRN_OK)
+    cairn_env_log(ms->env, CAIRN_LOG_WARN, "received %s: stopping after step %lld", cairn__signal_name(sig),
+                  (long long)step);
+  else
+    cairn_env_log(ms->env, CAIRN_LOG_WARN, "received %s: stopping after the step in flight", cairn__signal_name(sig));
+  return 1;
+}
+
 /* ---- should_stop ---- */
 int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
   if (!ms || ms->closed) return 1;
+  if (signal_stop(ms)) return 1;
   if (ms->hooked_only) return ms->hook_stop;
   if (!ms->raw) return 1; /* _RecoverableSession without a session */
   const char *msg;
@@ -988,6 +1007,7 @@ static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn
   if (ms->closed) return cairn__fail(CAIRN_E_STATE, "Session is already closed.");
   cairn_status st = CAIRN_OK;
   char msg[512] = "";
+  (void)signal_stop(ms); /* reported even when the caller never asked should_stop */
   if (ms->hooked_only) {
     /* _HookedSession.close: no end(). */
   } else if (clean) {
@@ -1004,6 +1024,9 @@ static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn
     for (size_t i = 0; i < ms->n_hooks; i++)
       if (ms->hooks[i]->vt->on_error) ms->hooks[i]->vt->on_error(ms->hooks[i]->self, why);
   }
+  (void)signal_stop(ms); /* one that came during end(): its save is done */
+  if (ms->signals_installed) cairn__stop_signals_restore(ms);
+  ms->signals_installed = 0;
   cairn_status cst = close_stack(ms);
   if (cst != CAIRN_OK && ms->should_recover && is_preemption(cst)) {
     cairn_env_log(ms->env, CAIRN_LOG_ERROR, "An error occurred while closing the session: %s", cairn_errmsg());
@@ -1038,6 +1061,8 @@ cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session
 }
 
 const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms) { return ms ? ms->err : ""; }
+
+int cairn_monitored_session_stop_signal(const cairn_monitored_session *ms) { return ms ? ms->stop_signal : 0; }
 
 cairn_coordinator *cairn__monitored_session_coordinator(const cairn_monitored_session *ms) {
   return ms && !ms->closed ? ms->coord : NULL;
@@ -1145,6 +1170,14 @@ cairn_status cairn__monitored_session_new(const cairn__monitored_config *cfg, ca
     return free_and_fail(ms, st);
   }
   ms->closed = 0;
+  /* 5. SIGTERM/SIGINT handlers, once there is a session to stop: a signal
+     during the creation ends the process as it would without them (nothing
+     has been trained yet), and a worker waiting for its chief stays
+     killable. */
+  if (cfg->stop_on_signals) {
+    if ((st = cairn__stop_signals_install(ms)) != CAIRN_OK) return free_and_fail(ms, st);
+    ms->signals_installed = 1;
+  }
   *out = ms;
   return CAIRN_OK;
 }
@@ -1204,6 +1237,7 @@ cairn_status cairn_monitored_session_new(const cairn_monitored_session_options *
   cfg.max_recoveries = o->max_recoveries;
   cfg.recovery_backoff_secs = o->recovery_backoff_secs;
   cfg.env = o->env;
+  cfg.stop_on_signals = o->stop_on_signals;
   return cairn__monitored_session_new(&cfg, out);
 }
 

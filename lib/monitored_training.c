@@ -72,6 +72,7 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
   cfg.max_recoveries = o->max_recoveries;
   cfg.recovery_backoff_secs = o->recovery_backoff_secs;
   cfg.env = o->env;
+  cfg.stop_on_signals = o->stop_on_signals;
 
   cairn_status st = CAIRN_OK;
   cairn_scaffold *sc = o->scaffold;

@@ -54,6 +54,8 @@
  *   test_stop_cleanly_when_no_exception_in_with_body), and
  *   test_step_fn_doesnt_recover_when_it_wasnt_asked_to.
  * cairn additions: bounded recovery (max_recoveries), hooks' on_error,
+ * stop_on_signals (a hook raises SIGTERM or SIGINT: the final checkpoint is
+ * the step reached, the handlers before are back after close),
  * the end-to-end train / kill / restart / evaluate scenario (as
  * examples/train_resume.c: restore with a monitored session, and test).
  *
@@ -84,6 +86,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -877,6 +880,171 @@ Test(monitored_training_session, both_secs_and_steps_raise) {
   ms = mts_new(&o);
   OK(cairn_monitored_session_close(ms));
   cairn_monitored_session_free(ms);
+  graph_free(&g);
+}
+
+/* ---- stop_on_signals: SIGTERM / SIGINT stop after the step in flight ---- */
+
+/* The test's own handler, standing for whatever the application had: it
+ * must be what the process has again after the session closes. */
+static volatile sig_atomic_t g_app_caught;
+static void app_handler(int sig) { g_app_caught = sig; }
+
+static void set_handler(int sig, void (*fn)(int)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  cr_assert_eq(sigaction(sig, &sa, NULL), 0);
+}
+
+static void (*handler_of(int sig))(int) {
+  struct sigaction sa;
+  cr_assert_eq(sigaction(sig, NULL, &sa), 0);
+  return sa.sa_handler;
+}
+
+/* A hook that raises a signal from after_run of its raise_at-th run, and
+ * records the dispositions it then sees. */
+typedef struct raising_hook {
+  int runs, raise_at, sig;
+  void (*term_after)(int), (*int_after)(int);
+} raising_hook;
+
+static cairn_status rh_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
+  (void)ctx;
+  (void)v;
+  raising_hook *h = self;
+  if (++h->runs != h->raise_at) return CAIRN_OK;
+  raise(h->sig); /* delivered before raise returns (one thread) */
+  h->term_after = handler_of(SIGTERM);
+  h->int_after = handler_of(SIGINT);
+  return CAIRN_OK;
+}
+
+static const cairn_hook_vtable raising_vt = {.name = "RaisingHook", .after_run = rh_after_run};
+
+/* MTS over g_dir (checkpoints at creation and at end() only), stop_on_signals,
+ * a raising hook; runs steps while should_stop() is 0 (at most 50). Returns
+ * the number of steps run. */
+static int signal_case(int sig, int k, int64_t *final_step) {
+  graph g;
+  graph_new(&g);
+  raising_hook rh = {0, k, sig, NULL, NULL};
+  cairn_hook *h;
+  OK(cairn_hook_new(&raising_vt, &rh, &h));
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.save_checkpoint_steps = 1000;
+  o.stop_on_signals = 1;
+  o.hooks = &h;
+  o.n_hooks = 1;
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_neq(handler_of(SIGTERM), app_handler, "the session's handler is installed");
+  cr_assert_neq(handler_of(SIGINT), app_handler);
+  cr_assert_eq(cairn_monitored_session_stop_signal(ms), 0);
+  int steps = 0;
+  while (!cairn_monitored_session_should_stop(ms) && steps < 50) {
+    *final_step = run_step(ms, &g);
+    steps++;
+  }
+  cr_assert_eq(g_app_caught, 0, "the application's handler did not see the signal");
+  cr_assert_eq(rh.term_after, SIG_DFL, "after the first signal, a second SIGTERM takes the default action");
+  cr_assert_eq(rh.int_after, SIG_DFL, "... and a second SIGINT too");
+  cr_assert_eq(cairn_monitored_session_stop_signal(ms), sig);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cr_assert_eq(cairn_monitored_session_stop_signal(ms), sig, "still reported after close");
+  cr_assert_eq(handler_of(SIGTERM), app_handler, "close restored the previous SIGTERM handler");
+  cr_assert_eq(handler_of(SIGINT), app_handler, "close restored the previous SIGINT handler");
+  cairn_monitored_session_free(ms);
+  cairn_hook_free(h);
+  graph_free(&g);
+  return steps;
+}
+
+Test(monitored_training_session, stop_on_sigterm_saves_the_step_reached) {
+  set_handler(SIGTERM, app_handler);
+  set_handler(SIGINT, app_handler);
+  int64_t step = -1;
+  cr_assert_eq(signal_case(SIGTERM, 3, &step), 3, "stopped after the step in flight");
+  cr_assert_eq(step, 3);
+  cr_assert_str_eq(latest(), "model.ckpt-3", "end() saved the step the signal stopped at");
+  cr_assert(logged("received SIGTERM: stopping after step 3"), "%s", F.log);
+  /* Restored handlers are the application's again: they get the next one. */
+  raise(SIGTERM);
+  cr_assert_eq(g_app_caught, SIGTERM);
+}
+
+Test(monitored_training_session, stop_on_sigint_saves_the_step_reached) {
+  set_handler(SIGTERM, app_handler);
+  set_handler(SIGINT, app_handler);
+  int64_t step = -1;
+  cr_assert_eq(signal_case(SIGINT, 5, &step), 5);
+  cr_assert_str_eq(latest(), "model.ckpt-5");
+  cr_assert(logged("received SIGINT: stopping after step 5"), "%s", F.log);
+}
+
+/* Without the option no handler is installed: the application's own sees
+ * the signal and the session does not stop. */
+Test(monitored_training_session, no_signal_handlers_without_the_option) {
+  set_handler(SIGTERM, app_handler);
+  set_handler(SIGINT, app_handler);
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_eq(handler_of(SIGTERM), app_handler);
+  cr_assert_eq(handler_of(SIGINT), app_handler);
+  run_step(ms, &g);
+  raise(SIGTERM);
+  cr_assert_eq(g_app_caught, SIGTERM);
+  cr_assert_eq(cairn_monitored_session_should_stop(ms), 0);
+  cr_assert_eq(cairn_monitored_session_stop_signal(ms), 0);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  /* Nor with a plain MonitoredSession. */
+  cairn_scaffold *sc = scaffold(&g);
+  cairn_session_creator *cr = chief(&g, sc, NULL, NULL);
+  ms = ms_new(&g, cr, NULL, 0);
+  cr_assert_eq(handler_of(SIGTERM), app_handler);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  cairn_session_creator_free(cr);
+  cairn_scaffold_free(sc);
+  graph_free(&g);
+}
+
+/* One session at a time owns the dispositions; an ignored signal stays
+ * ignored; a session freed without close puts the handlers back too. */
+Test(monitored_session, stop_on_signals_one_owner_ignored_stays_ignored) {
+  set_handler(SIGTERM, app_handler);
+  set_handler(SIGINT, SIG_IGN);
+  graph g;
+  graph_new(&g);
+  cairn_scaffold *sc = scaffold(&g);
+  cairn_session_creator *c1 = chief(&g, sc, NULL, NULL), *c2 = chief(&g, sc, NULL, NULL);
+  cairn_monitored_session_options o = cairn_monitored_session_options_default();
+  o.registry = g.r;
+  o.session_creator = c1;
+  o.env = &ENV;
+  o.stop_on_signals = 1;
+  cairn_monitored_session *ms = NULL, *ms2 = (void *)1;
+  OK(cairn_monitored_session_new(&o, &ms));
+  cr_assert_neq(handler_of(SIGTERM), app_handler);
+  cr_assert_eq(handler_of(SIGINT), SIG_IGN, "an ignored SIGINT stays ignored");
+  o.session_creator = c2;
+  cr_assert_eq(cairn_monitored_session_new(&o, &ms2), CAIRN_E_STATE);
+  cr_assert_null(ms2);
+  HAS(cairn_errmsg(), "another monitored session already stops on SIGTERM and SIGINT");
+  cairn_monitored_session_free(ms); /* not closed: free restores them */
+  cr_assert_eq(handler_of(SIGTERM), app_handler);
+  cr_assert_eq(handler_of(SIGINT), SIG_IGN);
+  OK(cairn_monitored_session_new(&o, &ms2)); /* the dispositions are free again */
+  OK(cairn_monitored_session_close(ms2));
+  cairn_monitored_session_free(ms2);
+  cr_assert_eq(handler_of(SIGTERM), app_handler);
+  cairn_session_creator_free(c1);
+  cairn_session_creator_free(c2);
+  cairn_scaffold_free(sc);
   graph_free(&g);
 }
 

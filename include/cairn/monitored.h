@@ -42,6 +42,28 @@
  * any other status skips end() (so CheckpointSaverHook writes no final
  * checkpoint), closes the session and is returned.
  *
+ * ---- Stopping on SIGTERM and SIGINT (stop_on_signals) ----------------------
+ * Batch schedulers send SIGTERM some time before they preempt a job; Ctrl-C
+ * sends SIGINT. With the option stop_on_signals (off by default: the library
+ * installs no signal handler unless asked), the session installs handlers
+ * for both once it is created, and the first signal only sets a flag: the
+ * step in flight finishes, should_stop() then returns 1 (a WARNING log line
+ * "received SIGTERM: stopping after step N"), and the usual clean exit
+ * (cairn_monitored_session_exit(ms, CAIRN_OK) or _close) runs end() of every
+ * hook, so a CheckpointSaverHook writes the final step. Close returns its
+ * usual status; cairn_monitored_session_stop_signal() says which signal
+ * stopped the session (a tool then exits with 128 + that number, as a shell
+ * does). The handler resets both signals to their default action: a second
+ * SIGTERM or SIGINT ends the process at once, even during the final save.
+ * Close (and free) put back the dispositions found at creation. A signal
+ * the process ignores (SIG_IGN, e.g. SIGINT of a background job) stays
+ * ignored. Dispositions are per process: one monitored session at a time
+ * may use the option (another one fails to open with CAIRN_E_STATE). A
+ * signal during the session's creation takes the default action (nothing
+ * has been trained yet). Data-parallel jobs: every rank must stop after the
+ * same step, which a per-process signal does not guarantee; the option is
+ * for one process.
+ *
  * ---- Status codes -----------------------------------------------------------
  * "Run called even after should_stop requested." CAIRN_E_STATE; "Session is
  * already closed." CAIRN_E_STATE; "Same tensor is fed by two hooks." /
@@ -256,6 +278,8 @@ typedef struct cairn_monitored_session_options {
                                              < 0: unlimited (TF) */
   double recovery_backoff_secs;           /* sleep before each re-creation; default 0 (TF) */
   const cairn_env *env;
+  int stop_on_signals;                    /* 1: SIGTERM/SIGINT stop after the step in flight (see the
+                                             top); default 0: no handler installed */
 } cairn_monitored_session_options;
 
 CAIRN_API cairn_monitored_session_options cairn_monitored_session_options_default(void);
@@ -325,6 +349,7 @@ typedef struct cairn_monitored_training_session_options {
   double recovery_backoff_secs;
   cairn_session_manager_options sm; /* recovery_wait_secs, session_flags, env */
   const cairn_env *env;
+  int stop_on_signals;            /* as cairn_monitored_session_options; default 0 */
 } cairn_monitored_training_session_options;
 
 CAIRN_API cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void);
@@ -379,6 +404,10 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_exit(cairn_monito
  * SingularMonitoredSession, available on every monitored session. */
 CAIRN_API cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms);
 CAIRN_API const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms);
+/* stop_on_signals: the signal (SIGTERM, SIGINT) that made should_stop()
+ * true, or 0 if none did (or the option is off). Still valid after close,
+ * until free. */
+CAIRN_API int cairn_monitored_session_stop_signal(const cairn_monitored_session *ms);
 /* Frees ms, closing it first (without end(); hooks get on_error(CAIRN_E_CANCELLED))
  * if open — a killed trainer writes no final checkpoint. NULL does nothing. */
 CAIRN_API void cairn_monitored_session_free(cairn_monitored_session *ms);
