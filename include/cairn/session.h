@@ -164,6 +164,18 @@ CAIRN_API uint64_t cairn_session_id(const cairn_session *s);
 /* The detail of the last failed call on s ("" if none); valid until the
  * next call on s. */
 CAIRN_API const char *cairn_session_errmsg(const cairn_session *s);
+/* The checkpoint file a SessionManager restored s from (prepare_session,
+ * recover_session; also through the session creators and the monitored
+ * sessions), or NULL when nothing was restored (initialized, or a worker's
+ * session). After a fall back past a corrupt newest checkpoint it names the
+ * older file really restored. Owned by s. */
+CAIRN_API const char *cairn_session_restored_path(const cairn_session *s);
+/* That checkpoint's metadata (global step, user.* keys, the train.state.*
+ * blobs), read in the same pass as its variables, so training state kept
+ * there (data position, RNG state) always matches the variables; NULL when
+ * nothing was restored. Read it with the cairn_saver_meta_* calls; owned
+ * by s. */
+CAIRN_API const cairn_saver_meta *cairn_session_restored_meta(const cairn_session *s);
 /* For ops written by users: sets the detail of s (and the calling thread's
  * cairn_errmsg()) printf-style and returns st, so an op can
  * `return cairn_session_fail(s, CAIRN_E_ABORTED, "worker %d lost", k);`. */
