@@ -83,7 +83,10 @@ int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len) {
   for (size_t i = 0; i < g_n && !found; i++)
     if (same_file(&g_bad[i], sb)) {
       found = 1;
-      if (why && len) snprintf(why, len, "marked corrupt earlier in this process: %s", g_bad[i].why);
+      /* Short: the whole reason was in the warning that marked it. */
+      if (why && len)
+        snprintf(why, len, "marked corrupt earlier in this process: %.150s%s", g_bad[i].why,
+                 strlen(g_bad[i].why) > 150 ? "..." : "");
     }
   pthread_mutex_unlock(&g_mu);
   return found;

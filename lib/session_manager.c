@@ -340,7 +340,7 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     char why[1024];
     snprintf(why, sizeof why, "%.1000s", sm->errmsg);
     if (!first) first = st;
-    cairn__strbuf_append(tried, sizeof tried, "%s'%s': %s", tried[0] ? "; " : "", cur, why);
+    cairn__strbuf_append(tried, sizeof tried, "%s'%s': %.300s", tried[0] ? "; " : "", cur, why);
     cairn_status ms = cairn_checkpoint_mark_corrupt(cur, why);
     /* Marking fails only for a file that is gone (which the lookup skips
        anyway) or without memory; the comparison and the bound stop a walk

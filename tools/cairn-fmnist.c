@@ -890,7 +890,11 @@ static int cmd_eval(flags *f) {
   int loaded = 0;
   for (int attempt = 0;; attempt++) {
     if ((st = cairn_latest_checkpoint(f->dir, path, sizeof path)) != CAIRN_OK) {
-      ret = report_error(attempt ? "no intact checkpoint to evaluate" : "no checkpoint to evaluate", st, NULL);
+      if (attempt) /* the reasons were in the warnings */
+        fprintf(stderr, PROG ": no intact checkpoint to evaluate in %s: every one left is corrupt (see the warnings "
+                        "above; the files are left in place)\n", f->dir);
+      else
+        report_error("no checkpoint to evaluate", st, NULL);
       goto out;
     }
     /* Say which checkpoint was skipped, and why, as train and ckpt-inspect do. */

@@ -408,8 +408,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint(const char *dir, 
  * itself calls it the same way. The file is known by its device, inode,
  * size and modification time, not by its name: a checkpoint saved later
  * under the same name (the Saver replaces files atomically) is a new file
- * and is not skipped. `why` (may be NULL) is kept for that message; the
- * first reason given for a file is kept. Thread-safe.
+ * and is not skipped. `why` (may be NULL) is kept for that message (its
+ * first 150 bytes); the first reason given for a file is kept. Thread-safe.
  * Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND (no such file: nothing to mark;
  * cairn_latest_checkpoint skips missing files anyway), CAIRN_E_IO,
  * CAIRN_E_NOMEM. */
