@@ -13,8 +13,10 @@
  * the IDX byte stream, i.e. in the uncompressed data of a gzip file. The
  * reader never trusts the header: the element count is a checked product,
  * the allocation is bounded by max_bytes, a plain file's length is compared
- * with the header before anything is allocated, and the data must end
- * exactly where the header says. (zlib ignores garbage after the last gzip
+ * with the header before anything is allocated, gzip data is read into a
+ * buffer that grows with the bytes actually decompressed (so memory follows
+ * the data present, not the header's claim), and the data must end exactly
+ * where the header says. (zlib ignores garbage after the last gzip
  * member, so "trailing bytes" means bytes inside the compressed stream.)
  */
 #define _POSIX_C_SOURCE 200809L /* open, fstat, O_CLOEXEC */
@@ -36,6 +38,7 @@
 #define IDX_DEFAULT_MAX_BYTES (UINT64_C(4) << 30) /* 4 GiB */
 #define IDX_BLOCK (1u << 24)                      /* bytes per gzread: 16 MiB */
 #define IDX_GZ_BUFFER (1u << 17)                  /* zlib's input buffer: 128 KiB */
+#define IDX_GROW_START (UINT64_C(4) << 20)        /* first buffer for gzip data: 4 MiB */
 
 /* ---- reading through zlib ------------------------------------------------ */
 
@@ -180,6 +183,49 @@ static void be_to_host(unsigned char *p, size_t count, size_t esize) {
   }
 }
 
+/* Reads the data of a stream whose length is unknown (gzip) into a
+ * cairn_alloc block that grows with the bytes that really arrive: it
+ * starts at IDX_GROW_START (or `bytes`, if smaller) and doubles up to
+ * `bytes`, never beyond. A header that claims gigabytes over a few bytes
+ * of data so costs a few megabytes, and fails as truncated; memory is at
+ * most twice the data present, and at most the header's size, itself
+ * bounded by max_bytes. *data is the block (NULL on failure, always with
+ * an error), *got the bytes read. */
+static cairn_status idx_read_growing(idx_reader *r, uint64_t bytes, cairn_dtype dt, const char *dstr,
+                                     unsigned char **data, uint64_t *got) {
+  *data = NULL;
+  *got = 0;
+  uint64_t cap = bytes < IDX_GROW_START ? bytes : IDX_GROW_START;
+  unsigned char *p = cairn_alloc((size_t)cap);
+  if (!p)
+    return cairn__fail(CAIRN_E_NOMEM, "idx_read '%s': cannot allocate %llu bytes for %s %s", r->path,
+                       (unsigned long long)cap, cairn_dtype_name(dt), dstr);
+  for (;;) {
+    uint64_t n;
+    cairn_status s = idx_read_bytes(r, p + *got, cap - *got, &n);
+    if (s) {
+      cairn_free(p);
+      return s;
+    }
+    *got += n;
+    if (*got < cap || cap == bytes) break; /* the stream ended, or all data is in */
+    uint64_t ncap = cap > bytes / 2 ? bytes : cap * 2;
+    unsigned char *q = cairn__realloc(p, (size_t)cap, (size_t)ncap);
+    if (!q) {
+      cairn_free(p);
+      return cairn__fail(CAIRN_E_NOMEM,
+                         "idx_read '%s': cannot grow the buffer to %llu bytes (%llu bytes of the %llu that "
+                         "%s %s need read so far)",
+                         r->path, (unsigned long long)ncap, (unsigned long long)*got,
+                         (unsigned long long)bytes, cairn_dtype_name(dt), dstr);
+    }
+    p = q;
+    cap = ncap;
+  }
+  *data = p;
+  return CAIRN_OK;
+}
+
 /* Everything after opening: header, checks, allocation, data, end. */
 static cairn_status idx_parse(idx_reader *r, const struct stat *st, uint64_t max_bytes, cairn_tensor **out) {
   unsigned char head[4 + 4 * CAIRN_MAX_RANK];
@@ -237,8 +283,10 @@ static cairn_status idx_parse(idx_reader *r, const struct stat *st, uint64_t max
 
   /* A plain file's length is known: reject a wrong one before allocating
    * (a 20-byte file can claim gigabytes). gzip data can only be counted by
-   * decompressing it, so there max_bytes is the bound. */
+   * decompressing it: there the buffer grows with the data (below). */
+  int sized = 0;
   if (gzdirect(r->gz) && st && S_ISREG(st->st_mode) && st->st_size >= 0) {
+    sized = 1;
     uint64_t fsize = (uint64_t)st->st_size;
     if (fsize < hdr + bytes) {
       r->off = fsize;
@@ -253,10 +301,23 @@ static cairn_status idx_parse(idx_reader *r, const struct stat *st, uint64_t max
   }
 
   cairn_tensor *t;
-  s = cairn_tensor_new(dt, rank, shape, &t);
-  if (s) return cairn__fail(s, "idx_read '%s': cannot allocate %llu bytes for %s %s", r->path,
-                            (unsigned long long)bytes, cairn_dtype_name(dt), dstr);
-  s = idx_read_bytes(r, t->data, bytes, &got);
+  if (sized) {
+    s = cairn_tensor_new(dt, rank, shape, &t);
+    if (s) return cairn__fail(s, "idx_read '%s': cannot allocate %llu bytes for %s %s", r->path,
+                              (unsigned long long)bytes, cairn_dtype_name(dt), dstr);
+    s = idx_read_bytes(r, t->data, bytes, &got);
+  } else {
+    unsigned char *data;
+    if ((s = idx_read_growing(r, bytes, dt, dstr, &data, &got))) return s;
+    /* An owned tensor around the grown block (cairn_tensor_free releases
+     * both, as for cairn_tensor_new's); the shape was checked above. */
+    if (!(t = calloc(1, sizeof *t)) || cairn_tensor_view(t, data, dt, rank, shape) != CAIRN_OK) {
+      free(t);
+      cairn_free(data);
+      return cairn__fail(CAIRN_E_NOMEM, "idx_read '%s': out of memory", r->path);
+    }
+    t->owns_data = 1;
+  }
   if (!s && got < bytes) s = truncated(r, "data", hdr, bytes);
   if (!s) {
     /* One more byte: there must be none. For gzip this read also makes

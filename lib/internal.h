@@ -51,6 +51,10 @@ long cairn__env_long(const char *name, long dflt, long lo, long hi);
 
 /* String and path helpers (path.c); the char * results are malloc'd, NULL
  * when out of memory. */
+/* Resizes a cairn_alloc block to `bytes` keeping its first
+ * min(old_bytes, bytes) bytes, still 64-byte aligned; NULL on failure (p
+ * stays valid). Large (mapped) blocks grow without a copy on Linux. */
+void *cairn__realloc(void *p, size_t old_bytes, size_t bytes);
 char *cairn__strdup(const char *s);                     /* NULL for NULL */
 char *cairn__path_dir(const char *path);                /* "." if none, "/" for "/x" */
 char *cairn__path_join(const char *dir, const char *name); /* no doubled '/' */

@@ -1,5 +1,6 @@
 /* Tensors: allocation, views, shape helpers and argument checks. */
 #define _DEFAULT_SOURCE /* mmap, madvise(MADV_HUGEPAGE), posix_memalign */
+#define _GNU_SOURCE     /* mremap (Linux), for cairn__realloc */
 #include "internal.h"
 
 #include <stdio.h>
@@ -49,7 +50,9 @@ static void *alloc_block(size_t bytes, int *zeroed) {
       uintptr_t a = ((uintptr_t)base + sizeof(block_header) + CAIRN__HUGE - 1) & ~(uintptr_t)(CAIRN__HUGE - 1);
       unsigned char *p = (unsigned char *)a;
 #ifdef MADV_HUGEPAGE
-      (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure is harmless */
+      /* A hint (failure is harmless), on the whole mapping: one on part of
+       * it would split it, and cairn__realloc's mremap moves only one. */
+      (void)madvise(base, len, MADV_HUGEPAGE);
 #endif
       block_header *h = (block_header *)(void *)(p - sizeof(block_header));
       h->base = base;
@@ -78,6 +81,35 @@ void cairn_free(void *p) {
     munmap(h->base, h->map_len);
   else
     free(h->base);
+}
+
+void *cairn__realloc(void *p, size_t old_bytes, size_t bytes) {
+  if (!p) return cairn_alloc(bytes);
+  block_header *h = (block_header *)(void *)((unsigned char *)p - sizeof(block_header));
+#ifdef MREMAP_MAYMOVE
+  /* A mapped block is remapped: the kernel moves page tables, so growing
+   * copies nothing and never holds the old and the new block at once. Its
+   * offset from the mapping's start is a multiple of the page size, so p
+   * stays 64-byte aligned wherever the mapping lands. */
+  if (h->map_len) {
+    size_t off = (size_t)((unsigned char *)p - (unsigned char *)h->base);
+    size_t rounded = (bytes + CAIRN_ALIGNMENT - 1) & ~(size_t)(CAIRN_ALIGNMENT - 1);
+    if (rounded < bytes || rounded > SIZE_MAX - off) return NULL;
+    if (off + rounded <= h->map_len) return p;
+    unsigned char *nb = mremap(h->base, h->map_len, off + rounded, MREMAP_MAYMOVE);
+    if (nb != MAP_FAILED) { /* else: copy, below */
+      block_header *nh = (block_header *)(void *)(nb + off - sizeof(block_header));
+      nh->base = nb;
+      nh->map_len = off + rounded;
+      return nb + off;
+    }
+  }
+#endif
+  void *q = cairn_alloc(bytes);
+  if (!q) return NULL;
+  memcpy(q, p, old_bytes < bytes ? old_bytes : bytes);
+  cairn_free(p);
+  return q;
 }
 
 /* Validates rank/shape/dtype and computes the element count. */

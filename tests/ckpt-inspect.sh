@@ -250,8 +250,8 @@ expect 1 "verify of a corrupt file: exit 1" "$TOOL" verify "$T/corrupt.ckpt"
 check "... says BAD and names a tensor that cannot be read" sh -c 'grep -q "BAD" "$1" && grep -q "cannot be read intact" "$1"' sh "$T/out"
 expect 1 "verify --json of a corrupt file: exit 1" "$TOOL" verify --json "$T/corrupt.ckpt"
 check "... valid JSON, not ok, bad tensors named" json_ok "$T/out" 'not d["ok"] and d["status"] != "CAIRN_OK" and len(d["bad_tensors"]) >= 1'
-# diff trusts equal CRC32Cs without decoding (documented): verify is the integrity check
-expect 0 "diff does not decode tensors whose CRC32C match" "$TOOL" diff "$R" "$T/corrupt.ckpt"
+# diff decodes every tensor: a corrupt copy is an error, not "same" (tests/inspect-corrupt.sh)
+expect 2 "diff of the corrupt copy reports it (exit 2)" "$TOOL" diff "$R" "$T/corrupt.ckpt"
 expect 2 "show of the corrupted tensor: exit 2" sh -c '"$1" show "$2" big && "$1" show "$2" zeros' sh "$TOOL" "$T/corrupt.ckpt"
 
 # A truncated file (a save killed half way)

@@ -214,28 +214,39 @@ static void data_free(data *d) {
   cairn_tensor_free(d->yte);
 }
 
-static int load_images(const char *path, cairn_tensor **owner, cairn_tensor *view, int64_t *features) {
+static int load_labels(const char *path, int64_t n, cairn_tensor **out);
+
+/* Images and their labels. Every shape is checked on the file's own dtype
+ * (u8 for Fashion-MNIST) before the images are widened to f32, which
+ * quadruples them: a file that does not fit costs only what it holds. */
+static int load_images(const char *path, const char *label_path, cairn_tensor **owner, cairn_tensor *view,
+                       cairn_tensor **labels, int64_t *features) {
   cairn_tensor *raw;
   cairn_status st = cairn_idx_read(path, 0, &raw);
   if (st) return report_error("reading images", st, NULL);
-  st = cairn_tensor_to_f32(raw, 1.0f / 255.0f, owner);
-  cairn_tensor_free(raw);
-  if (st) return report_error("converting images", st, NULL);
-  int rank = (*owner)->rank;
-  const int64_t *shape = (*owner)->shape;
-  int64_t f = 1;
-  for (int i = 1; i < rank; i++) f *= shape[i];
+  int rank = raw->rank;
+  int64_t n = raw->shape[0], f = 1;
+  for (int i = 1; i < rank; i++) f *= raw->shape[i];
   if (rank < 2) {
     fprintf(stderr, PROG ": %s: expected images (N, rows, cols), got rank %d\n", path, rank);
+    cairn_tensor_free(raw);
     return 1;
   }
   if (*features && f != *features) {
     fprintf(stderr, PROG ": %s: images of %lld pixels, the training images have %lld\n", path, (long long)f,
             (long long)*features);
+    cairn_tensor_free(raw);
     return 1;
   }
+  if (load_labels(label_path, n, labels)) {
+    cairn_tensor_free(raw);
+    return 1;
+  }
+  st = cairn_tensor_to_f32(raw, 1.0f / 255.0f, owner);
+  cairn_tensor_free(raw);
+  if (st) return report_error("converting images", st, NULL);
   *features = f;
-  int64_t s2[2] = {shape[0], f};
+  int64_t s2[2] = {n, f};
   if ((st = cairn_tensor_view(view, cairn_tensor_f32(*owner), CAIRN_DTYPE_F32, 2, s2)) != CAIRN_OK)
     return report_error("images", st, NULL);
   return 0;
@@ -245,13 +256,14 @@ static int load_labels(const char *path, int64_t n, cairn_tensor **out) {
   cairn_tensor *raw;
   cairn_status st = cairn_idx_read(path, 0, &raw);
   if (st) return report_error("reading labels", st, NULL);
+  if (raw->rank != 1 || raw->shape[0] != n) { /* before widening to i32 */
+    fprintf(stderr, PROG ": %s: expected %lld labels (one per image)\n", path, (long long)n);
+    cairn_tensor_free(raw);
+    return 1;
+  }
   st = cairn_tensor_to_labels(raw, CLASSES, out);
   cairn_tensor_free(raw);
   if (st) return report_error("converting labels", st, NULL);
-  if ((*out)->rank != 1 || (*out)->shape[0] != n) {
-    fprintf(stderr, PROG ": %s: expected %lld labels\n", path, (long long)n);
-    return 1;
-  }
   return 0;
 }
 
@@ -272,10 +284,8 @@ static int data_load(data *d, const char *dir) {
       return 1;
     }
   }
-  if (load_images(path[0], &d->xtr_owner, &d->xtr, &d->features) ||
-      load_labels(path[1], d->xtr.shape[0], &d->ytr) ||
-      load_images(path[2], &d->xte_owner, &d->xte, &d->features) ||
-      load_labels(path[3], d->xte.shape[0], &d->yte))
+  if (load_images(path[0], path[1], &d->xtr_owner, &d->xtr, &d->ytr, &d->features) ||
+      load_images(path[2], path[3], &d->xte_owner, &d->xte, &d->yte, &d->features))
     return 1;
   return 0;
 }

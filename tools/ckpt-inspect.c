@@ -8,9 +8,10 @@
  *
  * CKPT is a checkpoint file, or a directory (its latest valid checkpoint).
  * Exit status: 0 success / same, 1 diff "different" / verify "bad",
- * 2 error. Everything read from a file (names, metadata, library messages
- * that quote them) is printed with control characters escaped (a crafted
- * name must not drive the terminal); --json output escapes them the JSON way.
+ * 2 error (for diff also: corrupt data in either file). Everything read
+ * from a file (names, metadata, library messages that quote them) is
+ * printed with control characters escaped (a crafted name must not drive
+ * the terminal); --json output escapes them the JSON way.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -1245,6 +1246,36 @@ static void json_entry_brief(const cairn_ckpt_entry *e) {
   fputc('}', stdout);
 }
 
+/* Whether a status means "the file is bad" (its contents are corrupt,
+ * malformed, incomplete or beyond the reader's limits) rather than "could
+ * not be checked" (I/O, memory, a newer format). */
+static int status_is_bad_file(cairn_status s) {
+  return s == CAIRN_E_TRUNCATED || s == CAIRN_E_CORRUPT || s == CAIRN_E_FORMAT || s == CAIRN_E_LIMIT;
+}
+
+/* diff reads every tensor of both files, so that "same" is a statement
+ * about intact data: reads e into *t (NULL when its data is bad: the error
+ * is printed, naming the file and tensor, and counted in *nbad). Returns
+ * -1 when it could not be read for another reason (printed). */
+static int diff_read(cairn_ckpt *c, const char *path, const cairn_ckpt_entry *e, cairn_tensor **t, size_t *nbad) {
+  *t = NULL;
+  cairn_status s = read_tensor(c, e, t);
+  if (s == CAIRN_OK) return 0;
+  error_tensor(path, e->name, s);
+  if (!status_is_bad_file(s)) return -1;
+  (*nbad)++;
+  return 0;
+}
+
+/* diff_read for a tensor that is not compared (only in one file, or of
+ * another dtype or shape): its data is checked all the same. */
+static int diff_check(cairn_ckpt *c, const char *path, const cairn_ckpt_entry *e, size_t *nbad) {
+  cairn_tensor *t;
+  int r = diff_read(c, path, e, &t, nbad);
+  cairn_tensor_free(t);
+  return r;
+}
+
 static int cmd_diff(const options *o, const char *arg_a, const char *arg_b) {
   char pa[4096], pb[4096];
   if (resolve(arg_a, 1, pa, sizeof pa) != 0 || resolve(arg_b, 1, pb, sizeof pb) != 0) return EXIT_ERROR;
@@ -1252,7 +1283,7 @@ static int cmd_diff(const options *o, const char *arg_a, const char *arg_b) {
   cairn_ckpt_entry *ea = NULL, *eb = NULL;
   dresult *res = NULL;
   int rc = EXIT_ERROR;
-  size_t na = 0, nb = 0, nres = 0, nsame = 0;
+  size_t na = 0, nb = 0, nres = 0, nsame = 0, nbad[2] = {0, 0};
   if (open_ckpt(pa, &ca) != CAIRN_OK || open_ckpt(pb, &cb) != CAIRN_OK) goto out;
   if (!(ea = load_entries(ca, pa, &na)) || !(eb = load_entries(cb, pb, &nb))) goto out;
   res = calloc(na + nb + 1, sizeof *res);
@@ -1270,6 +1301,7 @@ static int cmd_diff(const options *o, const char *arg_a, const char *arg_b) {
       r->name = ea[i].name;
       r->a = &ea[i++];
       nres++;
+      if (diff_check(ca, pa, r->a, nbad) < 0) goto out;
       continue;
     }
     if (c > 0) {
@@ -1277,53 +1309,55 @@ static int cmd_diff(const options *o, const char *arg_a, const char *arg_b) {
       r->name = eb[j].name;
       r->b = &eb[j++];
       nres++;
+      if (diff_check(cb, pb, r->b, nbad + 1) < 0) goto out;
       continue;
     }
     const cairn_ckpt_entry *x = &ea[i++], *y = &eb[j++];
     r->name = x->name;
     r->a = x;
     r->b = y;
-    if (x->dtype != y->dtype) {
-      r->kind = D_DTYPE;
-      nres++;
-      continue;
-    }
     int same_shape = x->rank == y->rank;
     for (int k = 0; same_shape && k < x->rank; k++) same_shape = x->shape[k] == y->shape[k];
-    if (!same_shape) {
-      r->kind = D_SHAPE;
+    if (x->dtype != y->dtype || !same_shape) {
+      r->kind = x->dtype != y->dtype ? D_DTYPE : D_SHAPE;
       nres++;
+      if (diff_check(ca, pa, x, nbad) < 0 || diff_check(cb, pb, y, nbad + 1) < 0) goto out;
       continue;
     }
-    /* Identical raw CRC32C: the same bytes (up to a 2^-32 chance), no
-     * need to decode. */
-    if (x->raw_crc32c == y->raw_crc32c && x->raw_bytes == y->raw_bytes) {
-      nsame++;
-      continue;
-    }
+    /* Both decoded, CRC checked, even when the index CRCs agree: equal
+     * index entries say nothing about the bytes stored (a copy with a
+     * flipped data bit has the same index). */
     cairn_tensor *ta = NULL, *tb = NULL;
-    cairn_status s = read_tensor(ca, x, &ta);
-    if (s != CAIRN_OK) {
-      error_tensor(pa, x->name, s);
-      goto out;
-    }
-    s = read_tensor(cb, y, &tb);
-    if (s != CAIRN_OK) {
-      error_tensor(pb, y->name, s);
+    int ra = diff_read(ca, pa, x, &ta, nbad), rb = ra < 0 ? 0 : diff_read(cb, pb, y, &tb, nbad + 1);
+    if (ra < 0 || rb < 0) {
       cairn_tensor_free(ta);
       goto out;
     }
-    compare_values(x->dtype, ta->data, tb->data, elem_count(x->rank, x->shape), o->atol, o->rtol, r);
+    if (ta && tb) {
+      uint64_t ne = elem_count(x->rank, x->shape);
+      if (x->raw_bytes == y->raw_bytes && memcmp(ta->data, tb->data, (size_t)x->raw_bytes) == 0) {
+        nsame++; /* the same bytes: no need to compare values */
+      } else {
+        compare_values(x->dtype, ta->data, tb->data, ne, o->atol, o->rtol, r);
+        /* bytes differ but values may be equal within tolerance (or -0 vs
+         * 0, NaN payloads): "close" */
+        r->kind = r->n_diff ? D_VALUES : D_CLOSE;
+        if (!r->n_diff) nsame++;
+        nres++;
+      }
+    }
     cairn_tensor_free(ta);
     cairn_tensor_free(tb);
-    if (r->n_diff) {
-      r->kind = D_VALUES;
-      nres++;
-    } else {
-      r->kind = D_CLOSE; /* bytes differ, values equal within tolerance (or -0 vs 0, NaN payloads) */
-      nres++;
-      nsame++;
+  }
+  /* Corrupt data is neither "same" nor "different": say so and stop. */
+  if (nbad[0] || nbad[1]) {
+    for (int f = 0; f < 2; f++) {
+      if (!nbad[f]) continue;
+      errorf("%s: %zu of %zu tensor%s cannot be read intact (corrupt data): the checkpoints are not "
+             "compared; 'ckpt-inspect verify %s' checks the whole file",
+             f ? pb : pa, nbad[f], f ? nb : na, (f ? nb : na) == 1 ? "" : "s", f ? pb : pa);
     }
+    goto out;
   }
   size_t ndiff = 0, cnt[6] = {0};
   for (size_t k = 0; k < nres; k++) {
@@ -1444,12 +1478,6 @@ out:
 }
 
 /* ---- verify ------------------------------------------------------------------ */
-
-/* Whether a status means "the file is bad" (1) rather than "could not be
- * checked" (2). */
-static int status_is_bad_file(cairn_status s) {
-  return s == CAIRN_E_TRUNCATED || s == CAIRN_E_CORRUPT || s == CAIRN_E_FORMAT;
-}
 
 static void verify_report(const options *o, const char *path, cairn_status s, const char *msg, int major,
                           int minor, size_t ntensors, char **bad, size_t nbad) {
@@ -1942,12 +1970,14 @@ static const command commands[] = {
     {"diff", 2, OPT_JSON | OPT_TOL, "diff [--json] [--atol X] [--rtol X] A B",
      "Compares two checkpoints tensor by tensor: added, removed, dtype or shape changed, values\n"
      "changed (count, max abs and max relative difference). Values a (from A) and b (from B) are\n"
-     "equal when |a - b| <= atol + rtol*|b| (default 0: exact; NaN equals NaN). Tensors with the\n"
-     "same CRC32C are the same without being decoded. Exit status 0: same, 1: different, 2: error.\n"},
+     "equal when |a - b| <= atol + rtol*|b| (default 0: exact; NaN equals NaN). Every tensor of\n"
+     "both files is decoded and its checksum verified: corrupt data is reported, naming the file\n"
+     "and tensor, never as \"same\". Exit status 0: same, 1: different, 2: error or corrupt data.\n"},
     {"verify", 1, OPT_JSON, "verify [--json] CKPT",
      "Checks every checksum and rule of the file, tensor data included. Exit status 0: valid,\n"
-     "1: the file is bad (corrupt, malformed or incomplete; every unreadable tensor is named;\n"
-     "an incomplete file can be salvaged with recover), 2: it could not be checked.\n"},
+     "1: the file is bad (corrupt, malformed, incomplete, or its contents exceed the reader's\n"
+     "limits; every unreadable tensor is named; an incomplete file can be salvaged with\n"
+     "recover), 2: it could not be checked (I/O error, newer format version, out of memory).\n"},
     {"meta", 1, OPT_JSON | OPT_ALL, "meta [--json] [--all] CKPT",
      "Prints the metadata key-values with their types. Byte strings are shown in hex, the first\n"
      "32 bytes unless --all (--json always gives all of them).\n"},
@@ -1976,7 +2006,8 @@ static void usage(FILE *f) {
   fprintf(f, "  " PROG " help SUBCOMMAND\n\n"
              "options: --json (list, diff, verify, meta), --all (show, meta), --atol X, --rtol X (diff),\n"
              "         --force (recover, export, import), --compress MODE (import), -h/--help, --version\n\n"
-             "exit status: 0 success (diff: same), 1 diff: different / verify: bad file, 2 error.\n"
+             "exit status: 0 success (diff: same), 1 diff: different / verify: bad file,\n"
+             "             2 error (diff: also a corrupt tensor in either file).\n"
              "Names and metadata from files are printed with control characters escaped.\n"
              "See ckpt-inspect(1).\n");
 }

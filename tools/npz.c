@@ -33,6 +33,9 @@
 /* Deflate cannot expand by more than 1032:1 (RFC 1951 block limits); a
  * member claiming more is malformed. */
 #define DEFLATE_MAX_RATIO 1032u
+/* A deflated member's buffer starts this big (or at its declared size, if
+ * smaller) and doubles as output arrives. */
+#define NPZ_GROW_START (1u << 20)
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) {
   if (!err || errlen == 0) return;
@@ -843,28 +846,33 @@ fail:
   return -1;
 }
 
-static int inflate_member(npz_reader *r, const npz_member *m, unsigned char *dst, char *err, size_t errlen) {
+/* Inflates member m into a buffer that grows with the output (doubling
+ * from NPZ_GROW_START up to the declared size, never beyond it), so memory
+ * follows the data actually present, not what the headers claim: a member
+ * that declares gigabytes and holds kilobytes fails after kilobytes. On
+ * success *out holds exactly m->usize bytes (malloc'd). */
+static int inflate_member(npz_reader *r, const npz_member *m, unsigned char **out, char *err, size_t errlen) {
+  *out = NULL;
   z_stream zs;
   memset(&zs, 0, sizeof zs);
   if (inflateInit2(&zs, -15) != Z_OK) {
     seterr(err, errlen, "%s: member '%s': zlib inflateInit2 failed", r->path, m->name);
     return -1;
   }
-  unsigned char *in = malloc(IO_CHUNK);
-  if (!in) {
+  uint64_t cap = m->usize < NPZ_GROW_START ? m->usize : NPZ_GROW_START;
+  unsigned char *in = malloc(IO_CHUNK), *dst = malloc(cap ? (size_t)cap : 1);
+  if (!in || !dst) {
+    free(in);
+    free(dst);
     inflateEnd(&zs);
-    seterr(err, errlen, "%s: out of memory", r->path);
+    seterr(err, errlen, "%s: member '%s': out of memory", r->path, m->name);
     return -1;
   }
   uint64_t in_left = m->csize, in_off = m->data_off, out_done = 0;
   int rc = Z_OK, ret = -1;
   unsigned char spare;
   while (rc != Z_STREAM_END) {
-    if (zs.avail_in == 0) {
-      if (in_left == 0) {
-        seterr(err, errlen, "%s: member '%s': deflate stream is cut short", r->path, m->name);
-        goto done;
-      }
+    if (zs.avail_in == 0 && in_left > 0) {
       uint64_t n = in_left < IO_CHUNK ? in_left : IO_CHUNK;
       if (pread_all(r->fd, in, n, in_off) != 0) {
         seterr(err, errlen, "%s: read error: %s", r->path, strerror(errno));
@@ -875,8 +883,20 @@ static int inflate_member(npz_reader *r, const npz_member *m, unsigned char *dst
       in_off += n;
       in_left -= n;
     }
-    if (out_done < m->usize) {
-      uint64_t room = m->usize - out_done;
+    if (out_done == cap && cap < m->usize) {
+      uint64_t ncap = cap > m->usize / 2 ? m->usize : cap * 2;
+      unsigned char *g = realloc(dst, (size_t)ncap);
+      if (!g) {
+        seterr(err, errlen, "%s: member '%s': out of memory growing its buffer to %llu bytes (%llu of the declared %llu inflated so far)",
+               r->path, m->name, (unsigned long long)ncap, (unsigned long long)out_done,
+               (unsigned long long)m->usize);
+        goto done;
+      }
+      dst = g;
+      cap = ncap;
+    }
+    if (out_done < cap) {
+      uint64_t room = cap - out_done;
       zs.next_out = dst + out_done;
       zs.avail_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
     } else {
@@ -884,22 +904,39 @@ static int inflate_member(npz_reader *r, const npz_member *m, unsigned char *dst
       zs.next_out = &spare;
       zs.avail_out = 1;
     }
-    uInt before = zs.avail_out;
+    uInt out_before = zs.avail_out, in_before = zs.avail_in;
     rc = inflate(&zs, Z_NO_FLUSH);
-    if (out_done >= m->usize && zs.avail_out != before) {
+    if (out_done >= m->usize && zs.avail_out != out_before) {
       seterr(err, errlen, "%s: member '%s' inflates to more than its declared %llu bytes", r->path,
              m->name, (unsigned long long)m->usize);
       goto done;
     }
-    out_done += before - zs.avail_out;
-    if (rc != Z_OK && rc != Z_STREAM_END && !(rc == Z_BUF_ERROR && zs.avail_in == 0)) {
+    out_done += out_before - zs.avail_out;
+    if (rc == Z_STREAM_END) break;
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
       seterr(err, errlen, "%s: member '%s': invalid deflate data (%s)", r->path, m->name,
              zs.msg ? zs.msg : "zlib error");
       goto done;
     }
+    /* zlib may hold decoded output (the end of a match, bits already
+     * taken from the input) when the output window fills: a new window
+     * lets it continue even with no input left. Only a call that makes no
+     * progress with no input left means the stream really is cut short. */
+    if (zs.avail_out == out_before && zs.avail_in == in_before) {
+      if (zs.avail_in == 0 && in_left == 0) {
+        seterr(err, errlen,
+               "%s: member '%s': deflate stream is cut short after %llu of its declared %llu bytes",
+               r->path, m->name, (unsigned long long)out_done, (unsigned long long)m->usize);
+        goto done;
+      }
+      if (zs.avail_in != 0 && zs.avail_out != 0) { /* cannot happen with valid zlib; never spin */
+        seterr(err, errlen, "%s: member '%s': inflate makes no progress", r->path, m->name);
+        goto done;
+      }
+    }
   }
   if (out_done != m->usize) {
-    seterr(err, errlen, "%s: member '%s' inflates to %llu bytes, declared %llu", r->path, m->name,
+    seterr(err, errlen, "%s: member '%s' inflates to %llu bytes, but its header declares %llu", r->path, m->name,
            (unsigned long long)out_done, (unsigned long long)m->usize);
     goto done;
   }
@@ -911,6 +948,10 @@ static int inflate_member(npz_reader *r, const npz_member *m, unsigned char *dst
 done:
   free(in);
   inflateEnd(&zs);
+  if (ret == 0)
+    *out = dst;
+  else
+    free(dst);
   return ret;
 }
 
@@ -926,20 +967,22 @@ int npz_reader_read(npz_reader *r, size_t i, npz_array *out, char *err, size_t e
            (unsigned long long)m->usize, (unsigned long long)r->lim.max_member_bytes);
     return -1;
   }
-  unsigned char *buf = malloc(m->usize ? (size_t)m->usize : 1);
-  if (!buf) {
-    seterr(err, errlen, "%s: member '%s': out of memory (%llu bytes)", r->path, m->name,
-           (unsigned long long)m->usize);
-    return -1;
-  }
+  unsigned char *buf = NULL;
   if (m->method == 0) {
+    /* Stored: the open checked that all usize bytes are in the file, so
+     * this allocation is what the file really holds. */
+    buf = malloc(m->usize ? (size_t)m->usize : 1);
+    if (!buf) {
+      seterr(err, errlen, "%s: member '%s': out of memory (%llu bytes)", r->path, m->name,
+             (unsigned long long)m->usize);
+      return -1;
+    }
     if (pread_all(r->fd, buf, m->usize, m->data_off) != 0) {
       seterr(err, errlen, "%s: read error: %s", r->path, strerror(errno));
       free(buf);
       return -1;
     }
-  } else if (inflate_member(r, m, buf, err, errlen) != 0) {
-    free(buf);
+  } else if (inflate_member(r, m, &buf, err, errlen) != 0) {
     return -1;
   }
   uint32_t crc = crc32_big((uint32_t)crc32(0, Z_NULL, 0), buf, m->usize);

@@ -14,7 +14,10 @@
  * archives only, members in bounds and not overlapping, the central
  * directory after the members, local and central names and methods equal,
  * no encryption, methods 0 (stored) or 8 (deflate, inflated with zlib's raw
- * inflate into a buffer of exactly the declared size, never more), CRC-32
+ * inflate into a buffer that starts at 1 MiB and doubles as output arrives,
+ * up to the declared size and never beyond, so memory follows the data
+ * actually present, not the headers' claim; members over 1 GiB and ZIP64
+ * sizes included), CRC-32
  * and sizes checked, member names without path tricks (absolute paths,
  * "..", ".", empty components, backslashes, control characters, invalid
  * UTF-8). .npy headers (versions 1.0, 2.0, 3.0) are parsed by a strict
@@ -60,7 +63,9 @@ void npz_array_free(npz_array *a);
 
 typedef struct npz_limits {
   uint64_t max_member_bytes;  /* uncompressed size of one member; 0: 64 GiB
-                                 (the cairn reader's default tensor limit) */
+                                 (the cairn reader's default tensor limit).
+                                 Caps the buffer of a member, which grows
+                                 only as its data arrives */
   uint64_t max_members;       /* 0: 1,000,000 */
 } npz_limits;
 

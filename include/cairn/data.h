@@ -25,7 +25,13 @@ extern "C" {
 /* Reads an IDX file (plain or gzip) into a new tensor of the file's dtype
  * (U8, I8, I16, I32, F32 or F64, converted to host byte order) and shape;
  * the caller frees *out, which is NULL on error. max_bytes bounds the data
- * size and so the allocation (0: 4 GiB). Errors name the file and the
+ * size and so the allocation (0: 4 GiB). Memory follows the data actually
+ * present, not the header's claim: a plain file's size is checked against
+ * the header before anything is allocated, and gzip data is read into a
+ * buffer that starts at 4 MiB and doubles as bytes arrive, up to the size
+ * the header gives (at most max_bytes); so a header that claims gigabytes
+ * over a few bytes fails as CAIRN_E_TRUNCATED after allocating megabytes,
+ * and memory stays under twice the data decompressed. Errors name the file and the
  * offset (for gzip, in the uncompressed stream, except damaged compressed
  * data, which is placed in the compressed file): CAIRN_E_NULL, CAIRN_E_IO
  * (cannot open or read), CAIRN_E_FORMAT (bad magic, unknown type, rank 0
