@@ -1993,22 +1993,25 @@ Test(dir_lock, released_when_the_holder_is_killed) {
   pid_t child = fork();
   cr_assert_neq(child, -1);
   if (child == 0) {
+    alarm(20); /* never outlives a failed test */
     cairn_checkpoint_lock *l = NULL;
     char c = cairn_checkpoint_lock_new(g_dir, &l) == CAIRN_OK ? 'y' : 'n';
     if (write(ready[1], &c, 1) != 1) _exit(2);
     for (;;) pause();
   }
   char c = 0;
-  cr_assert_eq(read(ready[0], &c, 1), 1);
-  cr_assert_eq(c, 'y');
+  ssize_t got = read(ready[0], &c, 1);
   cairn_checkpoint_lock *l = NULL;
-  cr_assert_eq(cairn_checkpoint_lock_new(g_dir, &l), CAIRN_E_BUSY);
-  char want[64];
+  cairn_status busy = cairn_checkpoint_lock_new(g_dir, &l);
+  char msg[4096], want[64];
+  snprintf(msg, sizeof msg, "%s", cairn_errmsg());
   snprintf(want, sizeof want, "pid %ld on host", (long)child);
-  ASSERT_MSG_HAS(want);
-  cr_assert_eq(kill(child, SIGKILL), 0);
+  cr_assert_eq(kill(child, SIGKILL), 0); /* before any assertion can end the test */
   int status;
   cr_assert_eq(waitpid(child, &status, 0), child);
+  cr_assert(got == 1 && c == 'y', "the child took the lock");
+  cr_assert_eq(busy, CAIRN_E_BUSY, "status %d", busy);
+  cr_assert_not_null(strstr(msg, want), "message '%s' lacks '%s'", msg, want);
   cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   ASSERT_OK(cairn_checkpoint_lock_new(g_dir, &l));
   cairn_checkpoint_lock_free(l);
