@@ -148,12 +148,12 @@ static const char ckpt_name[] = "CheckpointSaverHook";
 
 /* One writer per directory: this hook writes into h->dir, so it holds the
  * directory's lock while its session lives, and clears the temporary files
- * a killed save left there. A directory that does not exist yet (created
- * later by the caller) is locked at the first save instead. */
-static cairn_status ckpt_lock(ckpt_hook *h, int if_exists) {
+ * a killed save left there. A directory that does not exist yet is locked
+ * as soon as it does (around the first save, which may create it). */
+static cairn_status ckpt_lock(ckpt_hook *h) {
   if (h->lock) return CAIRN_OK;
   struct stat sb;
-  if (if_exists && (stat(h->dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) return CAIRN_OK;
+  if (stat(h->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CAIRN_OK;
   cairn_status st = cairn_checkpoint_lock_new(h->dir, &h->lock);
   if (st != CAIRN_OK) return st;
   size_t files;
@@ -215,7 +215,7 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   cairn_saver *saver = NULL;
   cairn_status st = ckpt_saver(h, s, &saver);
   if (st != CAIRN_OK) return st;
-  if ((st = ckpt_lock(h, 0)) != CAIRN_OK) return st;
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   cairn_env_log(h->env, CAIRN_LOG_INFO, "Saving checkpoints for %" PRId64 " into %s.", step, h->prefix);
   for (size_t i = 0; i < h->n_listeners; i++) {
     const cairn_checkpoint_listener *l = &h->listeners[i];
@@ -223,6 +223,7 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   }
   st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path);
   if (st != CAIRN_OK) return st;
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   /* TF logs the prefix as checkpoint_path; the file actually written is
      more useful and is what cairn logs. */
   if (h->writer && h->writer->session_log &&
@@ -246,7 +247,7 @@ static cairn_status ckpt_begin(void *self, cairn_registry *r) {
   cairn_status st = need_global_step(r, ckpt_name);
   if (st != CAIRN_OK) return st;
   /* before the session is created: a second trainer refuses before it restores anything */
-  if ((st = ckpt_lock(h, 1)) != CAIRN_OK) return st;
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   for (size_t i = 0; i < h->n_listeners; i++)
     if (h->listeners[i].begin && (st = h->listeners[i].begin(h->listeners[i].self)) != CAIRN_OK) return st;
   return CAIRN_OK;

@@ -134,7 +134,7 @@ cairn_status cairn_checkpoint_lock_new(const char *dir, cairn_checkpoint_lock **
   struct stat sd;
   int se = stat(dir, &sd) != 0 ? errno : 0;
   if (se || !S_ISDIR(sd.st_mode))
-    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: checkpoint directory '%s' %s", fn, dir,
+    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: checkpoint directory '%s'%s %s", fn, dir, se ? ":" : "",
                        se ? strerror(se) : "is not a directory");
   cairn_checkpoint_lock *l = calloc(1, sizeof *l);
   if (l) l->path = cairn__path_join(dir, LOCK_NAME);

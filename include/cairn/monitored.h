@@ -443,9 +443,9 @@ typedef struct cairn_checkpoint_saver_hook_options {
  * then when the timer triggers, and at end() unless that step was just
  * saved.
  * The hook is the directory's one writer: begin() takes the lock of
- * checkpoint_dir (cairn_checkpoint_lock_new; at the first save instead if
- * the directory does not exist yet) and fails with CAIRN_E_BUSY when
- * another trainer holds it:
+ * checkpoint_dir (cairn_checkpoint_lock_new; if the directory does not
+ * exist yet, as soon as it does, around the first save) and fails with
+ * CAIRN_E_BUSY when another trainer holds it:
  *   checkpoint_lock_new: checkpoint directory 'd' is in use by another
  *   trainer: pid 4242 on host 'node7' holds the lock 'd/.cairn.lock' (one
  *   writer per directory: wait for it to finish, or use another directory)
