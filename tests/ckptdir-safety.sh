@@ -158,7 +158,7 @@ t0=$(date +%s)
 run "$PROG" train --checkpoint-dir "$L" $SMALL --max-steps 10
 t1=$(date +%s)
 ls -A "$L" >"$T/after"
-if [ "$rc" -ne 0 ] && [ $((t1 - t0)) -le 5 ] &&
+if [ "$rc" -eq 1 ] && [ $((t1 - t0)) -le 5 ] &&
   err_has "cairn-fmnist: checkpoint directory: in use by another process: checkpoint_lock_check: checkpoint directory '$L' is in use by another trainer: pid $bg on host '$host' holds the lock '$L/.cairn.lock' (one writer per directory: wait for it to finish, or use another directory)"; then
   ok "a second trainer on the directory refuses at once, naming the holder"
 else
