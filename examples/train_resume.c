@@ -505,6 +505,7 @@ static int cmd_finetune(const train_flags *f) {
   cairn_scaffold *sc = NULL;
   cairn_session_manager *sm = NULL;
   cairn_session *s = NULL;
+  cairn_checkpoint_lock *lock = NULL;
   cairn_status st;
   int rc = 1;
   char src[4096], own[4096], prefix[4096], saved[4096];
@@ -525,6 +526,13 @@ static int cmd_finetune(const train_flags *f) {
   }
   if ((st = model_new(&m, FT_CLASSES, f->seed)) != CAIRN_OK) {
     rc = report_error("model", st, NULL);
+    goto out;
+  }
+  /* The loop below saves with the Saver itself, not through a
+   * CheckpointSaverHook (which would lock for us): one writer per
+   * directory, so it holds NEWDIR's lock; a second fine-tuning refuses. */
+  if ((st = cairn_checkpoint_lock_new(f->dir, &lock)) != CAIRN_OK) {
+    rc = report_error("checkpoint directory", st, NULL);
     goto out;
   }
 
@@ -643,6 +651,7 @@ out:
   cairn_scaffold_free(sc);
   model_free(&m);
   problem_free(&p);
+  cairn_checkpoint_lock_free(lock);
   return rc;
 }
 

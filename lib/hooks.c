@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cairn/monitored.h"
 #include "monitored_impl.h"
@@ -140,14 +141,44 @@ typedef struct ckpt_hook {
   const cairn_env *env;
   cairn_timer *timer;
   int64_t steps_per_run;
+  cairn_checkpoint_lock *lock; /* the directory's, from begin() (or the first save) to end() */
   char path[4096];
 } ckpt_hook;
 
 static const char ckpt_name[] = "CheckpointSaverHook";
 
+/* One writer per directory: this hook writes into h->dir, so it holds the
+ * directory's lock while its session lives, and clears the temporary files
+ * a killed save left there. A directory that does not exist yet is locked
+ * as soon as it does (around the first save, which may create it). */
+static cairn_status ckpt_lock(ckpt_hook *h) {
+  if (h->lock) return CAIRN_OK;
+  struct stat sb;
+  if (stat(h->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CAIRN_OK;
+  cairn_status st = cairn_checkpoint_lock_new(h->dir, &h->lock);
+  if (st != CAIRN_OK) return st;
+  size_t files;
+  uint64_t bytes;
+  cairn_checkpoint_lock_removed(h->lock, &files, &bytes);
+  if (files) {
+    double b = (double)bytes;
+    const char *unit = b >= 1e9 ? "GB" : b >= 1e6 ? "MB" : "kB";
+    double scaled = b / (b >= 1e9 ? 1e9 : b >= 1e6 ? 1e6 : 1e3);
+    cairn_env_log(h->env, CAIRN_LOG_INFO, "Removed %zu temporary file%s of unfinished saves (%.1f %s) from %s.",
+                  files, files == 1 ? "" : "s", scaled, unit, h->dir);
+  }
+  return CAIRN_OK;
+}
+
+static void ckpt_unlock(ckpt_hook *h) {
+  cairn_checkpoint_lock_free(h->lock);
+  h->lock = NULL;
+}
+
 static void ckpt_destroy(void *self) {
   ckpt_hook *h = self;
   if (!h) return;
+  ckpt_unlock(h);
   free(h->dir);
   free(h->prefix);
   free(h->listeners);
@@ -185,6 +216,7 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   cairn_saver *saver = NULL;
   cairn_status st = ckpt_saver(h, s, &saver);
   if (st != CAIRN_OK) return st;
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   cairn_env_log(h->env, CAIRN_LOG_INFO, "Saving checkpoints for %" PRId64 " into %s.", step, h->prefix);
   for (size_t i = 0; i < h->n_listeners; i++) {
     const cairn_checkpoint_listener *l = &h->listeners[i];
@@ -192,6 +224,7 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   }
   st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path);
   if (st != CAIRN_OK) return st;
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   /* TF logs the prefix as checkpoint_path; the file actually written is
      more useful and is what cairn logs. */
   if (h->writer && h->writer->session_log &&
@@ -214,6 +247,8 @@ static cairn_status ckpt_begin(void *self, cairn_registry *r) {
   ckpt_hook *h = self;
   cairn_status st = need_global_step(r, ckpt_name);
   if (st != CAIRN_OK) return st;
+  /* before the session is created: a second trainer refuses before it restores anything */
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   for (size_t i = 0; i < h->n_listeners; i++)
     if (h->listeners[i].begin && (st = h->listeners[i].begin(h->listeners[i].self)) != CAIRN_OK) return st;
   return CAIRN_OK;
@@ -259,8 +294,7 @@ static cairn_status ckpt_after_run(void *self, cairn_run_context *ctx, const cai
   return CAIRN_OK;
 }
 
-static cairn_status ckpt_end(void *self, cairn_session *s) {
-  ckpt_hook *h = self;
+static cairn_status ckpt_end_saves(ckpt_hook *h, cairn_session *s) {
   if (!s) return CAIRN_OK; /* no session left (closed after a failed recovery) */
   int64_t step, last;
   cairn_status st = read_step(s, ckpt_name, &step);
@@ -274,8 +308,21 @@ static cairn_status ckpt_end(void *self, cairn_session *s) {
   return CAIRN_OK;
 }
 
+/* The session's last save; the directory is free for the next trainer. */
+static cairn_status ckpt_end(void *self, cairn_session *s) {
+  ckpt_hook *h = self;
+  cairn_status st = ckpt_end_saves(h, s);
+  ckpt_unlock(h);
+  return st;
+}
+
+static void ckpt_on_error(void *self, cairn_status why) {
+  (void)why;
+  ckpt_unlock(self);
+}
+
 static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, ckpt_before_run,
-                                          ckpt_after_run, ckpt_end, NULL, ckpt_destroy};
+                                          ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
 
 cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: out is NULL");

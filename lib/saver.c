@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "cairn/ckpt.h"
 #include "cairn/runtime.h"
 #include "cairn/saver.h"
+#include "cairn/session.h" /* cairn_env_log: a recovered path rotation will not delete */
 
 #define CKPT_NAME_MAX 1024
 #define META_KEY_MAX 255
@@ -34,6 +36,7 @@ typedef struct meta_item {
 typedef struct last_ckpt {
   char *path;
   double time;
+  int recovered; /* given to recover_last_checkpoints, not written by this saver */
 } last_ckpt;
 
 struct cairn_saver {
@@ -375,6 +378,45 @@ cairn_status cairn_saver_set_user_f64(cairn_saver *s, const char *key, double va
 
 /* ---- saving ------------------------------------------------------------------------ */
 
+/* Deletes the recovered checkpoint `path` that rotation evicted after a
+ * save to `file`, only if it is one of this saver's files: a regular file
+ * named "<prefix base>-<step>" in the directory of `file`. Recovered paths
+ * come from a state file, which anyone who can write one text file in the
+ * directory controls; nothing else is deleted, and the unlink goes through
+ * a descriptor of that directory so a swapped link cannot lead elsewhere. */
+static void delete_recovered(const char *path, const char *file, const char *dir) {
+  const char *fb = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+  const char *pb = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  const char *dash = strrchr(fb, '-');
+  size_t plen = dash ? (size_t)(dash - fb) : 0; /* the prefix's base name */
+  int named = dash && strncmp(pb, fb, plen) == 0 && pb[plen] == '-' && pb[plen + 1];
+  for (const char *q = pb + plen + 1; named && *q; q++) named = *q >= '0' && *q <= '9';
+  char *pd = cairn__path_dir(path);
+  char *rp = pd ? realpath(pd, NULL) : NULL, *rd = realpath(dir, NULL);
+  int here = rp && rd && strcmp(rp, rd) == 0;
+  free(pd);
+  free(rp);
+  free(rd);
+  const char *why = NULL;
+  int dfd = -1;
+  struct stat sb;
+  if (!named || !here) {
+    why = "not a checkpoint of this saver's '<prefix>-<step>' naming in the directory of the save";
+  } else if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    why = "cannot open its directory";
+  } else if (fstatat(dfd, pb, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+    why = errno == ENOENT ? NULL : "cannot stat it"; /* already gone: nothing to do */
+  } else if (!S_ISREG(sb.st_mode)) {
+    why = "not a regular file";
+  } else if (unlinkat(dfd, pb, 0) != 0 && errno != ENOENT) {
+    /* TF logs and ignores deletion errors; so do we */
+  }
+  if (dfd >= 0) close(dfd);
+  if (why)
+    cairn_env_log(NULL, CAIRN_LOG_WARN, "saver_save '%s': not deleting '%s' (evicted by max_to_keep): %s", file, path,
+                  why);
+}
+
 /* "save '<path>': " + the current detail, keeping the status. */
 static cairn_status wrap(cairn_status st, const char *path, const char *what) {
   char inner[512];
@@ -510,7 +552,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   }
   for (size_t i = 0; i < s->n_last; i++)
     if (strcmp(s->last[i].path, file) != 0) nl[n_nl++] = s->last[i]; /* shares the strings for now */
-  nl[n_nl++] = (last_ckpt){fcopy, t};
+  nl[n_nl++] = (last_ckpt){fcopy, t, 0};
   size_t first = 0;
   if (s->max_to_keep > 0)
     while (n_nl - first > (size_t)s->max_to_keep) evicted[n_ev++] = first++;
@@ -541,6 +583,8 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
       last_ckpt *e = &nl[evicted[k]];
       if (e->time > s->next_keep_time) {
         s->next_keep_time += s->keep_secs; /* kept forever: leaves the list, stays on disk */
+      } else if (e->recovered) {
+        delete_recovered(e->path, file, dir);
       } else if (unlink(e->path) != 0 && errno != ENOENT) {
         /* TF logs and ignores deletion errors; so do we */
       }
@@ -586,6 +630,7 @@ cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s, const char *co
       return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
     }
     nl[k].time = (double)sb.st_mtim.tv_sec + 1e-9 * (double)sb.st_mtim.tv_nsec;
+    nl[k].recovered = 1;
     k++;
   }
   free_last(s->last, s->n_last);

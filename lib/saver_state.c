@@ -18,6 +18,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
+#include "cairn/session.h" /* cairn_env_log: the warnings about entries outside the directory */
 
 #define STATE_NAME "checkpoint"
 #define STATE_MAX_BYTES (16u << 20)
@@ -222,6 +224,8 @@ struct cairn_checkpoint_state {
   char *model;
   char **paths;
   size_t n;
+  char **ignored; /* entries naming no file of the directory, as written */
+  size_t n_ignored;
 };
 
 void cairn_checkpoint_state_free(cairn_checkpoint_state *st) {
@@ -229,7 +233,14 @@ void cairn_checkpoint_state_free(cairn_checkpoint_state *st) {
   free(st->model);
   for (size_t i = 0; i < st->n; i++) free(st->paths[i]);
   free(st->paths);
+  for (size_t i = 0; i < st->n_ignored; i++) free(st->ignored[i]);
+  free(st->ignored);
   free(st);
+}
+
+size_t cairn_checkpoint_state_ignored_count(const cairn_checkpoint_state *st) { return st ? st->n_ignored : 0; }
+const char *cairn_checkpoint_state_ignored_at(const cairn_checkpoint_state *st, size_t i) {
+  return st && i < st->n_ignored ? st->ignored[i] : NULL;
 }
 
 const char *cairn_checkpoint_state_model_path(const cairn_checkpoint_state *st) { return st ? st->model : NULL; }
@@ -481,6 +492,145 @@ static char *complete_path(const char *dir, char *p) {
   return j;
 }
 
+/* ---- confinement ------------------------------------------------------------------ */
+
+/* Anyone who can write the state file must not be able to make a trainer
+ * read, adopt or delete a file elsewhere: an entry is used only when it
+ * names a file directly in the checkpoint directory (realpath rdir). TF
+ * writes such entries as base names; its absolute form of them is accepted
+ * too. 1 when `entry` does; else 0 and why in why[0..len). */
+static int names_file_in_dir(const char *dir, const char *rdir, const char *entry, char *why, size_t len) {
+  for (const char *p = entry;;) {
+    const char *q = strchr(p, '/');
+    size_t n = q ? (size_t)(q - p) : strlen(p);
+    if (n == 2 && p[0] == '.' && p[1] == '.') {
+      snprintf(why, len, "it has a '..' component");
+      return 0;
+    }
+    if (!q) break;
+    p = q + 1;
+  }
+  const char *b = base_of(entry);
+  if (!b[0] || strcmp(b, ".") == 0) {
+    snprintf(why, len, "it names a directory, not a file");
+    return 0;
+  }
+  if (!rdir) {
+    snprintf(why, len, "the checkpoint directory '%.300s' cannot be resolved", dir);
+    return 0;
+  }
+  char *full = entry[0] == '/' ? cairn__strdup(entry) : cairn__path_join(dir, entry);
+  char *parent = full ? cairn__path_dir(full) : NULL;
+  char *rp = parent ? realpath(parent, NULL) : NULL;
+  int ok = 0;
+  if (!full || !parent) {
+    snprintf(why, len, "out of memory");
+  } else if (!rp) {
+    snprintf(why, len, "its directory '%.300s' cannot be resolved: %s", parent, strerror(errno));
+  } else if (strcmp(rp, rdir) != 0) {
+    snprintf(why, len, "it is in '%.300s', not in the checkpoint directory '%.300s'", rp, rdir);
+  } else {
+    struct stat sb;
+    ok = 1;
+    if (lstat(full, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+      /* a link is only a name: what it reaches must be in the directory too */
+      char *target = realpath(full, NULL);
+      char *td = target ? cairn__path_dir(target) : NULL;
+      if (!target) {
+        snprintf(why, len, "it is a symbolic link that does not resolve (%s)", strerror(errno));
+        ok = 0;
+      } else if (!td || strcmp(td, rdir) != 0) {
+        snprintf(why, len, "it is a symbolic link to '%.300s', outside the checkpoint directory '%.300s'", target,
+                 rdir);
+        ok = 0;
+      }
+      free(td);
+      free(target);
+    }
+  }
+  free(rp);
+  free(parent);
+  free(full);
+  return ok;
+}
+
+/* Logs msg as a WARNING once per process: the state file is read several
+ * times per run (latest checkpoint, restore, tools), and one bad entry
+ * should not fill the log. A racy miss only repeats a warning. */
+static void warn_once(const char *msg) {
+  static _Atomic uint64_t seen[64];
+  static atomic_uint next;
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)msg; *p; p++) h = (h ^ *p) * 1099511628211ull;
+  h |= 1; /* 0 marks a free slot */
+  for (size_t i = 0; i < 64; i++)
+    if (atomic_load(&seen[i]) == h) return;
+  atomic_store(&seen[atomic_fetch_add(&next, 1u) % 64u], h);
+  /* names from a link target or a directory are not escaped: keep the log to one line */
+  char line[2048];
+  snprintf(line, sizeof line, "%s", msg);
+  for (char *p = line; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+  cairn_env_log(NULL, CAIRN_LOG_WARN, "%s", line);
+}
+
+/* Warns that entry `what` of state file `file` is ignored, and why. */
+static void warn_ignored(const char *file, const char *what, const char *entry, const char *why,
+                         const char *instead) {
+  sbuf b = {0};
+  sb_puts(&b, "checkpoint state '");
+  sb_puts(&b, file);
+  sb_puts(&b, "': ignoring ");
+  sb_puts(&b, what);
+  sb_puts(&b, " ");
+  put_escaped(&b, entry);
+  sb_puts(&b, ": ");
+  sb_puts(&b, why);
+  sb_puts(&b, "; a state file may only name files in its own directory");
+  if (instead) {
+    sb_puts(&b, " (using ");
+    put_escaped(&b, instead);
+    sb_puts(&b, ", the newest listed one, instead)");
+  }
+  if (!b.oom) warn_once(b.p);
+  free(b.p);
+}
+
+/* Moves the entries of st that name no file of dir to st->ignored, with a
+ * warning each; an ignored model path gives way to the newest listed entry
+ * that remains. 0 on allocation failure; *no_model = 1 when none remains. */
+static int confine(cairn_checkpoint_state *st, const char *dir, const char *file, int *no_model) {
+  *no_model = 0;
+  char *rdir = realpath(dir, NULL);
+  size_t k = 0;
+  int ok = 1;
+  char why[800];
+  st->ignored = malloc((st->n + 1) * sizeof *st->ignored);
+  if (!st->ignored) {
+    free(rdir);
+    return 0;
+  }
+  for (size_t i = 0; i < st->n; i++) {
+    if (names_file_in_dir(dir, rdir, st->paths[i], why, sizeof why)) {
+      st->paths[k++] = st->paths[i];
+      continue;
+    }
+    warn_ignored(file, "all_model_checkpoint_paths", st->paths[i], why, NULL);
+    st->ignored[st->n_ignored++] = st->paths[i];
+  }
+  st->n = k;
+  if (!names_file_in_dir(dir, rdir, st->model, why, sizeof why)) {
+    const char *instead = st->n ? st->paths[st->n - 1] : NULL;
+    warn_ignored(file, "model_checkpoint_path", st->model, why, instead);
+    st->ignored[st->n_ignored++] = st->model;
+    st->model = instead ? cairn__strdup(instead) : NULL;
+    if (instead && !st->model) ok = 0;
+    if (!instead) *no_model = 1;
+  }
+  free(rdir);
+  return ok;
+}
+
 cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state **out) {
   static const char fn[] = "checkpoint_state_read";
   if (out) *out = NULL;
@@ -563,6 +713,16 @@ cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state
       s = cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': empty path", fn, dir);
       goto done;
     }
+  int no_model = 0;
+  if (!confine(st, dir, file, &no_model)) {
+    s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+    goto done;
+  }
+  if (no_model) {
+    s = cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': none of its %zu paths names a "
+                    "file in the directory", fn, dir, st->n_ignored);
+    goto done;
+  }
   st->model = complete_path(dir, st->model);
   int oom = !st->model;
   for (size_t i = 0; i < st->n; i++) {
@@ -581,6 +741,8 @@ done:
     free(st->model);
     for (size_t i = 0; i < st->n; i++) free(st->paths[i]);
     free(st->paths);
+    for (size_t i = 0; i < st->n_ignored; i++) free(st->ignored[i]);
+    free(st->ignored);
     free(st);
   }
   free(text);
@@ -657,10 +819,24 @@ static int scan_dir(const char *dir, char **found, sbuf *note) {
   cand *c = NULL;
   size_t n = 0, cap = 0;
   int ok = 1;
+  char *rdir = realpath(dir, NULL);
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     long long step = step_of(de->d_name);
     if (step < 0 || strstr(de->d_name, ".tmp.")) continue;
+    char why[800];
+    if (!names_file_in_dir(dir, rdir, de->d_name, why, sizeof why)) { /* a link leading out */
+      sbuf t = {0};
+      sb_puts(&t, "latest_checkpoint '");
+      sb_puts(&t, dir);
+      sb_puts(&t, "': skipping ");
+      put_escaped(&t, de->d_name);
+      sb_puts(&t, ": ");
+      sb_puts(&t, why);
+      if (!t.oom) warn_once(t.p);
+      free(t.p);
+      continue;
+    }
     if (n == cap) {
       size_t ncap = cap ? 2 * cap : 16;
       cand *nc = realloc(c, ncap * sizeof *nc);
@@ -682,6 +858,7 @@ static int scan_dir(const char *dir, char **found, sbuf *note) {
     n++;
   }
   closedir(d);
+  free(rdir);
   if (ok && n > 1) qsort(c, n, sizeof *c, cand_cmp);
   int skipped = 0;
   for (size_t i = 0; ok && i < n && !*found; i++) {

@@ -110,7 +110,7 @@ fi
 # killed (kill -9) 0..9 ms after its first new checkpoint; a kill
 # that lands inside a save leaves the writer's temporary file behind.
 D="$T/killed"
-kills=0 in_save=0 attempts=0 resumed=0 steps_seen= tmps_before=0
+kills=0 in_save=0 attempts=0 resumed=0 steps_seen=
 while [ "$attempts" -lt 40 ]; do
   attempts=$((attempts + 1))
   [ "$(state_step "$D")" = "$STEPS" ] && break
@@ -139,8 +139,8 @@ while [ "$attempts" -lt 40 ]; do
   if [ "$krc" -eq 137 ]; then
     kills=$((kills + 1))
     tmps=$(ls "$D" 2>/dev/null | grep -c '\.tmp\.')
-    [ "$tmps" -gt "$tmps_before" ] && in_save=$((in_save + 1)) # left where it is: the trainer ignores it
-    tmps_before=$tmps
+    # the next start removes it (it holds the directory's lock), so any is this kill's
+    [ "$tmps" -gt 0 ] && in_save=$((in_save + 1))
   elif [ "$krc" -ne 0 ]; then
     cp "$T/k.out" "$T/out"
     cp "$T/k.err" "$T/err"

@@ -611,6 +611,102 @@ Test(monitored_training_session, test_saving_restoring_checkpoint) {
   graph_free(&g2);
 }
 
+/* One writer per directory: a second chief on the directory refuses at
+ * once, naming the holder and the lock file; readers (a non-chief, an
+ * evaluator) need no lock; once the first closes, a new chief starts. */
+Test(monitored_training_session, a_second_chief_on_the_directory_refuses) {
+  graph g, g2;
+  graph_new(&g);
+  graph_new(&g2);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_eq(run_step(ms, &g), 1);
+
+  cairn_monitored_training_session_options o2 = mts_opts(&g2);
+  cairn_monitored_session *ms2 = NULL;
+  cr_assert_eq(cairn_monitored_training_session_new(&o2, &ms2), CAIRN_E_BUSY, "%s", cairn_errmsg());
+  cr_assert_null(ms2);
+  char host[256] = "", want[1024];
+  gethostname(host, sizeof host - 1);
+  snprintf(want, sizeof want, "checkpoint directory '%s' is in use by another trainer: pid %ld on host '%s' holds the "
+           "lock '%s/.cairn.lock'", g_dir, (long)getpid(), host, g_dir);
+  HAS(cairn_errmsg(), want);
+  cr_assert_str_eq(latest(), "model.ckpt-0", "the refused chief saved nothing");
+
+  /* readers: a worker (over the chief's registry, TF's shared graph) and
+     an evaluator open the directory meanwhile */
+  cairn_monitored_training_session_options wo = mts_opts(&g);
+  wo.is_chief = 0;
+  wo.max_wait_secs = 1;
+  wo.sm.session_flags = 0; /* sees the chief's variables */
+  ms2 = mts_new(&wo);
+  OK(cairn_monitored_session_close(ms2));
+  cairn_monitored_session_free(ms2);
+  graph_free(&g2);
+  graph_new(&g2);
+  cairn_singular_monitored_session_options so = cairn_singular_monitored_session_options_default();
+  so.registry = g2.r;
+  so.checkpoint_dir = g_dir;
+  so.env = &ENV;
+  OK(cairn_singular_monitored_session_new(&so, &ms2));
+  OK(cairn_monitored_session_close(ms2));
+  cairn_monitored_session_free(ms2);
+  graph_free(&g2);
+
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  graph_new(&g2);
+  o2 = mts_opts(&g2);
+  ms2 = mts_new(&o2); /* the first is closed (not yet freed): the directory is free */
+  cr_assert_eq(run_gstep(ms2), 1, "the next chief resumes");
+  OK(cairn_monitored_session_close(ms2));
+  cairn_monitored_session_free(ms2);
+  cairn_monitored_session_free(ms);
+
+  /* a "killed" chief (freed without close) releases it too */
+  o2 = mts_opts(&g2);
+  ms2 = mts_new(&o2);
+  cairn_monitored_session_free(ms2);
+  ms2 = mts_new(&o2);
+  cairn_monitored_session_free(ms2);
+  graph_free(&g);
+  graph_free(&g2);
+}
+
+/* A clean restart: the chief removes the temporary files that killed saves
+ * left in its directory (the writer's own names only) with one INFO line. */
+Test(monitored_training_session, a_restart_removes_leftover_temporary_files) {
+  static const char *const temps[] = {"model.ckpt-20.tmp.Ab12Cd", "model.ckpt-40.tmp.zzzzzz", "checkpoint.tmp.Q1w2E3"};
+  for (size_t i = 0; i < 3; i++) {
+    FILE *f = fopen(P(temps[i]), "wb");
+    cr_assert_not_null(f);
+    for (int k = 0; k < 1000; k++) fputc('x', f);
+    fclose(f);
+  }
+  FILE *f = fopen(P("my-notes.tmp.keepit"), "wb");
+  cr_assert_not_null(f);
+  fclose(f);
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  cairn_monitored_session *ms = mts_new(&o);
+  struct stat sb;
+  for (size_t i = 0; i < 3; i++) cr_assert_neq(stat(P(temps[i]), &sb), 0, "%s is left", temps[i]);
+  cr_assert_eq(stat(P("my-notes.tmp.keepit"), &sb), 0, "a file of another naming is kept");
+  char want[700];
+  snprintf(want, sizeof want, "Removed 3 temporary files of unfinished saves (3.0 kB) from %s.\n", g_dir);
+  cr_assert(logged(want), "log: %s", F.log);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  /* nothing left to remove: no line the second time */
+  F.log[0] = '\0';
+  o = mts_opts(&g);
+  ms = mts_new(&o);
+  cr_assert_not(logged("temporary file"), "log: %s", F.log);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  graph_free(&g);
+}
+
 /* cairn: a bit flipped in the tensor data of the newest checkpoint. The
  * restarted MonitoredTrainingSession warns, restores the one before, and
  * its CheckpointSaverHook never picks the corrupt file: its save at

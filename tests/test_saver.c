@@ -9,7 +9,8 @@
  * mirroring one TF test has the same number. The TF behaviour is described
  * in doc/session-semantics.md, "Saver".
  * Every test works in its own mkdtemp directory (removed by the suite's
- * .fini) and never forks. */
+ * .fini) and never forks, except the one that SIGKILLs a lock holder: a
+ * lock's release on SIGKILL needs a process to kill. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "config.h"
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cairn/ckpt.h"
@@ -53,6 +55,8 @@ static void remove_dir(void) {
 TestSuite(saver, .init = make_dir, .fini = remove_dir, .timeout = 30);
 TestSuite(saver_state, .init = make_dir, .fini = remove_dir, .timeout = 30);
 TestSuite(restore, .init = make_dir, .fini = remove_dir, .timeout = 30);
+TestSuite(confine, .init = make_dir, .fini = remove_dir, .timeout = 30);
+TestSuite(dir_lock, .init = make_dir, .fini = remove_dir, .timeout = 30);
 
 #define ASSERT_OK(expr) cr_assert_eq((expr), CAIRN_OK, "%s: %s", #expr, cairn_errmsg())
 #define ASSERT_MSG_HAS(needle) \
@@ -946,10 +950,12 @@ Test(saver_state, relative_in_file_absolute_outside) {
   cairn_checkpoint_state *st = NULL;
   ASSERT_OK(cairn_checkpoint_state_read(g_dir, &st));
   cr_assert_str_eq(cairn_checkpoint_state_model_path(st), P("model-2"));
-  cr_assert_eq(cairn_checkpoint_state_count(st), 2);
-  cr_assert_str_eq(cairn_checkpoint_state_path_at(st, 0), "/elsewhere/model-1");
-  cr_assert_str_eq(cairn_checkpoint_state_path_at(st, 1), P("model-2"));
-  cr_assert_null(cairn_checkpoint_state_path_at(st, 2));
+  /* written as TF writes it, but a reader keeps only the files of the directory */
+  cr_assert_eq(cairn_checkpoint_state_count(st), 1);
+  cr_assert_str_eq(cairn_checkpoint_state_path_at(st, 0), P("model-2"));
+  cr_assert_null(cairn_checkpoint_state_path_at(st, 1));
+  cr_assert_eq(cairn_checkpoint_state_ignored_count(st), 1);
+  cr_assert_str_eq(cairn_checkpoint_state_ignored_at(st, 0), "/elsewhere/model-1");
   cairn_checkpoint_state_free(st);
   cairn_checkpoint_state_free(NULL);
 
@@ -1771,4 +1777,293 @@ Test(saver, null_and_out_of_range_inputs) {
   cr_assert_not_null(cairn_saver_var_at(s, 0));
   cairn_saver_free(s);
   cairn_registry_free(r);
+}
+
+/* ==== the state file names files of its own directory ========================================== */
+
+/* Checkpoint directory g_dir/ckpt; the "victims" live in g_dir/victims,
+ * outside it: a text file, a file named like a checkpoint, and real
+ * checkpoints with other values reachable through a symbolic link to the
+ * victims directory (ckpt/link) and through a link planted as an entry
+ * (ckpt/model.ckpt-8, the highest step, so a scan would pick it). */
+typedef struct victims {
+  char passwd[600], file[600], via_link[600], linked[600];
+} victims;
+
+static void plant_victims(victims *v) {
+  cr_assert_eq(mkdir(P("ckpt"), 0755), 0);
+  cr_assert_eq(mkdir(P("victims"), 0755), 0);
+  snprintf(v->passwd, sizeof v->passwd, "%s", P("victims/passwd"));
+  snprintf(v->file, sizeof v->file, "%s", P("victims/file"));
+  spit(v->passwd, "root:x:0:0::/root:/bin/sh\n");
+  spit(v->file, "precious\n");
+  cairn_saver_options keep = fast(0);
+  save_model(P("victims/model.ckpt"), 3, 99, &keep, v->via_link);
+  save_model(P("victims/model.ckpt"), 8, 88, &keep, v->linked);
+  cr_assert_eq(symlink("../victims", P("ckpt/link")), 0);
+  cr_assert_eq(symlink("../victims/model.ckpt-8", P("ckpt/model.ckpt-8")), 0);
+}
+
+static void assert_victims(const victims *v) {
+  cr_assert(exists(v->passwd), "%s was deleted", v->passwd);
+  cr_assert(exists(v->file), "%s was deleted", v->file);
+  cr_assert(exists(v->via_link), "%s was deleted", v->via_link);
+  cr_assert(exists(v->linked), "%s was deleted", v->linked);
+  struct stat sb;
+  cr_assert_eq(lstat(P("ckpt/model.ckpt-8"), &sb), 0, "the planted link is left alone");
+  char *t = slurp(v->passwd, NULL);
+  cr_assert_str_eq(t, "root:x:0:0::/root:/bin/sh\n");
+  free(t);
+}
+
+/* Saving into ckpt with max_to_keep 1 after a crafted state file: every
+ * escaping entry is ignored (relative, absolute, through a linked
+ * directory, a link entry), nothing outside is listed, restored or
+ * deleted, and the saver still rotates its own files. */
+Test(confine, escaping_entries_are_ignored_and_never_deleted) {
+  victims v;
+  plant_victims(&v);
+  cairn_registry *r = new_registry();
+  cairn_var *v0 = vec(r, "v0", 3, 1, 1);
+  vec(r, "v1", 2, 1, 101);
+  cairn_saver_options one = fast(1);
+  cairn_saver *a = saver_of(r, &one);
+  char own[600];
+  save(a, P("ckpt/model.ckpt"), 1, own);
+  cairn_saver_free(a);
+
+  char *real = realpath(g_dir, NULL);
+  char text[8192];
+  snprintf(text, sizeof text,
+           "model_checkpoint_path: \"../victims/passwd\"\n"
+           "all_model_checkpoint_paths: \"%s/victims/file\"\n"
+           "all_model_checkpoint_paths: \"link/model.ckpt-3\"\n"
+           "all_model_checkpoint_paths: \"%s/ckpt/link/model.ckpt-3\"\n"
+           "all_model_checkpoint_paths: \"model.ckpt-8\"\n"
+           "all_model_checkpoint_paths: \"model.ckpt-1\"\n"
+           "all_model_checkpoint_paths: \"../victims/passwd\"\n",
+           real, real);
+  free(real);
+  spit(P("ckpt/checkpoint"), text);
+
+  cairn_checkpoint_state *st = NULL;
+  ASSERT_OK(cairn_checkpoint_state_read(P("ckpt"), &st));
+  cr_assert_eq(cairn_checkpoint_state_count(st), 1, "only model.ckpt-1 is kept");
+  cr_assert_str_eq(cairn_checkpoint_state_path_at(st, 0), own);
+  cr_assert_str_eq(cairn_checkpoint_state_model_path(st), own, "the newest kept entry replaces the model path");
+  cr_assert_eq(cairn_checkpoint_state_ignored_count(st), 6);
+  cr_assert_str_eq(cairn_checkpoint_state_ignored_at(st, 1), "link/model.ckpt-3");
+  cr_assert_str_eq(cairn_checkpoint_state_ignored_at(st, 2 + 1), "model.ckpt-8");
+  cr_assert_str_eq(cairn_checkpoint_state_ignored_at(st, 5), "../victims/passwd");
+  cr_assert_null(cairn_checkpoint_state_ignored_at(st, 6));
+
+  char latest[600];
+  ASSERT_OK(cairn_latest_checkpoint(P("ckpt"), latest, sizeof latest));
+  cr_assert_str_eq(latest, own);
+
+  /* a restarted trainer: recovers what the state file lists, and also (a
+     careless program) every entry as written; rotation must delete only
+     its own files */
+  const char *rec[1] = {cairn_checkpoint_state_path_at(st, 0)};
+  cairn_saver *b = saver_of(r, &one);
+  ASSERT_OK(cairn_saver_recover_last_checkpoints(b, rec, 1));
+  cr_assert_eq(cairn_saver_last_checkpoints_count(b), 1);
+  ASSERT_OK(cairn_saver_restore(b, latest, NULL));
+  cr_assert_float_eq(val(v0, 0), 1, 0, "restored from the directory's own checkpoint");
+  save(b, P("ckpt/model.ckpt"), 2, NULL);
+  cr_assert_not(exists(own), "the saver's own evicted checkpoint is deleted");
+  const char *raw[6] = {v.file, P("ckpt/link/model.ckpt-3"), P("ckpt/model.ckpt-8"), P("ckpt/../victims/passwd"),
+                        v.via_link, P("ckpt/model.ckpt-2")};
+  ASSERT_OK(cairn_saver_recover_last_checkpoints(b, raw, 6));
+  save(b, P("ckpt/model.ckpt"), 3, NULL);
+  save(b, P("ckpt/model.ckpt"), 4, NULL);
+  assert_victims(&v);
+  cr_assert_not(exists(P("ckpt/model.ckpt-2")));
+  cr_assert_not(exists(P("ckpt/model.ckpt-3")));
+  cr_assert(exists(P("ckpt/model.ckpt-4")));
+  cairn_checkpoint_state_free(st);
+  cairn_saver_free(b);
+
+  /* every entry escapes: the state file is invalid; latest_checkpoint scans
+     the directory and skips the planted link (step 8) */
+  spit(P("ckpt/checkpoint"), "model_checkpoint_path: \"../victims/passwd\"\n"
+                             "all_model_checkpoint_paths: \"link/model.ckpt-8\"\n");
+  cr_assert_eq(cairn_checkpoint_state_read(P("ckpt"), &st), CAIRN_E_FORMAT);
+  ASSERT_MSG_HAS("none of its 2 paths names a file in the directory");
+  ASSERT_OK(cairn_latest_checkpoint(P("ckpt"), latest, sizeof latest));
+  cr_assert_str_eq(latest, P("ckpt/model.ckpt-4"));
+  assert_victims(&v);
+  cairn_registry_free(r);
+}
+
+/* TF's absolute form of a path inside the directory still works, through
+ * a linked name of the directory too; so does a link to a file inside. */
+Test(confine, absolute_paths_inside_are_kept) {
+  cr_assert_eq(mkdir(P("ckpt"), 0755), 0);
+  cr_assert_eq(symlink("ckpt", P("alias")), 0);
+  char p1[600], p2[600];
+  save_model(P("ckpt/model.ckpt"), 1, 10, NULL, p1);
+  save_model(P("ckpt/model.ckpt"), 2, 20, NULL, p2);
+  cr_assert_eq(symlink("model.ckpt-2", P("ckpt/best-2")), 0);
+  char *real = realpath(P("ckpt"), NULL);
+  char text[4096];
+  snprintf(text, sizeof text,
+           "model_checkpoint_path: \"%s/best-2\"\n"
+           "all_model_checkpoint_paths: \"%s/model.ckpt-1\"\n"
+           "all_model_checkpoint_paths: \"%s/model.ckpt-2\"\n"
+           "all_model_checkpoint_paths: \"%s/best-2\"\n",
+           P("alias"), real, P("alias"), P("alias"));
+  spit(P("ckpt/checkpoint"), text);
+  cairn_checkpoint_state *st = NULL;
+  ASSERT_OK(cairn_checkpoint_state_read(P("ckpt"), &st));
+  cr_assert_eq(cairn_checkpoint_state_ignored_count(st), 0);
+  cr_assert_eq(cairn_checkpoint_state_count(st), 3);
+  char want[700];
+  snprintf(want, sizeof want, "%s/model.ckpt-1", real);
+  cr_assert_str_eq(cairn_checkpoint_state_path_at(st, 0), want, "absolute paths are returned as written");
+  cr_assert_str_eq(cairn_checkpoint_state_model_path(st), P("alias/best-2"));
+  char latest[600];
+  ASSERT_OK(cairn_latest_checkpoint(P("ckpt"), latest, sizeof latest));
+  cr_assert_str_eq(latest, P("alias/best-2"));
+  cr_assert_str_eq(cairn_errmsg(), "");
+
+  /* rotation deletes a recovered absolute path of its own naming */
+  cairn_registry *r = new_registry();
+  vec(r, "v0", 3, 1, 30);
+  vec(r, "v1", 2, 1, 130);
+  cairn_saver_options one = fast(1);
+  cairn_saver *s = saver_of(r, &one);
+  const char *rec[1] = {want};
+  ASSERT_OK(cairn_saver_recover_last_checkpoints(s, rec, 1));
+  save(s, P("ckpt/model.ckpt"), 3, NULL);
+  cr_assert_not(exists(p1), "a recovered absolute path inside is the saver's to delete");
+  cr_assert(exists(p2));
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+  cairn_checkpoint_state_free(st);
+  free(real);
+}
+
+/* ==== one writer per directory ==================================================================== */
+
+Test(dir_lock, a_second_holder_is_refused_with_the_first_named) {
+  cairn_checkpoint_lock *a = NULL, *b = NULL;
+  ASSERT_OK(cairn_checkpoint_lock_new(g_dir, &a));
+  cr_assert(cairn_checkpoint_lock_held(a));
+  cr_assert_str_eq(cairn_checkpoint_lock_path(a), P(".cairn.lock"));
+  char *text = slurp(P(".cairn.lock"), NULL);
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  char want[400];
+  snprintf(want, sizeof want, "pid %ld host %s\n", (long)getpid(), host);
+  cr_assert_str_eq(text, want);
+  free(text);
+
+  cr_assert_eq(cairn_checkpoint_lock_new(g_dir, &b), CAIRN_E_BUSY);
+  cr_assert_null(b);
+  snprintf(want, sizeof want, "pid %ld on host '%s' holds the lock '%s'", (long)getpid(), host, P(".cairn.lock"));
+  ASSERT_MSG_HAS(want);
+  ASSERT_MSG_HAS("is in use by another trainer");
+  cr_assert_eq(cairn_checkpoint_lock_check(g_dir), CAIRN_E_BUSY);
+  ASSERT_MSG_HAS(want);
+
+  cairn_checkpoint_lock_free(a);
+  ASSERT_OK(cairn_checkpoint_lock_check(g_dir));
+  ASSERT_OK(cairn_checkpoint_lock_new(g_dir, &b));
+  cairn_checkpoint_lock_free(b);
+  cairn_checkpoint_lock_free(NULL);
+
+  cr_assert_eq(cairn_checkpoint_lock_new(P("nope"), &b), CAIRN_E_NOT_FOUND);
+  cr_assert_eq(cairn_checkpoint_lock_new(NULL, &b), CAIRN_E_NULL);
+  cr_assert_eq(cairn_checkpoint_lock_new(g_dir, NULL), CAIRN_E_NULL);
+  ASSERT_OK(cairn_checkpoint_lock_check(P("nope")));
+  /* a link planted as the lock file is never followed (nor truncated) */
+  cr_assert_eq(mkdir(P("d"), 0755), 0);
+  spit(P("victim"), "keep");
+  cr_assert_eq(symlink("../victim", P("d/.cairn.lock")), 0);
+  cr_assert_eq(cairn_checkpoint_lock_new(P("d"), &b), CAIRN_E_IO);
+  ASSERT_MSG_HAS("symbolic link");
+  text = slurp(P("victim"), NULL);
+  cr_assert_str_eq(text, "keep");
+  free(text);
+}
+
+/* The kernel drops a SIGKILLed holder's lock: no stale lock blocks a restart. */
+Test(dir_lock, released_when_the_holder_is_killed) {
+  int ready[2];
+  cr_assert_eq(pipe(ready), 0);
+  pid_t child = fork();
+  cr_assert_neq(child, -1);
+  if (child == 0) {
+    alarm(20); /* never outlives a failed test */
+    cairn_checkpoint_lock *l = NULL;
+    char c = cairn_checkpoint_lock_new(g_dir, &l) == CAIRN_OK ? 'y' : 'n';
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    for (;;) pause();
+  }
+  char c = 0;
+  ssize_t got = read(ready[0], &c, 1);
+  cairn_checkpoint_lock *l = NULL;
+  cairn_status busy = cairn_checkpoint_lock_new(g_dir, &l);
+  char msg[4096], want[64];
+  snprintf(msg, sizeof msg, "%s", cairn_errmsg());
+  snprintf(want, sizeof want, "pid %ld on host", (long)child);
+  cr_assert_eq(kill(child, SIGKILL), 0); /* before any assertion can end the test */
+  int status;
+  cr_assert_eq(waitpid(child, &status, 0), child);
+  cr_assert(got == 1 && c == 'y', "the child took the lock");
+  cr_assert_eq(busy, CAIRN_E_BUSY, "status %d", busy);
+  cr_assert_not_null(strstr(msg, want), "message '%s' lacks '%s'", msg, want);
+  cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ASSERT_OK(cairn_checkpoint_lock_new(g_dir, &l));
+  cairn_checkpoint_lock_free(l);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+/* Taking the lock removes the writer's own temporary files, regular files
+ * only, in that directory only. */
+Test(dir_lock, removes_leftover_temporary_files_of_the_writer) {
+  cr_assert_eq(mkdir(P("sub"), 0755), 0);
+  spit(P("model.ckpt-1200.tmp.a1B2c3"), "0123456789");
+  spit(P("model.ckpt-1300.tmp.ZZZZZZ"), "01234");
+  spit(P("checkpoint.tmp.x9Y8z7"), "model_checkpoint_path: \"x\"\n");
+  static const char *const keep[] = {
+      "model.ckpt-1200",        /* a checkpoint */
+      "notes.tmp.a1B2c3",       /* no step: not the Saver's naming */
+      "model.ckpt-1.tmp.abc",   /* not six characters */
+      "model.ckpt-1.tmp.abc-ef", "model.ckpt-x.tmp.abcdef", "checkpoint", "sub/model.ckpt-5.tmp.abcdef",
+  };
+  for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) spit(P(keep[i]), "k");
+  cr_assert_eq(mkdir(P("model.ckpt-7.tmp.dirdir"), 0755), 0); /* a directory */
+  spit(P("outside"), "o");
+  cr_assert_eq(symlink("outside", P("model.ckpt-9.tmp.linkis")), 0);
+
+  cairn_checkpoint_lock *l = NULL;
+  ASSERT_OK(cairn_checkpoint_lock_new(g_dir, &l));
+  size_t files = 0;
+  uint64_t bytes = 0;
+  cairn_checkpoint_lock_removed(l, &files, &bytes);
+  cr_assert_eq(files, 3);
+  cr_assert_eq(bytes, 10 + 5 + strlen("model_checkpoint_path: \"x\"\n"));
+  cr_assert_not(exists(P("model.ckpt-1200.tmp.a1B2c3")));
+  cr_assert_not(exists(P("model.ckpt-1300.tmp.ZZZZZZ")));
+  cr_assert_not(exists(P("checkpoint.tmp.x9Y8z7")));
+  for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) cr_assert(exists(P(keep[i])), "%s was removed", keep[i]);
+  cr_assert(exists(P("model.ckpt-7.tmp.dirdir")));
+  struct stat sb;
+  cr_assert_eq(lstat(P("model.ckpt-9.tmp.linkis"), &sb), 0, "a link is not a regular file");
+  cr_assert(exists(P("outside")));
+  cairn_checkpoint_lock_free(l);
+
+  /* a refused locker removes nothing */
+  spit(P("model.ckpt-5.tmp.qwerty"), "busy writer's");
+  ASSERT_OK(cairn_checkpoint_lock_new(g_dir, &l));
+  cairn_checkpoint_lock *other = NULL;
+  spit(P("model.ckpt-6.tmp.qwerty"), "in flight");
+  cr_assert_eq(cairn_checkpoint_lock_new(g_dir, &other), CAIRN_E_BUSY);
+  cr_assert(exists(P("model.ckpt-6.tmp.qwerty")));
+  cairn_checkpoint_lock_removed(l, &files, NULL);
+  cr_assert_eq(files, 1);
+  cairn_checkpoint_lock_free(l);
 }

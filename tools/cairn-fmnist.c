@@ -800,6 +800,10 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
   memset(&m, 0, sizeof m);
   /* --distributed: only rank 0 touches DIR. */
   if (g_rank == 0 && prepare_dir(f->dir)) return 1;
+  /* One trainer per DIR: refuse before loading data or writing anything;
+     the CheckpointSaverHook holds the lock for the session itself. */
+  if (g_rank == 0 && (st = cairn_checkpoint_lock_check(f->dir)) != CAIRN_OK)
+    return report_error("checkpoint directory", st, NULL);
   int resuming = g_rank == 0 && cairn_latest_checkpoint(f->dir, own, sizeof own) == CAIRN_OK;
   if (resuming) {
     if (hidden_from_checkpoint(own, f)) return 1;

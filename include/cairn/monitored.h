@@ -326,7 +326,15 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_singular_monitored_session_new(
  * SummarySaverHook (a summary frequency > 0) when summary_dir or
  * checkpoint_dir is set; CheckpointSaverHook when checkpoint_dir is set
  * and a checkpoint frequency > 0; then hooks. Non-chief:
- * WorkerSessionCreator(scaffold, max_wait_secs) and hooks only. */
+ * WorkerSessionCreator(scaffold, max_wait_secs) and hooks only.
+ * One writer per directory: the chief's CheckpointSaverHook holds the
+ * lock of checkpoint_dir (cairn_checkpoint_lock_new, cairn/saver.h) from
+ * its begin() — before anything is restored — until end() or on_error();
+ * a second chief on the directory fails at once with CAIRN_E_BUSY naming
+ * the holder's pid, host and the lock file. A non-chief, an evaluator
+ * (SingularMonitoredSession) and the tools only read, and take no lock.
+ * Taking the lock removes the temporary files killed saves left there,
+ * with one INFO log line. */
 #define CAIRN_USE_DEFAULT (-1)
 
 typedef struct cairn_monitored_training_session_options {
@@ -469,7 +477,18 @@ typedef struct cairn_checkpoint_saver_hook_options {
 
 /* CheckpointSaverHook: saves right after every session creation,
  * then when the timer triggers, and at end() unless that step was just
- * saved. */
+ * saved.
+ * The hook is the directory's one writer: begin() takes the lock of
+ * checkpoint_dir (cairn_checkpoint_lock_new; if the directory does not
+ * exist yet, as soon as it does, around the first save) and fails with
+ * CAIRN_E_BUSY when another trainer holds it:
+ *   checkpoint_lock_new: checkpoint directory 'd' is in use by another
+ *   trainer: pid 4242 on host 'node7' holds the lock 'd/.cairn.lock' (one
+ *   writer per directory: wait for it to finish, or use another directory)
+ * Taking it removes the writer's leftover temporary files and logs INFO
+ * "Removed 2 temporary files of unfinished saves (5.6 MB) from d." The
+ * lock is released after end()'s save, by on_error(), or when the hook
+ * is freed (a process killed by a signal releases it with its files). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o,
                                                                     cairn_hook **out);
 

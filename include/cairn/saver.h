@@ -45,9 +45,35 @@
  * the others are deleted. max_to_keep 0 keeps everything and records
  * nothing (the state file then lists only the newest checkpoint), as TF's
  * None. A saver deletes only checkpoints it knows: those it saved and
- * those given to cairn_saver_recover_last_checkpoints().
+ * those given to cairn_saver_recover_last_checkpoints(). A recovered path
+ * is deleted only when it is a regular file named "<prefix>-<step>" (the
+ * base name of the evicting save's prefix) in that save's directory;
+ * any other is left in place with a WARNING on stderr naming it.
  * (Deviation from TF: TF evicts at most one entry per save, so a list
  * recovered longer than max_to_keep never shrinks; cairn trims it.)
+ *
+ * The state file names files of its own directory only. Whoever can
+ * write one text file in a checkpoint directory must not be able to make
+ * a trainer read, adopt or delete a file elsewhere, so every reader
+ * (cairn_checkpoint_state_read, cairn_latest_checkpoint and all that use
+ * them: restore, recovery of the rotation list, the tools) ignores an
+ * entry that does not name a file directly in the directory — one with a
+ * ".." component, an absolute path elsewhere, a path through a symbolic
+ * link that leads out, a link whose target is outside — with a WARNING on
+ * stderr naming it, e.g.
+ *   cairn WARNING: checkpoint state 'd/checkpoint': ignoring
+ *   all_model_checkpoint_paths "/etc/passwd": it is in '/etc', not in the
+ *   checkpoint directory '/data/d'; a state file may only name files in
+ *   its own directory
+ * TF's absolute form of a path inside the directory is accepted.
+ *
+ * One writer per directory. Two trainers saving into one directory would
+ * interleave their checkpoints and rotation silently; a trainer holds the
+ * directory's lock (cairn_checkpoint_lock_new, below) for the life of its
+ * session. CheckpointSaverHook takes it (cairn/monitored.h), so the chief
+ * of a MonitoredTrainingSession does; readers (evaluation, the tools, a
+ * non-chief) take none. A Saver used directly does not lock: a program
+ * that saves through one holds the lock itself.
  *
  * Lifetimes: a saver keeps pointers to its variables; free it before their
  * registry. Not thread-safe: one thread uses a saver at a time; the free
@@ -198,8 +224,9 @@ CAIRN_API const char *cairn_saver_last_checkpoint_at(const cairn_saver *s, size_
  * of paths[0..n) that exist (missing ones are skipped silently), each with
  * its file's mtime, so that a restarted trainer keeps deleting old
  * checkpoints. Typical use: the state file's all_model_checkpoint_paths
- * (cairn_checkpoint_state_read). Errors: CAIRN_E_NULL, CAIRN_E_NOMEM (the
- * list is then unchanged). */
+ * (cairn_checkpoint_state_read). Rotation deletes a recovered path only
+ * when it is one of the saver's own files (see Rotation at the top).
+ * Errors: CAIRN_E_NULL, CAIRN_E_NOMEM (the list is then unchanged). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s,
                                                                          const char *const *paths, size_t n);
 
@@ -348,13 +375,19 @@ CAIRN_API size_t cairn_restore_report_format(const cairn_restore_report *r, char
 
 /* TF's get_checkpoint_state: the parsed "<dir>/checkpoint". Paths that are
  * relative in the file are joined onto dir ("dir/model.ckpt-3"); absolute
- * ones are returned as written. */
+ * ones are returned as written. Only entries that name a file directly in
+ * dir are kept (see "The state file names files of its own directory" at
+ * the top); the others are ignored with a WARNING and listed by
+ * cairn_checkpoint_state_ignored_at. An ignored model_checkpoint_path
+ * gives way to the newest all_model_checkpoint_paths entry kept. */
 typedef struct cairn_checkpoint_state cairn_checkpoint_state;
 
 /* Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND (no state file), CAIRN_E_FORMAT
  * (unparsable, or model_checkpoint_path missing or empty: "invalid
- * checkpoint state loaded from 'dir'"; names the line), CAIRN_E_IO,
- * CAIRN_E_LIMIT (a state file over 16 MiB), CAIRN_E_NOMEM. */
+ * checkpoint state loaded from 'dir'"; names the line; or no entry names
+ * a file in dir: "... none of its 2 paths names a file in the
+ * directory"), CAIRN_E_IO, CAIRN_E_LIMIT (a state file over 16 MiB),
+ * CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_read(const char *dir,
                                                                 cairn_checkpoint_state **out);
 CAIRN_API void cairn_checkpoint_state_free(cairn_checkpoint_state *st);
@@ -363,6 +396,11 @@ CAIRN_API const char *cairn_checkpoint_state_model_path(const cairn_checkpoint_s
 /* all_model_checkpoint_paths, oldest first; at() is NULL out of range. */
 CAIRN_API size_t cairn_checkpoint_state_count(const cairn_checkpoint_state *st);
 CAIRN_API const char *cairn_checkpoint_state_path_at(const cairn_checkpoint_state *st, size_t i);
+/* The entries ignored because they name no file of the directory, as
+ * written in the file (all_model_checkpoint_paths first, then
+ * model_checkpoint_path); at() is NULL out of range. Owned by st. */
+CAIRN_API size_t cairn_checkpoint_state_ignored_count(const cairn_checkpoint_state *st);
+CAIRN_API const char *cairn_checkpoint_state_ignored_at(const cairn_checkpoint_state *st, size_t i);
 
 /* TF's update_checkpoint_state: atomically writes "<dir>/checkpoint" with
  * model_path and all_paths[0..n) (model_path is appended when it is not
@@ -384,7 +422,10 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *
  * marked with cairn_checkpoint_mark_corrupt in this process. When the
  * state file is missing or unparsable, or none of its checkpoints is
  * usable, scans dir for files named "<anything>-<step>" and returns the
- * valid one with the highest step (ties: the newest mtime).
+ * valid one with the highest step (ties: the newest mtime). Neither way
+ * leaves dir: state file entries are confined as above, and a scanned
+ * name that is a symbolic link to a file elsewhere is skipped with a
+ * WARNING.
  *
  * cairn_errmsg() is cleared on entry; on CAIRN_OK it stays "" when the
  * state file's model_checkpoint_path was returned, and otherwise says why
@@ -419,6 +460,46 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_mark_corrupt(const char 
 /* 1 if the file at `path` was marked by cairn_checkpoint_mark_corrupt in
  * this process, else 0 (also for NULL or a file that does not exist). */
 CAIRN_API int cairn_checkpoint_is_marked_corrupt(const char *path);
+
+/* ---- One writer per directory ------------------------------------------------ */
+
+/* The exclusive lock of a checkpoint directory: flock(2) on the file
+ * "<dir>/.cairn.lock", which holds the holder's "pid <pid> host <name>".
+ * The kernel releases it when the holder exits, SIGKILL included, so a
+ * stale lock never blocks a restart. The file itself stays (harmless). */
+typedef struct cairn_checkpoint_lock cairn_checkpoint_lock;
+
+/* Takes the lock of dir at once (never waits). On success, and only then,
+ * the temporary files that killed saves left in dir are removed: regular
+ * files named "<name>-<step>.tmp.XXXXXX" (the checkpoint writer's) and
+ * "checkpoint.tmp.XXXXXX" (the state file's), nothing else (count and
+ * bytes: cairn_checkpoint_lock_removed; CheckpointSaverHook logs them).
+ * On a file system that cannot lock (flock fails with ENOLCK, EOPNOTSUPP,
+ * ...) it succeeds holding nothing, with a WARNING on stderr, and removes
+ * nothing; cairn_checkpoint_lock_held() is then 0.
+ * Errors: CAIRN_E_BUSY when another process, or another lock object of
+ * this one, holds it:
+ *   checkpoint_lock_new: checkpoint directory 'd' is in use by another
+ *   trainer: pid 4242 on host 'node7' holds the lock 'd/.cairn.lock' (one
+ *   writer per directory: wait for it to finish, or use another directory)
+ * CAIRN_E_NOT_FOUND (no such directory), CAIRN_E_IO (the lock file cannot
+ * be opened — e.g. it is a symbolic link, which is never followed — or
+ * locked), CAIRN_E_NULL, CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_new(const char *dir, cairn_checkpoint_lock **out);
+/* Releases the lock. NULL does nothing. */
+CAIRN_API void cairn_checkpoint_lock_free(cairn_checkpoint_lock *l);
+/* "<dir>/.cairn.lock", owned by l. */
+CAIRN_API const char *cairn_checkpoint_lock_path(const cairn_checkpoint_lock *l);
+/* 1 when l really holds the lock (0 on a file system without locks). */
+CAIRN_API int cairn_checkpoint_lock_held(const cairn_checkpoint_lock *l);
+/* What taking the lock removed: temporary files and their bytes. */
+CAIRN_API void cairn_checkpoint_lock_removed(const cairn_checkpoint_lock *l, size_t *files, uint64_t *bytes);
+/* A check, not a reservation: CAIRN_OK when nobody holds the lock of dir
+ * right now (or dir has no lock file), CAIRN_E_BUSY with the message above
+ * when someone does. Creates nothing. For a program that wants to refuse
+ * before it writes anything else into dir; the session's lock is what
+ * guards the directory. Errors: CAIRN_E_NULL, CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_check(const char *dir);
 
 #ifdef __cplusplus
 }

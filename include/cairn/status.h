@@ -54,7 +54,8 @@ extern "C" {
   X(CAIRN_E_NOT_READY, -21, "model not ready (initialization incomplete)")     \
   X(CAIRN_E_STOP, -22, "stop requested")                                       \
   X(CAIRN_E_NAN_LOSS, -23, "NaN loss during training")                         \
-  X(CAIRN_E_CANCELLED, -24, "cancelled")
+  X(CAIRN_E_CANCELLED, -24, "cancelled")                                       \
+  X(CAIRN_E_BUSY, -25, "in use by another process")
 
 typedef enum cairn_status {
 #define CAIRN_STATUS_ENUM_(name, value, msg) name = value,
