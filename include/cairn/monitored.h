@@ -374,6 +374,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_exit(cairn_monito
 /* The current raw session (NULL when closed): TF's raw_session() of
  * SingularMonitoredSession, available on every monitored session. */
 CAIRN_API cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms);
+/* Detail of the last failed call on ms, whole up to 4095 bytes like
+ * cairn_errmsg() (a longer one is cut and ends with "..."). */
 CAIRN_API const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms);
 /* Frees ms, closing it first (without end(); hooks get on_error(CAIRN_E_CANCELLED))
  * if open — a killed trainer writes no final checkpoint. NULL does nothing. */

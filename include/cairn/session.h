@@ -54,9 +54,11 @@
  * cairn's detail after it, e.g.
  *   Init operations did not make model ready for local_init.  Init op: init,
  *   init fn: None, error: Variables not initialized: a, b
- * The text is in cairn_errmsg() (per thread, cut at 4095 bytes) and, whole
- * up to 4 KiB, on the handle: cairn_session_errmsg(),
- * cairn_session_manager_errmsg().
+ * The text is in cairn_errmsg() (per thread, up to 4095 bytes) and, whole
+ * up to 16383 bytes, on the handle: cairn_session_errmsg(),
+ * cairn_session_manager_errmsg(). Messages up to those sizes arrive whole
+ * through every layer (session manager, session creators, monitored
+ * sessions, hooks); a longer one is cut visibly: it ends with "...".
  *
  * ---- Time and logging -----------------------------------------------------------
  * Every waiting loop reads a cairn_env: an injectable clock, sleep and log
@@ -442,6 +444,10 @@ typedef struct cairn_session_manager_options {
   double recovery_wait_secs;               /* default 30; must be > 0 */
   unsigned session_flags;                  /* for every session created (CAIRN_SESSION_FRESH) */
   const cairn_env *env;                    /* NULL: real clock, stderr */
+  int require_checkpoint;                  /* 1: prepare_session / recover_session fail with
+                                              CAIRN_E_NOT_FOUND instead of starting from fresh
+                                              variables when checkpoint_dir holds no checkpoint
+                                              (an evaluator); default 0 (TF) */
 } cairn_session_manager_options;
 
 static inline cairn_session_manager_options cairn_session_manager_options_default(void) {
@@ -454,6 +460,7 @@ static inline cairn_session_manager_options cairn_session_manager_options_defaul
   o.recovery_wait_secs = 30.0;
   o.session_flags = 0;
   o.env = NULL;
+  o.require_checkpoint = 0;
   return o;
 }
 
@@ -468,7 +475,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new(cairn_registry 
                                                               const cairn_session_manager_options *opts,
                                                               cairn_session_manager **out);
 CAIRN_API void cairn_session_manager_free(cairn_session_manager *sm);
-/* Detail of the last failure of a call on sm, whole (up to 4 KiB). */
+/* Detail of the last failure of a call on sm, whole up to 16383 bytes
+ * (longer: cut, ending with "..."). */
 CAIRN_API const char *cairn_session_manager_errmsg(const cairn_session_manager *sm);
 /* The report of the last partial restore (options `restore` or
  * `warm_start`) done by sm, or NULL. Owned by sm, valid until its next
