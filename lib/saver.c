@@ -481,7 +481,21 @@ static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *
     n_keys++;
     if (!meta_same(s, c, key, type, step) && meta_diff++ == 0) first_key = key;
   }
-  if (n_keys != s->n_meta + 1 && meta_diff == 0) meta_diff = 1; /* a key the save would add */
+  /* A key the save would add that the file lacks (train.global_step is
+     always written at a step, so it is counted above). */
+  for (size_t k = 0; k < s->n_meta && !meta_diff && n_keys != s->n_meta + 1; k++) {
+    int found = 0;
+    for (size_t i = 0; i < cairn_ckpt_meta_count(c) && !found; i++) {
+      const char *key;
+      cairn_meta_type type;
+      found = cairn_ckpt_meta_at(c, i, &key, &type) == CAIRN_OK && strcmp(key, s->meta[k].key) == 0;
+    }
+    if (!found) {
+      meta_diff = 1;
+      first_key = s->meta[k].key;
+    }
+  }
+  if (n_keys != s->n_meta + 1 && meta_diff == 0) meta_diff = 1;
   if (!st && !broken) {
     if (!differ && !extra && !meta_diff) {
       *unchanged = 1;
