@@ -295,7 +295,10 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_singular_monitored_session_new(
  * SummarySaverHook (a summary frequency > 0) when summary_dir or
  * checkpoint_dir is set; CheckpointSaverHook when checkpoint_dir is set
  * and a checkpoint frequency > 0; then hooks. Non-chief:
- * WorkerSessionCreator(scaffold, max_wait_secs) and hooks only. */
+ * WorkerSessionCreator(scaffold, max_wait_secs) and hooks only.
+ * checkpoint_dir need not exist: CheckpointSaverHook creates it. With no
+ * checkpoint in it the chief logs "no checkpoint in 'DIR': initializing
+ * (...)"; sm.require_checkpoint = 1 makes that an error (an evaluator). */
 #define CAIRN_USE_DEFAULT (-1)
 
 typedef struct cairn_monitored_training_session_options {
@@ -435,7 +438,15 @@ typedef struct cairn_checkpoint_saver_hook_options {
 
 /* CheckpointSaverHook (§4.4): saves right after every session creation,
  * then when the timer triggers, and at end() unless that step was just
- * saved. */
+ * saved. Before each save it creates the directory the files go to and
+ * every missing parent, as TF's hook does (mode 0777 less the umask);
+ * failing that, CAIRN_E_IO "CheckpointSaverHook: cannot create directory
+ * 'a/file' (for 'a/file/run'): it exists and is not a directory". A save
+ * that finds the checkpoint of its step already there with other contents
+ * fails with CAIRN_E_EXISTS (cairn_saver_save; after session creation the
+ * message says the restored variables were changed, e.g. by
+ * local_init_op); one with the same contents rewrites nothing and logs
+ * "<path> already holds exactly these values: not rewritten.". */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o,
                                                                     cairn_hook **out);
 

@@ -580,6 +580,18 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new_from_scaffold(
  * (CAIRN_E_FORMAT, TF's "Invalid checkpoint state"), as are restore
  * errors (CAIRN_E_NOT_FOUND "Key ... not found in checkpoint" and the
  * others of cairn_saver_restore): they propagate.
+ * No checkpoint in checkpoint_dir (TF is silent here): INFO "no checkpoint
+ * in 'DIR': initializing (the directory does not exist)" (or "(the
+ * directory has no state file 'checkpoint')"); with the manager's
+ * require_checkpoint, CAIRN_E_NOT_FOUND "prepare_session:
+ * require_checkpoint is set and there is no checkpoint in 'DIR' (...);
+ * refusing to start from freshly initialized variables".
+ * After a restore, local_init_op runs as in TF; if it changed a variable
+ * the restore wrote (CRC32C before and after), a WARNING names them and
+ * the remedy ("local_init_op 'op' changed N of the M variables just
+ * restored from 'path': 'a', ... . local_init_op runs after every
+ * restore, ..."): load pretrained weights with warm_start_path or init_fn,
+ * which run only when nothing was restored (doc/checkpoints-and-restarts.md).
  *
  * On success *out is a new session (free it with cairn_session_free); on
  * error *out is NULL and the session made is freed.
