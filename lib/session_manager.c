@@ -206,22 +206,7 @@ static cairn_status check_ready(cairn_session_manager *sm, cairn_session *s, con
   return CAIRN_OK;
 }
 
-/* TF's _try_run_local_init_op. */
-static cairn_status try_local_init(cairn_session_manager *sm, cairn_session *s, int *ok) {
-  *ok = 1;
-  sm->msg_local[0] = '\0';
-  if (!sm->local_init_op) return CAIRN_OK;
-  int ready;
-  cairn_status st = check_ready(sm, s, sm->ready_for_local_init_op, &ready, sm->msg_local);
-  if (st) return st;
-  if (!ready) {
-    *ok = 0;
-    return CAIRN_OK;
-  }
-  st = cairn_session_run_op_feeds(s, sm->local_init_op, sm->local_init_feeds, sm->n_local_init_feeds);
-  if (st) return sm_keep_session(sm, s, st);
-  return CAIRN_OK;
-}
+static cairn_status try_local_init(cairn_session_manager *sm, cairn_session *s, int *ok);
 
 /* How many changed variables the local_init_op warning names before "and
  * K more". */
@@ -277,6 +262,23 @@ static cairn_status local_init_watched(cairn_session_manager *sm, const cairn_pr
   free(vars);
   free(crc);
   return st;
+}
+
+/* TF's _try_run_local_init_op. */
+static cairn_status try_local_init(cairn_session_manager *sm, cairn_session *s, int *ok) {
+  *ok = 1;
+  sm->msg_local[0] = '\0';
+  if (!sm->local_init_op) return CAIRN_OK;
+  int ready;
+  cairn_status st = check_ready(sm, s, sm->ready_for_local_init_op, &ready, sm->msg_local);
+  if (st) return st;
+  if (!ready) {
+    *ok = 0;
+    return CAIRN_OK;
+  }
+  st = cairn_session_run_op_feeds(s, sm->local_init_op, sm->local_init_feeds, sm->n_local_init_feeds);
+  if (st) return sm_keep_session(sm, s, st);
+  return CAIRN_OK;
 }
 
 /* ---- restore (§2.3) ------------------------------------------------------------------- */

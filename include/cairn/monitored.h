@@ -438,7 +438,9 @@ typedef struct cairn_checkpoint_saver_hook_options {
 
 /* CheckpointSaverHook (§4.4): saves right after every session creation,
  * then when the timer triggers, and at end() unless that step was just
- * saved. Before each save it creates the directory the files go to and
+ * saved.
+ *
+ * Before each save it creates the directory the files go to and
  * every missing parent, as TF's hook does (mode 0777 less the umask);
  * failing that, CAIRN_E_IO "CheckpointSaverHook: cannot create directory
  * 'a/file' (for 'a/file/run'): it exists and is not a directory". A save
