@@ -1,4 +1,4 @@
-/* bench_mpi: data-parallel training throughput (issue 7). One MLP training
+/* bench_mpi: data-parallel training throughput (cairn/mpi.h). One MLP training
  * step (784-1024-1024-10, ReLU, sparse softmax cross-entropy, Adam) on a
  * global batch of B rows split across the ranks, gradients averaged by
  * cairn_mpi_grads_fn. Compare, on one machine:

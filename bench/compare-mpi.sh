@@ -1,5 +1,5 @@
 #!/bin/sh
-# compare-mpi: data-parallel throughput on one machine (issue 7). For each
+# compare-mpi: data-parallel throughput on one machine (cairn/mpi.h). For each
 # global batch, P interleaved passes of
 #   mpirun -np 2 bench_mpi --threads 1          (2 ranks x 1 thread)
 #   mpirun -np 1 bench_mpi --threads 2          (1 rank x 2 threads)

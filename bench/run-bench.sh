@@ -61,7 +61,7 @@ compare() { # name script args...
   sh "$here/$script" "$@" >$res/$name.json 2>$res/$name.txt || fail=1
   tee -a $res/tables.txt <$res/$name.txt >&2
 }
-# MPI builds: 2 ranks x 1 thread against 1 rank x 2 threads (issue 7), three
+# MPI builds: 2 ranks x 1 thread against 1 rank x 2 threads (cairn/mpi.h), three
 # interleaved passes at global batch 256 and 1024 (--full: also 512 and 2048,
 # between which the ratio crosses 0.9 on a 2-core machine).
 b="256 1024"

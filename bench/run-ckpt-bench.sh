@@ -2,8 +2,8 @@
 # Checkpoint I/O, cairn vs PyTorch, on the same machine in the same run:
 # runs bench_ckpt and bench/torch_ckpt.py alternately (PASSES passes of
 # ROUNDS rounds each, the order swapped every pass), then prints one JSON
-# object with the medians over all rounds of both and the ratios issue 3
-# sets targets for:
+# object with the medians over all rounds of both and the ratios cairn
+# sets targets for (bench/RESULTS.md, "Targets"):
 #   cairn save+fsync / plain write+fsync   (per-round ratio, target >= 0.9)
 #   cairn verified load / torch.load       (ratio of medians, target >= 1.5)
 #

@@ -1,7 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 /* train_resume: training that survives `kill -9`, evaluation from another
- * process, and fine-tuning a new head on a trained body. It answers the two
- * questions of issue 4 with cairn's TensorFlow 1.x-style sessions
+ * process, and fine-tuning a new head on a trained body. It answers two
+ * questions TF 1.x users ask, with cairn's TensorFlow 1.x-style sessions
  * (include/cairn/session.h, include/cairn/monitored.h):
  *
  *   1. "How do I restore with a monitored session, and how do I test?"

@@ -1,5 +1,5 @@
 /* Built-in hooks of TF's basic_session_run_hooks.py
- * (../shared/spec/tensorflow-session-semantics.md §4): StopAtStep,
+ * (doc/session-semantics.md, "Built-in hooks"): StopAtStep,
  * CheckpointSaver (+ listeners), StepCounter, LoggingTensor, NanTensor,
  * SummarySaver, FinalOps, GlobalStepWaiter, FeedFn.
  *
@@ -57,7 +57,7 @@ static cairn_status make_hook(const cairn_hook_vtable *vt, void *self, void (*de
   return st;
 }
 
-/* ==== StopAtStepHook (§4.3) ========================================================= */
+/* ==== StopAtStepHook =============================================================== */
 
 typedef struct stop_hook {
   int64_t num_steps;
@@ -126,7 +126,7 @@ cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, c
   return make_hook(&stop_vt, h, free, out);
 }
 
-/* ==== CheckpointSaverHook (§4.4) ====================================================== */
+/* ==== CheckpointSaverHook ============================================================ */
 
 typedef struct ckpt_hook {
   char *dir;
@@ -336,7 +336,7 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
   return make_hook(&ckpt_vt, h, ckpt_destroy, out);
 }
 
-/* ==== StepCounterHook (§4.7) ============================================================ */
+/* ==== StepCounterHook ================================================================== */
 
 typedef struct counter_hook {
   cairn_timer *timer;
@@ -438,7 +438,7 @@ cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_s
   return make_hook(&counter_vt, h, counter_destroy, out);
 }
 
-/* ==== LoggingTensorHook (§4.6) ============================================================ */
+/* ==== LoggingTensorHook ================================================================== */
 
 typedef struct logging_hook {
   char **names;
@@ -612,7 +612,7 @@ cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_optio
   return make_hook(&logging_vt, h, logging_destroy, out);
 }
 
-/* ==== NanTensorHook (§4.5) ================================================================== */
+/* ==== NanTensorHook ======================================================================== */
 
 typedef struct nan_hook {
   char *loss;
@@ -662,7 +662,7 @@ cairn_status cairn_nan_tensor_hook_new(const char *loss_name, int fail_on_nan_lo
   return make_hook(&nan_vt, h, nan_destroy, out);
 }
 
-/* ==== SummarySaverHook (§4.8) ============================================================== */
+/* ==== SummarySaverHook ==================================================================== */
 
 typedef struct summary_hook {
   cairn_timer *timer;
@@ -767,7 +767,7 @@ cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options
   return make_hook(&summary_vt, h, summary_destroy, out);
 }
 
-/* ==== FinalOpsHook (§4.9) ================================================================= */
+/* ==== FinalOpsHook ======================================================================= */
 
 typedef struct final_hook {
   cairn_op *op;
@@ -876,7 +876,7 @@ cairn_status cairn_final_ops_hook_value(const cairn_hook *hook, const char *name
   return cairn__fail(CAIRN_E_NOT_FOUND, "final_ops_hook_value: '%s' is not among the final fetches", name);
 }
 
-/* ==== GlobalStepWaiterHook (§4.11) ========================================================= */
+/* ==== GlobalStepWaiterHook ================================================================ */
 
 typedef struct waiter_hook {
   int64_t wait_until;
@@ -932,7 +932,7 @@ cairn_status cairn_global_step_waiter_hook_new(int64_t wait_until_step, const ca
   return make_hook(&waiter_vt, h, free, out);
 }
 
-/* ==== FeedFnHook (§4.10) ================================================================== */
+/* ==== FeedFnHook ========================================================================= */
 
 typedef struct feed_hook {
   cairn_feed_fn fn;

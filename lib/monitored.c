@@ -1,12 +1,12 @@
 /* MonitoredSession and SingularMonitoredSession: the wrapper stack of TF's
- * monitored_session.py (../shared/spec/tensorflow-session-semantics.md §3),
+ * monitored_session.py (doc/session-semantics.md, "MonitoredSession"),
  * the coordinator, hook objects, run requests/values, session creators.
  *
  * TF builds the stack as objects, outermost first:
  *   _RecoverableSession → _CoordinatedSession → _HookedSession → raw session.
  * Here one struct holds the state of all layers and each layer is a
  * function: recoverable_run() → coord_run() → hooked_run() →
- * cairn_session_run(); the same for should_stop (§3.5) and close (§3.7).
+ * cairn_session_run(); the same for should_stop and close.
  * SingularMonitoredSession is the same stack without the recoverable
  * layer; cairn__hooked_session_new() (tests) is the hooked layer alone.
  */
@@ -577,6 +577,8 @@ struct cairn_monitored_session {
   cairn_coordinator *coord;
   int hook_stop; /* the hooked layer's stop flag */
   int in_run;
+  int signals_installed; /* stop_on_signals: this session owns the handlers */
+  int stop_signal;       /* the signal that stopped it, 0 if none */
 
   /* run scratch, reused: steady-state runs allocate nothing */
   hook_slot *slots;
@@ -629,7 +631,7 @@ static void conflict_add(char *buf, size_t len, const char *name) {
 
 static const cairn_run_args empty_args;
 
-/* ---- _HookedSession.run (§3.4) ---- */
+/* ---- _HookedSession.run ---- */
 static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args *args) {
   if (ms->hook_stop) return cairn__fail(CAIRN_E_STATE, "Run called even after should_stop requested.");
   if (!ms->raw) return cairn__fail(CAIRN_E_STATE, "run: the monitored session has no session");
@@ -785,7 +787,7 @@ static cairn_status coord_run(cairn_monitored_session *ms, const cairn_run_args 
   return st;
 }
 
-/* ---- the coordinated session creator (§3.3 step 4) ---- */
+/* ---- the coordinated session creator (TF's _CoordinatedSessionCreator) ---- */
 static cairn_status create_stack(cairn_monitored_session *ms) {
   cairn_session *raw = NULL;
   cairn_status st = cairn_session_creator_create(ms->creator, &raw);
@@ -913,7 +915,7 @@ cairn_status cairn_monitored_session_run(cairn_monitored_session *ms, const cair
   return ms_ret(ms, st);
 }
 
-/* ---- run_step_fn (§3.6) ---- */
+/* ---- run_step_fn ---- */
 
 struct cairn_step_context {
   cairn_monitored_session *ms;
@@ -963,9 +965,26 @@ cairn_status cairn_monitored_session_run_step_fn(cairn_monitored_session *ms, ca
   }
 }
 
-/* ---- should_stop (§3.5) ---- */
+/* stop_on_signals: takes note of a SIGTERM or SIGINT caught since the
+   session was created, once, with a log line naming the last step done. */
+static int signal_stop(cairn_monitored_session *ms) {
+  if (ms->stop_signal || !ms->signals_installed) return ms->stop_signal != 0;
+  int sig = cairn__stop_signals_caught();
+  if (!sig) return 0;
+  ms->stop_signal = sig;
+  int64_t step;
+  if (ms->raw && cairn_session_global_step(ms->raw, &step) == CAIRN_OK)
+    cairn_env_log(ms->env, CAIRN_LOG_WARN, "received %s: stopping after step %lld", cairn__signal_name(sig),
+                  (long long)step);
+  else
+    cairn_env_log(ms->env, CAIRN_LOG_WARN, "received %s: stopping after the step in flight", cairn__signal_name(sig));
+  return 1;
+}
+
+/* ---- should_stop ---- */
 int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
   if (!ms || ms->closed) return 1;
+  if (signal_stop(ms)) return 1;
   if (ms->hooked_only) return ms->hook_stop;
   if (!ms->raw) return 1; /* _RecoverableSession without a session */
   const char *msg;
@@ -987,11 +1006,12 @@ int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
   return cairn_coordinator_should_stop(ms->coord) || ms->hook_stop;
 }
 
-/* ---- close (§3.7) ---- */
+/* ---- close ---- */
 static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn_status why) {
   if (ms->closed) return cairn__fail(CAIRN_E_STATE, "Session is already closed.");
   cairn_status st = CAIRN_OK;
   char msg[CAIRN__ERRMSG_LEN] = "";
+  (void)signal_stop(ms); /* reported even when the caller never asked should_stop */
   if (ms->hooked_only) {
     /* _HookedSession.close: no end(). */
   } else if (clean) {
@@ -1008,6 +1028,9 @@ static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn
     for (size_t i = 0; i < ms->n_hooks; i++)
       if (ms->hooks[i]->vt->on_error) ms->hooks[i]->vt->on_error(ms->hooks[i]->self, why);
   }
+  (void)signal_stop(ms); /* one that came during end(): its save is done */
+  if (ms->signals_installed) cairn__stop_signals_restore(ms);
+  ms->signals_installed = 0;
   cairn_status cst = close_stack(ms);
   if (cst != CAIRN_OK && ms->should_recover && is_preemption(cst)) {
     cairn_env_log(ms->env, CAIRN_LOG_ERROR, "An error occurred while closing the session: %s", cairn_errmsg());
@@ -1042,6 +1065,8 @@ cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session
 }
 
 const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms) { return ms ? ms->err : ""; }
+
+int cairn_monitored_session_stop_signal(const cairn_monitored_session *ms) { return ms ? ms->stop_signal : 0; }
 
 cairn_coordinator *cairn__monitored_session_coordinator(const cairn_monitored_session *ms) {
   return ms && !ms->closed ? ms->coord : NULL;
@@ -1149,6 +1174,14 @@ cairn_status cairn__monitored_session_new(const cairn__monitored_config *cfg, ca
     return free_and_fail(ms, st);
   }
   ms->closed = 0;
+  /* 5. SIGTERM/SIGINT handlers, once there is a session to stop: a signal
+     during the creation ends the process as it would without them (nothing
+     has been trained yet), and a worker waiting for its chief stays
+     killable. */
+  if (cfg->stop_on_signals) {
+    if ((st = cairn__stop_signals_install(ms)) != CAIRN_OK) return free_and_fail(ms, st);
+    ms->signals_installed = 1;
+  }
   *out = ms;
   return CAIRN_OK;
 }
@@ -1208,6 +1241,7 @@ cairn_status cairn_monitored_session_new(const cairn_monitored_session_options *
   cfg.max_recoveries = o->max_recoveries;
   cfg.recovery_backoff_secs = o->recovery_backoff_secs;
   cfg.env = o->env;
+  cfg.stop_on_signals = o->stop_on_signals;
   return cairn__monitored_session_new(&cfg, out);
 }
 
@@ -1247,7 +1281,7 @@ cairn_status cairn_singular_monitored_session_new(const cairn_singular_monitored
   return cairn__monitored_session_new(&cfg, out);
 }
 
-/* ==== SecondOrStepTimer (§4.2) ======================================================= */
+/* ==== SecondOrStepTimer ============================================================= */
 
 struct cairn_timer {
   double every_secs;

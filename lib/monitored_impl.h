@@ -27,6 +27,7 @@ typedef struct cairn__monitored_config {
   int max_recoveries;
   double recovery_backoff_secs;
   const cairn_env *env;
+  int stop_on_signals; /* the options' stop_on_signals (lib/stop_signals.c) */
 } cairn__monitored_config;
 
 /* Builds a monitored session from cfg. On error everything cfg says the
@@ -57,6 +58,17 @@ cairn_status cairn__coordinator_new(cairn_coordinator **out);
  * error (TF's coord.join re-raising it). */
 cairn_status cairn__coordinator_join(cairn_coordinator *c);
 void cairn__coordinator_free(cairn_coordinator *c);
+
+/* SIGTERM and SIGINT handlers for one monitored session at a time
+ * (lib/stop_signals.c). install: CAIRN_E_STATE when another owner holds
+ * them; a signal the process ignores is left ignored. restore: puts the
+ * previous dispositions back (nothing unless owner installed them).
+ * caught: the first signal caught since install, 0 if none. */
+cairn_status cairn__stop_signals_install(const void *owner);
+void cairn__stop_signals_restore(const void *owner);
+int cairn__stop_signals_caught(void);
+/* "SIGTERM", "SIGINT" ("a signal" otherwise). */
+const char *cairn__signal_name(int sig);
 
 /* Element i of a numeric tensor as a double (f32, f64, bf16, the integer
  * dtypes, bool). Returns 0 and leaves *out alone for other dtypes (f16) or

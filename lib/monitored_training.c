@@ -1,5 +1,5 @@
 /* MonitoredTrainingSession: TF's factory function
- * (../shared/spec/tensorflow-session-semantics.md §3.9) — a MonitoredSession
+ * (doc/session-semantics.md, "MonitoredTrainingSession") — a MonitoredSession
  * with the chief's or the worker's session creator and the standard hooks
  * in TF's order. */
 #include "internal.h"
@@ -72,6 +72,7 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
   cfg.max_recoveries = o->max_recoveries;
   cfg.recovery_backoff_secs = o->recovery_backoff_secs;
   cfg.env = o->env;
+  cfg.stop_on_signals = o->stop_on_signals;
 
   cairn_status st = CAIRN_OK;
   cairn_scaffold *sc = o->scaffold;

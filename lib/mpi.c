@@ -1,9 +1,11 @@
 /* Data-parallel training over MPI (cairn/mpi.h): the polite MPI lifecycle
  * of Horovod's mpi_context.cc, fused in-place allreduce of gradients
  * (Horovod's Tensor Fusion, ops/mpi_operations.cc), the broadcast of the
- * chief's global variables (BroadcastGlobalVariablesHook, spec §4.12), and
+ * chief's global variables (Horovod's BroadcastGlobalVariablesHook; see
+ * doc/session-semantics.md, "Chief, workers and MPI ranks"), and
  * deadlines on every collective so that a dead or stalled rank becomes an
- * error instead of a hang. Compiled only when configure found MPI. */
+ * error instead of a hang, naming the rank(s) that stopped answering. Compiled
+ * only when configure found MPI. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include "internal.h"
 
@@ -21,10 +23,18 @@
 
 #define DEFAULT_FUSION_BYTES ((size_t)64 << 20)
 #define DEFAULT_TIMEOUT_SECS 60.0
+/* After a deadline, how long the other ranks get to answer a heartbeat. */
+#define PROBE_GRACE_SECS 2.0
+/* Tags of the heartbeat messages, on a communicator of their own. */
+#define TAG_PING 1
+#define TAG_PONG 2
 
 struct cairn_mpi {
   MPI_Comm comm;       /* our duplicate of the application's communicator */
   MPI_Comm local;      /* node-local ranks (MPI_COMM_TYPE_SHARED) */
+  MPI_Comm hb;         /* heartbeats (see probe_peers), apart from any user message */
+  MPI_Request ping_rq; /* the receive of the next heartbeat, always posted */
+  unsigned char ping_buf;
   int rank, size, local_rank, local_size;
   int thread_level;
   int we_initialized;  /* MPI_Init_thread was ours: finalize at free */
@@ -71,6 +81,100 @@ static cairn_status check_usable(const cairn_mpi *c, const char *what) {
  * the first 20 ms, yielding the core (sched_yield) to any other runnable
  * thread between polls (oversubscribed runs), and only then sleeps 50 µs
  * between polls: a rank waiting that long waits for a slow or dead peer. */
+/* Answers the heartbeats other ranks sent (probe_peers): a rank that waits
+ * in a collective, or comes to one, says it is alive. */
+static void serve_pings(cairn_mpi *c) {
+  static const unsigned char pong = 1; /* never changes: the sends may be freed in flight */
+  for (int k = 0; k < 64 && c->ping_rq != MPI_REQUEST_NULL; k++) {
+    int got = 0;
+    MPI_Status stt;
+    if (MPI_Test(&c->ping_rq, &got, &stt) != MPI_SUCCESS || !got) return;
+    MPI_Request r;
+    if (MPI_Isend(&pong, 1, MPI_BYTE, stt.MPI_SOURCE, TAG_PONG, c->hb, &r) == MPI_SUCCESS) MPI_Request_free(&r);
+    if (MPI_Irecv(&c->ping_buf, 1, MPI_BYTE, MPI_ANY_SOURCE, TAG_PING, c->hb, &c->ping_rq) != MPI_SUCCESS)
+      c->ping_rq = MPI_REQUEST_NULL;
+  }
+}
+
+/* Appends "a, b, c" (the first 16 ranks r with mark[r] == want, then "and
+ * N more") to out; returns how many there are. */
+static int list_ranks(const unsigned char *mark, int n, int want, char *out, size_t len) {
+  int count = 0;
+  size_t used = strlen(out);
+  for (int r = 0; r < n; r++) {
+    if (mark[r] != want) continue;
+    if (count < 16 && used + 1 < len) used += (size_t)snprintf(out + used, len - used, "%s%d", count ? ", " : "", r);
+    count++;
+  }
+  if (count > 16 && used + 1 < len) snprintf(out + used, len - used, " and %d more", count - 16);
+  return count;
+}
+
+/* After a deadline: which ranks are still there? A collective cannot say
+ * whose contribution is missing, so every other rank gets a heartbeat
+ * (MPI_Isend of one byte on the heartbeat communicator) and grace seconds
+ * to answer; ranks waiting in MPI answer at once (wait_req serves
+ * heartbeats), a stopped (SIGSTOP), hung or dead rank does not, nor one
+ * busy outside MPI for that long. Writes the verdict into out. */
+static void probe_peers(cairn_mpi *c, double grace, char *out, size_t len) {
+  int n = c->size;
+  MPI_Request *rr = malloc((size_t)n * sizeof *rr);
+  unsigned char *mark = calloc((size_t)n, 1), *buf = malloc((size_t)n);
+  if (!rr || !mark || !buf || c->hb == MPI_COMM_NULL) {
+    snprintf(out, len, "the rank that stopped answering is unknown (no heartbeat channel)");
+    free(rr);
+    free(mark);
+    free(buf);
+    return;
+  }
+  static const unsigned char ping = 1;
+  int pending = 0;
+  for (int p = 0; p < n; p++) {
+    rr[p] = MPI_REQUEST_NULL;
+    if (p == c->rank) {
+      mark[p] = 2; /* self */
+      continue;
+    }
+    MPI_Request sr;
+    if (MPI_Isend(&ping, 1, MPI_BYTE, p, TAG_PING, c->hb, &sr) == MPI_SUCCESS) MPI_Request_free(&sr);
+    if (MPI_Irecv(&buf[p], 1, MPI_BYTE, p, TAG_PONG, c->hb, &rr[p]) == MPI_SUCCESS) pending++;
+    else rr[p] = MPI_REQUEST_NULL;
+  }
+  double t0 = now();
+  while (pending > 0 && now() - t0 < grace) {
+    serve_pings(c); /* the others probe too, at about the same time */
+    for (int p = 0; p < n; p++) {
+      int done = 0;
+      if (rr[p] == MPI_REQUEST_NULL || MPI_Test(&rr[p], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) continue;
+      mark[p] = 1;
+      pending--;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  for (int p = 0; p < n; p++)
+    if (rr[p] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&rr[p]); /* a receive's cancel completes locally */
+      MPI_Wait(&rr[p], MPI_STATUS_IGNORE);
+    }
+  out[0] = '\0';
+  char silent[256] = "", alive[256] = "";
+  int ns = list_ranks(mark, n, 0, silent, sizeof silent), na = list_ranks(mark, n, 1, alive, sizeof alive);
+  if (ns > 0)
+    snprintf(out, len,
+             "%s %s stopped answering (no reply to a heartbeat within %.1f s: stopped, hung, dead, or busy outside "
+             "MPI)%s%s%s",
+             ns == 1 ? "rank" : "ranks", silent, grace, na ? (na == 1 ? "; rank " : "; ranks ") : "", alive,
+             na ? " answered" : "");
+  else
+    snprintf(out, len,
+             "every other rank answers a heartbeat (they wait in MPI too): the ranks may have called different "
+             "collectives, or MPI itself is stuck");
+  free(rr);
+  free(mark);
+  free(buf);
+}
+
 static cairn_status wait_req(cairn_mpi *c, MPI_Request *rq, const char *what) {
   double t0 = now();
   for (;;) {
@@ -84,16 +188,18 @@ static cairn_status wait_req(cairn_mpi *c, MPI_Request *rq, const char *what) {
       snprintf(c->broken_why, sizeof c->broken_why, "timed out in %s after %.1f s", what, waited);
       /* The request cannot be cancelled (collectives are not cancellable);
          it is abandoned, and the job must be aborted. */
+      char who[700];
+      probe_peers(c, c->timeout < PROBE_GRACE_SECS ? c->timeout : PROBE_GRACE_SECS, who, sizeof who);
       return cairn__fail(CAIRN_E_DEADLINE,
-                         "mpi: %s: no completion after %.1f s (timeout %.1f s) on rank %d of %d: another rank "
-                         "failed, was killed or stalled outside this collective; abort the job "
+                         "mpi: %s: no completion after %.1f s (timeout %.1f s) on rank %d of %d: %s; abort the job "
                          "(cairn_mpi_abort) and restart it from the chief's latest checkpoint",
-                         what, waited, c->timeout, c->rank, c->size);
+                         what, waited, c->timeout, c->rank, c->size, who);
     }
     if (waited < 0.02) {
       sched_yield();
       continue;
     }
+    serve_pings(c); /* only once waiting for a peer: heartbeats come after seconds */
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
   }
@@ -128,6 +234,9 @@ cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv,
   if ((size_t)INT_MAX * sizeof(float) < fusion) fusion = (size_t)INT_MAX * sizeof(float);
   double timeout = o->timeout_secs != 0 ? o->timeout_secs : env_double("CAIRN_MPI_TIMEOUT", DEFAULT_TIMEOUT_SECS);
   if (!(timeout == timeout)) timeout = DEFAULT_TIMEOUT_SECS;
+  /* CAIRN_MPI_TIMEOUT=0 is "off", as the negative option (0 would
+     otherwise time out every collective at once). */
+  if (timeout == 0) timeout = -1;
 
   int inited = 0, finalized = 0;
   MPI_Finalized(&finalized);
@@ -135,7 +244,8 @@ cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv,
   MPI_Initialized(&inited);
   cairn_mpi *c = calloc(1, sizeof *c);
   if (!c) return cairn__fail(CAIRN_E_NOMEM, "mpi_init: out of memory");
-  c->comm = c->local = MPI_COMM_NULL;
+  c->comm = c->local = c->hb = MPI_COMM_NULL;
+  c->ping_rq = MPI_REQUEST_NULL;
   c->fusion_bytes = fusion;
   c->timeout = timeout;
   int rc;
@@ -179,15 +289,42 @@ cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv,
   MPI_Comm_set_errhandler(c->local, MPI_ERRORS_RETURN);
   MPI_Comm_rank(c->local, &c->local_rank);
   MPI_Comm_size(c->local, &c->local_size);
+  if (c->size > 1) {
+    if ((rc = MPI_Comm_dup(c->comm, &c->hb)) != MPI_SUCCESS) {
+      cairn_status s = mpi_fail(NULL, rc, "MPI_Comm_dup (heartbeats)");
+      cairn_mpi_free(c);
+      return s;
+    }
+    MPI_Comm_set_errhandler(c->hb, MPI_ERRORS_RETURN);
+    if ((rc = MPI_Irecv(&c->ping_buf, 1, MPI_BYTE, MPI_ANY_SOURCE, TAG_PING, c->hb, &c->ping_rq)) != MPI_SUCCESS) {
+      cairn_status s = mpi_fail(NULL, rc, "MPI_Irecv (heartbeats)");
+      cairn_mpi_free(c);
+      return s;
+    }
+  }
   *out = c;
   return CAIRN_OK;
 }
+
+static cairn_status barrier_named(cairn_mpi *c, const char *what);
 
 void cairn_mpi_free(cairn_mpi *c) {
   if (!c) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) {
+    /* MPI_Finalize waits for every rank, forever: a rank stopped (SIGSTOP)
+       or hung after the last collective would keep this one in it. A
+       barrier under the deadline first; if it fails, no MPI_Finalize (the
+       process exits without it, and mpirun ends the job). */
+    if (c->we_initialized && !c->broken && c->size > 1 && barrier_named(c, "barrier before MPI_Finalize") != CAIRN_OK)
+      cairn_env_log(NULL, CAIRN_LOG_ERROR, "%s; MPI_Finalize skipped, it would wait for that rank forever",
+                    cairn_errmsg());
+    if (c->ping_rq != MPI_REQUEST_NULL) {
+      MPI_Cancel(&c->ping_rq);
+      MPI_Wait(&c->ping_rq, MPI_STATUS_IGNORE);
+    }
+    if (c->hb != MPI_COMM_NULL) MPI_Comm_free(&c->hb);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     if (c->we_initialized && !c->broken) MPI_Finalize();
@@ -212,14 +349,16 @@ MPI_Comm cairn_mpi_comm(const cairn_mpi *c) { return c ? c->comm : MPI_COMM_NULL
 int cairn_mpi_thread_level(const cairn_mpi *c) { return c ? c->thread_level : MPI_THREAD_SINGLE; }
 const char *cairn_mpi_checkpoint_dir(const cairn_mpi *c, const char *dir) { return cairn_mpi_is_chief(c) ? dir : NULL; }
 
-cairn_status cairn_mpi_barrier(cairn_mpi *c) {
-  cairn_status s = check_usable(c, "barrier");
+static cairn_status barrier_named(cairn_mpi *c, const char *what) {
+  cairn_status s = check_usable(c, what);
   if (s) return s;
   MPI_Request rq;
   int rc = MPI_Ibarrier(c->comm, &rq);
-  if (rc != MPI_SUCCESS) return mpi_fail(c, rc, "barrier");
-  return wait_req(c, &rq, "barrier");
+  if (rc != MPI_SUCCESS) return mpi_fail(c, rc, what);
+  return wait_req(c, &rq, what);
 }
+
+cairn_status cairn_mpi_barrier(cairn_mpi *c) { return barrier_named(c, "barrier"); }
 
 cairn_status cairn_mpi_allreduce_sum_f64(cairn_mpi *c, double *v, size_t n) {
   cairn_status s = check_usable(c, "allreduce_sum_f64");

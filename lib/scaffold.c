@@ -1,6 +1,6 @@
 /* The Scaffold (cairn/session.h): TF's tf.compat.v1.train.Scaffold.
- * Reference: ../shared/spec/tensorflow-session-semantics.md §1 (fields,
- * copy_from_scaffold, finalize order and defaults, get_or_default). */
+ * TF behaviour (fields, copy_from_scaffold, finalize order and defaults,
+ * get_or_default) and its source: doc/session-semantics.md, "Scaffold". */
 #include "session_impl.h"
 
 #include <stdlib.h>
@@ -129,7 +129,7 @@ void cairn_scaffold_free(cairn_scaffold *sc) {
 /* TF's get_or_default for one collection: exactly one item → it; several →
  * "More than one item"; none → *made = 1 and the caller builds the default.
  * (TF's Scaffold variant passes the format arguments separately so its
- * message is never formatted — spec §8.9; cairn formats it.) */
+ * message is never formatted; cairn formats it.) */
 static cairn_status collection_single(cairn_registry *r, const char *key, const char *field, void **item,
                                       int *none) {
   void *items[1];
@@ -194,7 +194,8 @@ cairn_status cairn_scaffold_finalize(cairn_scaffold *sc) {
   if (!sc) return cairn__fail(CAIRN_E_NULL, "scaffold_finalize: scaffold is NULL");
   if (sc->finalized) return CAIRN_OK;
   cairn_registry *r = sc->r;
-  /* §1.2, in this order. */
+  /* TF's finalize order: init_op, ready_op, ready_for_local_init_op,
+     local_init_op, summary_op, saver, then the graph. */
   cairn_status s = default_op(r, CAIRN_COLLECTION_INIT_OP, "init", CAIRN_COLL_GLOBAL, &sc->init_op);
   if (!s)
     s = default_ready(r, CAIRN_COLLECTION_READY_OP, "ready", CAIRN_COLL_GLOBAL | CAIRN_COLL_LOCAL, &sc->ready_op);

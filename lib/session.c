@@ -1,7 +1,8 @@
 /* Sessions, runs, ops and ready ops (cairn/session.h): the environment
  * (clock, sleep, log), name lists, the session handle over a registry,
  * cairn_session_run with named feeds and fetches, and the built-in ops.
- * Reference: ../shared/spec/tensorflow-session-semantics.md §1-§2. */
+ * TF behaviour and its sources: doc/session-semantics.md ("Terms",
+ * "Scaffold", "SessionManager"). */
 #define _POSIX_C_SOURCE 200809L
 #include "session_impl.h"
 

@@ -2,7 +2,8 @@
  * tf.compat.v1.train.SessionManager — prepare_session (chief),
  * recover_session, wait_for_session (worker) — plus cairn's first-class
  * partial restore and warm start.
- * Reference: ../shared/spec/tensorflow-session-semantics.md §2, §6. */
+ * TF behaviour and its sources: doc/session-semantics.md ("SessionManager",
+ * "Partial restore and fine-tuning"). */
 #define _POSIX_C_SOURCE 200809L
 #include "session_impl.h"
 
@@ -179,7 +180,7 @@ static cairn_status no_checkpoint(cairn_session_manager *sm, const cairn_prepare
   return CAIRN_OK;
 }
 
-/* ---- readiness primitives (§2.2) ------------------------------------------------------ */
+/* ---- readiness primitives (TF's _ready, _try_run_local_init_op) ---------------------- */
 
 /* TF's _ready: *ready and, when not ready, msg ("Variables not initialized:
  * a, b" or a legacy op's "...uninitialized..." message). Other errors of
@@ -281,7 +282,7 @@ static cairn_status try_local_init(cairn_session_manager *sm, cairn_session *s, 
   return CAIRN_OK;
 }
 
-/* ---- restore (§2.3) ------------------------------------------------------------------- */
+/* ---- restore (TF's _restore_checkpoint) ------------------------------------------------ */
 
 /* Initializes every GLOBAL variable that the partial restore reported in
  * `report` did not restore. */
@@ -364,7 +365,8 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     return CAIRN_OK;
   }
 
-  /* The waiting budget counts sleeps, not wall time (TF; §8.2). */
+  /* The waiting budget counts sleeps, not wall time, as TF's: it may
+     overshoot max_wait_secs by one recovery_wait_secs. */
   double wait_time = 0;
   cairn_checkpoint_state *state = NULL;
   for (;;) {
@@ -417,7 +419,7 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
   return st;
 }
 
-/* ---- prepare_session (§2.4) ------------------------------------------------------------ */
+/* ---- prepare_session ---------------------------------------------------------------------- */
 
 static const char *op_label(const cairn_op *op) { return op ? cairn_op_name(op) : "None"; }
 
@@ -427,7 +429,10 @@ static const char *fn_label(const cairn_prepare_options *o) {
 }
 
 /* cairn's addition after TF's text: what to do about a model restored from
- * a checkpoint that does not cover every variable (§6.2, pain point 1). */
+ * a checkpoint that does not cover every variable (a restore skips init_op
+ * and init_fn, so the variables the checkpoint lacks stay uninitialized and
+ * TF's message alone does not say why; doc/session-semantics.md, "Partial
+ * restore and fine-tuning"). */
 static void restored_hint(const cairn_session_manager *sm, char *buf, size_t cap) {
   buf[0] = '\0';
   if (!sm->restored_from[0]) return;
@@ -513,7 +518,7 @@ cairn_status cairn_session_manager_prepare_session(cairn_session_manager *sm, co
   return CAIRN_OK;
 }
 
-/* ---- recover_session (§2.5) --------------------------------------------------------------- */
+/* ---- recover_session ------------------------------------------------------------------------- */
 
 cairn_status cairn_session_manager_recover_session(cairn_session_manager *sm, const cairn_prepare_options *opts,
                                                    cairn_session **out, int *initialized) {
@@ -553,7 +558,7 @@ cairn_status cairn_session_manager_recover_session(cairn_session_manager *sm, co
   return CAIRN_OK;
 }
 
-/* ---- wait_for_session (§2.6) ------------------------------------------------------------- */
+/* ---- wait_for_session ------------------------------------------------------------------------ */
 
 cairn_status cairn_session_manager_wait_for_session(cairn_session_manager *sm, double max_wait_secs,
                                                     cairn_session **out) {

@@ -1,6 +1,5 @@
 /* TensorBoard event files: TFRecord framing over hand-encoded Event
- * protobufs (../shared/spec/ecosystem-notes.md §3; format summary in
- * cairn/summary.h). Reference writers: tensorflow core/util/events_writer.cc
+ * protobufs (format summary in cairn/summary.h). Reference writers: tensorflow core/util/events_writer.cc
  * (file name), tensorboard summary/writer/record_writer.py (framing). */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"

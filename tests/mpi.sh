@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/mpi.sh — data-parallel training over MPI (issue 7), run by
+# tests/mpi.sh — data-parallel training over MPI (cairn/mpi.h), run by
 # `make check` in MPI builds (TAP). Runs tests/mpi/mpi_train under
 # `mpirun -np 2 --oversubscribe` (as root too: OMPI_ALLOW_RUN_AS_ROOT*):
 #   - the broadcast makes differently initialized ranks agree;

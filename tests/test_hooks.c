@@ -1,13 +1,19 @@
 /* cairn/monitored.h: the built-in hooks and SecondOrStepTimer.
  *
- * Scenarios of ../shared/spec/tensorflow-session-semantics.md §7.7
- * (basic_session_run_hooks_test.py) are named after the TF test they
- * mirror and carry their catalogue number. As in TF, most drive a hook
+ * Tests ported from TensorFlow's own
+ * (tensorflow/python/training/basic_session_run_hooks_test.py) are named
+ * after the TF test they mirror.
+ * A "#N" tag is a scenario number: every test mirroring one TF test (or one
+ * derived scenario) carries the same tag, so a search for it finds them. ★
+ * marks the scenarios that matter most (start reading there); (D) marks a
+ * scenario derived from TF's code, with no TF test of its own. The TF
+ * behaviour itself is described in doc/session-semantics.md.
+ * As in TF, most drive a hook
  * through a bare _HookedSession (cairn__hooked_session_new) and call
  * begin(), after_create_session() and end() by hand; time is the fake
  * clock of cairn_env (TF mocks time.time).
  *
- * Ported from §7.7:
+ * Ported from basic_session_run_hooks_test.py:
  *   #81 SecondOrStepTimerTest: all five.
  *   #82 StopAtStepTest.test_stop_based_on_last_step, #83
  *       test_stop_based_on_num_step, #84 test_stop_based_with_multiple_steps,
@@ -15,9 +21,19 @@
  *   #85 LoggingTensorHookTest: test_illegal_args, test_print_at_end_only,
  *       test_print_every_n_steps(_and_end), test_print_every_n_secs(_and_end),
  *       test_print_formatter, and the "(%.3f sec)" suffix.
- *   #86 test_saves_when_saver_and_scaffold_both_missing (+ the "savers"
- *       collection errors), #87 (all three), #88 (both), #89, #90 (★, all
- *       three), #91, #92, #93, #94, #95, #96 (★).
+ *   CheckpointSaverHookTest: #86 test_saves_when_saver_and_scaffold_both_missing
+ *       (+ the "savers" collection errors), #87
+ *       test_raise_when_saver_and_scaffold_both_present /
+ *       test_raise_in_both_secs_and_steps / test_raise_in_none_secs_and_steps,
+ *       #88 test_save_secs_saves_in_first_step / test_save_steps_saves_in_first_step,
+ *       #89 test_save_secs_calls_listeners_at_begin_and_end, #90 (★)
+ *       test_listener_with_monitored_session / test_listener_with_default_saver /
+ *       test_two_listeners_with_default_saver, #91
+ *       test_listener_stops_training_in_after_save, #92
+ *       test_save_secs_saves_periodically, #93
+ *       test_save_secs_calls_listeners_periodically, #94
+ *       test_save_steps_saves_periodically, #95 test_save_saves_at_end, #96 (★)
+ *       test_save_checkpoint_before_first_train_step.
  *   #99 StepCounterHookTest: test_step_counter_every_n_steps,
  *       test_step_counter_every_n_secs, test_log_warning_if_global_step_not_increased.
  *   #100 SummarySaverHookTest: the four constructor errors, test_save_steps,

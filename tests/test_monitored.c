@@ -1,16 +1,21 @@
 /* cairn/monitored.h: MonitoredSession, SingularMonitoredSession,
  * MonitoredTrainingSession, session creators, the wrapper stack.
  *
- * Scenarios of ../shared/spec/tensorflow-session-semantics.md §7 are named
- * after the TF test they mirror and carry their catalogue number.
+ * Tests ported from TensorFlow's own are named after the TF test they
+ * mirror (tensorflow/python/training/monitored_session_test.py).
+ * A "#N" tag is a scenario number: every test mirroring one TF test (or one
+ * derived scenario) carries the same tag, so a search for it finds them. ★
+ * marks the scenarios that matter most (start reading there); (D) marks a
+ * scenario derived from TF's code, with no TF test of its own. The TF
+ * behaviour itself is described in doc/session-semantics.md.
  *
- * Ported from §7.3 (MonitoredTrainingSession):
+ * Ported from MonitoredTrainingSessionTest:
  *   #32 test_saving_restoring_checkpoint (★), #33 test_save_checkpoint_steps,
  *   #34 test_save_checkpoint_secs (fake clock), #35 test_summaries_steps and
  *   test_summaries_secs (a recording summary writer), #36 test_custom_saving,
  *   #38 (D) non-chief MTS (no chief hooks; waits, DeadlineExceeded; and a
  *   worker thread that waits for a chief thread), #39 (D) both secs and steps.
- * Ported from §7.4 (wrapped / coordinated / recoverable sessions):
+ * Ported from WrappedSessionTest, CoordinatedSessionTest, RecoverableSessionTest:
  *   #40 test_should_stop_on_close, test_close_twice,
  *   test_should_stop_uses_check_stop / _delegates_to_wrapped_session;
  *   #41 test_should_stop_on_coord_stop; #42
@@ -20,9 +25,12 @@
  *   test_recovery_from_non_preemption_in_coordinator; #47
  *   test_recovery_from_session_getting_stuck; #48 the three "_when_run_hooks"
  *   step_fn variants of #45-#47 and "_with_raw_session" of #45.
- * Ported from §7.5 (_HookedSession, through cairn__hooked_session_new):
- *   #49-#55, all (#53 and #54 as two tests each).
- * Ported from §7.6 (MonitoredSession / SingularMonitoredSession):
+ * Ported from HookedSessionTest (through cairn__hooked_session_new):
+ *   #49 testRunPassesAllArguments, #50 testCallsHooksBeginEnd, #51
+ *   testShouldStop, #52 testFetchesHookRequests, #53 testOnlyHooksHaveFeeds
+ *   and testBothHooksAndUserHaveFeeds, #54 testHooksFeedConflicts and
+ *   testHooksAndUserFeedConflicts, #55 (D) a run after a hook requested stop.
+ * Ported from MonitoredSessionTest and SingularMonitoredSessionTest:
  *   #56 test_defaults, #57 test_last_step (★), #58 test_num_steps, #59
  *   test_recovery (★), #60 test_retry_initialization_on_aborted_error, #61
  *   test_retry_on_aborted_error / _unavailable_error, #62
@@ -30,16 +38,26 @@
  *   test_exit_cleanly_on_out_of_range_exception (★), #64
  *   test_exit_cleanly_on_stop_iteration_exception, #65
  *   test_regular_exception_pass_through_run (★, plus (D): no end(), no final
- *   checkpoint), #66, #67, #68 (both), #69 (both), #71
+ *   checkpoint), #66 test_regular_exception_reported_to_coord_pass_through_run,
+ *   #67 ..._pass_through_return, #68 test_stop_cleanly_when_no_exception_in_with_body
+ *   and test_raises_regular_exceptions_in_with_body, #69
+ *   test_graph_finalized_during_run_unfinalized_after_exit and
+ *   test_keep_finalized_graph_as_finalized, #71
  *   test_with_statement_and_close, #72 test_step_fn_example, #73
- *   test_step_function_stops / test_step_request_stop_in_a_loop, #74, #76,
- *   #77, #78 (both), #79, #80 SingularMonitoredSessionTest
+ *   test_step_function_stops / test_step_request_stop_in_a_loop, #74
+ *   test_step_request_stop_without_a_with_block, #76 test_step_fn_with_hooks,
+ *   #77 test_step_fn_with_hooks_and_request_stop, #78
+ *   test_recovers_from_an_exception_in_step_fn(_after_hooks), #79
+ *   test_step_fn_exception_from_before_run, #80 SingularMonitoredSessionTest
  *   (test_handles_initialization, test_do_not_handle_aborted_error,
  *   test_exit_cleanly_on_out_of_range_exception, test_raw_session,
  *   test_stop_cleanly_when_no_exception_in_with_body), and
  *   test_step_fn_doesnt_recover_when_it_wasnt_asked_to.
  * cairn additions: bounded recovery (max_recoveries), hooks' on_error,
- * the end-to-end train / kill / restart / evaluate scenario of issue 4.
+ * stop_on_signals (a hook raises SIGTERM or SIGINT: the final checkpoint is
+ * the step reached, the handlers before are back after close),
+ * the end-to-end train / kill / restart / evaluate scenario (as
+ * examples/train_resume.c: restore with a monitored session, and test).
  *
  * Not ported, and why:
  *   #37 test_save_graph_def(_false): cairn has no graph to write
@@ -54,7 +72,7 @@
  *       whose after_run sees the raw-session run, which by definition fires
  *       no hook; #45's variant is ported (the side thread stops the
  *       coordinator on its own).
- * The hooks' own catalogue (§7.7) is in tests/test_hooks.c.
+ * The hooks' own tests (basic_session_run_hooks_test.py) are in tests/test_hooks.c.
  *
  * Every test works in its own mkdtemp directory, uses the fake clock of
  * cairn_env (sleeps advance it) unless it runs real threads, never forks.
@@ -68,6 +86,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -565,7 +584,7 @@ static cairn_monitored_session *mts_new(const cairn_monitored_training_session_o
   return ms;
 }
 
-/* ==== §7.3 MonitoredTrainingSession =================================================== */
+/* ==== MonitoredTrainingSession ======================================================= */
 
 /* #32 ★ */
 Test(monitored_training_session, test_saving_restoring_checkpoint) {
@@ -865,7 +884,172 @@ Test(monitored_training_session, both_secs_and_steps_raise) {
   graph_free(&g);
 }
 
-/* ==== §7.4 wrapped / coordinated / recoverable sessions ===================================== */
+/* ---- stop_on_signals: SIGTERM / SIGINT stop after the step in flight ---- */
+
+/* The test's own handler, standing for whatever the application had: it
+ * must be what the process has again after the session closes. */
+static volatile sig_atomic_t g_app_caught;
+static void app_handler(int sig) { g_app_caught = sig; }
+
+static void set_handler(int sig, void (*fn)(int)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  cr_assert_eq(sigaction(sig, &sa, NULL), 0);
+}
+
+static void (*handler_of(int sig))(int) {
+  struct sigaction sa;
+  cr_assert_eq(sigaction(sig, NULL, &sa), 0);
+  return sa.sa_handler;
+}
+
+/* A hook that raises a signal from after_run of its raise_at-th run, and
+ * records the dispositions it then sees. */
+typedef struct raising_hook {
+  int runs, raise_at, sig;
+  void (*term_after)(int), (*int_after)(int);
+} raising_hook;
+
+static cairn_status rh_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
+  (void)ctx;
+  (void)v;
+  raising_hook *h = self;
+  if (++h->runs != h->raise_at) return CAIRN_OK;
+  raise(h->sig); /* delivered before raise returns (one thread) */
+  h->term_after = handler_of(SIGTERM);
+  h->int_after = handler_of(SIGINT);
+  return CAIRN_OK;
+}
+
+static const cairn_hook_vtable raising_vt = {.name = "RaisingHook", .after_run = rh_after_run};
+
+/* MTS over g_dir (checkpoints at creation and at end() only), stop_on_signals,
+ * a raising hook; runs steps while should_stop() is 0 (at most 50). Returns
+ * the number of steps run. */
+static int signal_case(int sig, int k, int64_t *final_step) {
+  graph g;
+  graph_new(&g);
+  raising_hook rh = {0, k, sig, NULL, NULL};
+  cairn_hook *h;
+  OK(cairn_hook_new(&raising_vt, &rh, &h));
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.save_checkpoint_steps = 1000;
+  o.stop_on_signals = 1;
+  o.hooks = &h;
+  o.n_hooks = 1;
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_neq(handler_of(SIGTERM), app_handler, "the session's handler is installed");
+  cr_assert_neq(handler_of(SIGINT), app_handler);
+  cr_assert_eq(cairn_monitored_session_stop_signal(ms), 0);
+  int steps = 0;
+  while (!cairn_monitored_session_should_stop(ms) && steps < 50) {
+    *final_step = run_step(ms, &g);
+    steps++;
+  }
+  cr_assert_eq(g_app_caught, 0, "the application's handler did not see the signal");
+  cr_assert_eq(rh.term_after, SIG_DFL, "after the first signal, a second SIGTERM takes the default action");
+  cr_assert_eq(rh.int_after, SIG_DFL, "... and a second SIGINT too");
+  cr_assert_eq(cairn_monitored_session_stop_signal(ms), sig);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cr_assert_eq(cairn_monitored_session_stop_signal(ms), sig, "still reported after close");
+  cr_assert_eq(handler_of(SIGTERM), app_handler, "close restored the previous SIGTERM handler");
+  cr_assert_eq(handler_of(SIGINT), app_handler, "close restored the previous SIGINT handler");
+  cairn_monitored_session_free(ms);
+  cairn_hook_free(h);
+  graph_free(&g);
+  return steps;
+}
+
+Test(monitored_training_session, stop_on_sigterm_saves_the_step_reached) {
+  set_handler(SIGTERM, app_handler);
+  set_handler(SIGINT, app_handler);
+  int64_t step = -1;
+  cr_assert_eq(signal_case(SIGTERM, 3, &step), 3, "stopped after the step in flight");
+  cr_assert_eq(step, 3);
+  cr_assert_str_eq(latest(), "model.ckpt-3", "end() saved the step the signal stopped at");
+  cr_assert(logged("received SIGTERM: stopping after step 3"), "%s", F.log);
+  /* Restored handlers are the application's again: they get the next one. */
+  raise(SIGTERM);
+  cr_assert_eq(g_app_caught, SIGTERM);
+}
+
+Test(monitored_training_session, stop_on_sigint_saves_the_step_reached) {
+  set_handler(SIGTERM, app_handler);
+  set_handler(SIGINT, app_handler);
+  int64_t step = -1;
+  cr_assert_eq(signal_case(SIGINT, 5, &step), 5);
+  cr_assert_str_eq(latest(), "model.ckpt-5");
+  cr_assert(logged("received SIGINT: stopping after step 5"), "%s", F.log);
+}
+
+/* Without the option no handler is installed: the application's own sees
+ * the signal and the session does not stop. */
+Test(monitored_training_session, no_signal_handlers_without_the_option) {
+  set_handler(SIGTERM, app_handler);
+  set_handler(SIGINT, app_handler);
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_eq(handler_of(SIGTERM), app_handler);
+  cr_assert_eq(handler_of(SIGINT), app_handler);
+  run_step(ms, &g);
+  raise(SIGTERM);
+  cr_assert_eq(g_app_caught, SIGTERM);
+  cr_assert_eq(cairn_monitored_session_should_stop(ms), 0);
+  cr_assert_eq(cairn_monitored_session_stop_signal(ms), 0);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  /* Nor with a plain MonitoredSession. */
+  cairn_scaffold *sc = scaffold(&g);
+  cairn_session_creator *cr = chief(&g, sc, NULL, NULL);
+  ms = ms_new(&g, cr, NULL, 0);
+  cr_assert_eq(handler_of(SIGTERM), app_handler);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  cairn_session_creator_free(cr);
+  cairn_scaffold_free(sc);
+  graph_free(&g);
+}
+
+/* One session at a time owns the dispositions; an ignored signal stays
+ * ignored; a session freed without close puts the handlers back too. */
+Test(monitored_session, stop_on_signals_one_owner_ignored_stays_ignored) {
+  set_handler(SIGTERM, app_handler);
+  set_handler(SIGINT, SIG_IGN);
+  graph g;
+  graph_new(&g);
+  cairn_scaffold *sc = scaffold(&g);
+  cairn_session_creator *c1 = chief(&g, sc, NULL, NULL), *c2 = chief(&g, sc, NULL, NULL);
+  cairn_monitored_session_options o = cairn_monitored_session_options_default();
+  o.registry = g.r;
+  o.session_creator = c1;
+  o.env = &ENV;
+  o.stop_on_signals = 1;
+  cairn_monitored_session *ms = NULL, *ms2 = (void *)1;
+  OK(cairn_monitored_session_new(&o, &ms));
+  cr_assert_neq(handler_of(SIGTERM), app_handler);
+  cr_assert_eq(handler_of(SIGINT), SIG_IGN, "an ignored SIGINT stays ignored");
+  o.session_creator = c2;
+  cr_assert_eq(cairn_monitored_session_new(&o, &ms2), CAIRN_E_STATE);
+  cr_assert_null(ms2);
+  HAS(cairn_errmsg(), "another monitored session already stops on SIGTERM and SIGINT");
+  cairn_monitored_session_free(ms); /* not closed: free restores them */
+  cr_assert_eq(handler_of(SIGTERM), app_handler);
+  cr_assert_eq(handler_of(SIGINT), SIG_IGN);
+  OK(cairn_monitored_session_new(&o, &ms2)); /* the dispositions are free again */
+  OK(cairn_monitored_session_close(ms2));
+  cairn_monitored_session_free(ms2);
+  cr_assert_eq(handler_of(SIGTERM), app_handler);
+  cairn_session_creator_free(c1);
+  cairn_session_creator_free(c2);
+  cairn_scaffold_free(sc);
+  graph_free(&g);
+}
+
+/* ==== wrapped / coordinated / recoverable sessions ========================================= */
 
 /* #40 */
 Test(wrapped_session, test_should_stop_on_close) {
@@ -1445,7 +1629,7 @@ Test(recoverable_session, gives_up_after_max_recoveries) {
   graph_free(&g);
 }
 
-/* ==== §7.5 _HookedSession ============================================================ */
+/* ==== _HookedSession ================================================================ */
 
 typedef struct hooked_fixture {
   graph g;
@@ -1718,7 +1902,7 @@ Test(hooked_session, run_after_stop_raises) {
   hooked_teardown(&f);
 }
 
-/* ==== §7.6 MonitoredSession ============================================================ */
+/* ==== MonitoredSession ================================================================ */
 
 /* #56 */
 Test(monitored_session, test_defaults) {
@@ -2596,7 +2780,7 @@ Test(monitored_session, test_step_fn_exception_from_before_run) {
   graph_free(&g);
 }
 
-/* ==== §7.6 SingularMonitoredSession (#80) ================================================= */
+/* ==== SingularMonitoredSession (#80) ===================================================== */
 
 Test(singular_monitored_session, test_handles_initialization) {
   graph g;
@@ -2681,7 +2865,7 @@ Test(singular_monitored_session, test_step_fn_doesnt_recover_when_it_wasnt_asked
   graph_free(&g);
 }
 
-/* ==== end to end (issue 4, question 1) ================================================== */
+/* ==== end to end: restore with a monitored session, and test ============================= */
 
 enum { E2E_IN = 8, E2E_CLASSES = 4, E2E_BATCH = 64 };
 

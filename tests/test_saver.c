@@ -3,9 +3,11 @@
  * latest_checkpoint and its fallbacks, recover_last_checkpoints, strict and
  * partial restore with the report, metadata, disk full.
  *
- * Scenarios ported from the catalogue of
- * ../shared/spec/tensorflow-session-semantics.md §7.8-7.9 carry their
- * number and TF test name in a comment ("#117 MaxToKeepTest.testNonSharded").
+ * Tests ported from TensorFlow's own (tensorflow/python/training/saver_test.py,
+ * checkpoint_management_test.py) carry a scenario number and the TF test
+ * name in a comment ("#117 MaxToKeepTest.testNonSharded"); every test
+ * mirroring one TF test has the same number. The TF behaviour is described
+ * in doc/session-semantics.md, "Saver".
  * Every test works in its own mkdtemp directory (removed by the suite's
  * .fini) and never forks. */
 #define _POSIX_C_SOURCE 200809L

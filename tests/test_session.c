@@ -1,9 +1,15 @@
 /* cairn/session.h: sessions, runs, ops, Scaffold and SessionManager.
  *
- * Scenarios from ../shared/spec/tensorflow-session-semantics.md §7 are named
- * after the TF test they mirror and carry their catalogue number.
+ * Tests ported from TensorFlow's own are named after the TF test they
+ * mirror (tensorflow/python/training/session_manager_test.py and the
+ * ScaffoldTest of monitored_session_test.py).
+ * A "#N" tag is a scenario number: every test mirroring one TF test (or one
+ * derived scenario) carries the same tag, so a search for it finds them. ★
+ * marks the scenarios that matter most (start reading there); (D) marks a
+ * scenario derived from TF's code, with no TF test of its own. The TF
+ * behaviour itself is described in doc/session-semantics.md.
  *
- * Ported from §7.1 (SessionManager, session_manager_test.py):
+ * Ported from session_manager_test.py (SessionManager):
  *   #1 testPrepareSessionSucceeds, #2 ...WithInitFeedDict, #3 ...WithInitFn,
  *   #4 ...WithLocalInitFeedDict (2.x), #5 testPrepareSessionFails,
  *   #6 testRecoverSession, #7 testWaitForSessionReturnsNoneAfterTimeout,
@@ -18,16 +24,27 @@
  *   #21 testPrepareSessionWithInsufficientReadyForLocalInitCheck,
  *   #22 ObsoleteSessionManagerTest: testPrepareSessionSucceeds, testRecoverSession,
  *       testWaitForSessionReturnsNoneAfterTimeout, and a legacy op's other error.
- * Ported from §7.2 (ScaffoldTest): #23-#31, all (#30 as two tests).
- * Ported from §7.9: #132-#135, and #136 (Horovod) at the SessionManager level.
+ * Ported from monitored_session_test.py, ScaffoldTest: #23-#31, all of it
+ *   (test_nothing_created_before_finalize, test_defaults_empty_graph,
+ *   test_defaults_no_variables, test_caches_values,
+ *   test_raise_error_if_more_than_one_cached_item, test_uses_passed_values,
+ *   test_graph_is_finalized, #30 test_new_scaffold_from_default_scaffold and
+ *   _from_existing_scaffold as two tests, test_copy_from_scaffold_is_scaffold).
+ * Derived partial-restore scenarios (D): #132 a restricted Saver restores a
+ *   subset and the ready check fails naming the rest; #133 a full Saver on a
+ *   checkpoint lacking a variable fails with "not found in checkpoint"; #134
+ *   warm start through init_fn, not re-applied after a restart; #135 the
+ *   local_init_op trick; #136 the Horovod pattern (rank 0 restores, the
+ *   others initialize, then a broadcast), at the SessionManager level.
  *
  * Not ported, and why:
  *   #19 testPrepareSessionDidNotInitLocalVariableList: TF passes a Python
  *       list as init_op; a cairn init_op is one op (a list is a named group,
  *       which #18 already covers).
- *   #15/#21 follow the older TF (spec §2.8): the error of local_init_op
- *       propagates; the newer TF's fallback to the initial value of an
- *       uninitialized variable has no cairn analogue.
+ *   #15/#21 follow the older TF: the error of local_init_op propagates
+ *       (TF's two vintages of these tests differ: later TF lets an
+ *       initializer that reads an uninitialized variable fall back to its
+ *       initial value, which has no cairn analogue).
  *   #17 without TF's resource variables (w_res, x_res): cairn has one kind
  *       of variable; and w, x get constants, not v's value (see #15).
  *   #22: the legacy ready op returning an int32 on success has no analogue
@@ -295,7 +312,7 @@ static cairn_prepare_options popts(cairn_op *init_op, cairn_saver *saver, const 
   return o;
 }
 
-/* ==== §7.1 SessionManager ============================================================ */
+/* ==== SessionManager ================================================================ */
 
 /* #1 */
 Test(session_manager, testPrepareSessionSucceeds) {
@@ -850,7 +867,8 @@ Test(session_manager, testWaitForSessionLocalInit_chief_and_worker_threads) {
 }
 
 /* A worker waiting for a chief that never comes: bounded, and the error
- * says which variables and who should initialize them (pain point 7). */
+ * says which variables and who should initialize them (TF's message alone
+ * leaves workers polling with "Waiting for model to be ready" and no hint). */
 Test(session_manager, wait_for_session_without_chief_is_bounded_and_says_why) {
   F.real_ns = 100000;
   cairn_registry *r = new_reg();
@@ -892,7 +910,7 @@ Test(session_manager, testWaitForSessionWithReadyForLocalInitOpFailsToReadyLocal
   cairn_registry_free(r);
 }
 
-/* #15 (old TF, spec §2.8): local_init_op's own error propagates. */
+/* #15 (older TF's version of the test): local_init_op's own error propagates. */
 Test(session_manager, testWaitForSessionInsufficientReadyForLocalInitCheck) {
   cairn_registry *r = new_reg();
   cairn_var *v = mkvar(r, "v", 1, CAIRN_COLL_GLOBAL);
@@ -1012,7 +1030,7 @@ Test(session_manager, testPrepareSessionWithReadyNotReadyForLocal) {
   cairn_registry_free(r);
 }
 
-/* #21 (old TF, spec §2.8) */
+/* #21 (older TF's version of the test) */
 Test(session_manager, testPrepareSessionWithInsufficientReadyForLocalInitCheck) {
   cairn_registry *r = new_reg();
   cairn_var *v = mkvar(r, "v", 1, CAIRN_COLL_GLOBAL);
@@ -1031,7 +1049,8 @@ Test(session_manager, testPrepareSessionWithInsufficientReadyForLocalInitCheck) 
 }
 
 /* The checkpoint-wait budget counts sleeps: max_wait 65 s, interval 30 s ⇒
- * waits at 0, 30, 60 (< 65) ⇒ 90 s slept (spec §2.3, §8.2). */
+ * waits at 0, 30, 60 (< 65) ⇒ 90 s slept (TF's _restore_checkpoint; the
+ * worker's wait_for_session instead counts wall time). */
 Test(session_manager, wait_for_checkpoint_budget_counts_sleeps) {
   cairn_registry *r = new_reg();
   cairn_var *v = mkvar(r, "v", 4, CAIRN_COLL_GLOBAL);
@@ -1084,7 +1103,8 @@ Test(session_manager, wait_for_checkpoint_restores_one_that_appears) {
   cairn_registry_free(r);
 }
 
-/* §2.3: restoring from a directory recovers the Saver's rotation list. */
+/* TF's _restore_checkpoint: restoring from a directory recovers the Saver's
+ * rotation list. */
 Test(session_manager, restore_recovers_last_checkpoints) {
   cairn_registry *r = new_reg();
   cairn_var *v = mkvar(r, "v", 1, CAIRN_COLL_GLOBAL);
@@ -1165,7 +1185,7 @@ Test(session_manager, prepare_falls_back_past_a_truncated_newest_checkpoint) {
   cairn_registry_free(r);
 }
 
-/* §2.3: a state file with an empty model_checkpoint_path is an error that
+/* TF's _restore_checkpoint: a state file with an empty model_checkpoint_path is an error that
  * propagates (TF's "Invalid checkpoint state"); so is a restore error. */
 Test(session_manager, invalid_checkpoint_state_propagates) {
   FILE *f = fopen(P("checkpoint"), "w");
@@ -1340,7 +1360,7 @@ Test(obsolete_session_manager, other_ready_op_errors_propagate) {
   cairn_registry_free(r);
 }
 
-/* ==== §7.2 Scaffold ==================================================================== */
+/* ==== Scaffold ======================================================================== */
 
 static size_t coll(cairn_registry *r, const char *key) { return cairn_registry_collection_get(r, key, NULL, 0); }
 
@@ -1725,7 +1745,7 @@ Test(scaffold, chief_flow_initializes_then_restores) {
   cairn_registry_free(r);
 }
 
-/* ==== §7.9 partial restore ============================================================== */
+/* ==== partial restore ================================================================== */
 
 /* A checkpoint with only {a = 5} at dir/model.ckpt-<step>. */
 static const char *checkpoint_a(const char *dir, int64_t step) {
@@ -2071,7 +2091,7 @@ Test(partial_restore, horovod_pattern) {
   for (int i = 0; i < 2; i++) cairn_registry_free(ranks[i].r);
 }
 
-/* §6.5: a worker's local_init_op that initializes a GLOBAL variable
+/* Chief and workers: a worker's local_init_op that initializes a GLOBAL variable
  * silently overwrites the chief's trained value (the classic trap). */
 Test(partial_restore, worker_local_init_of_global_overwrites_chief) {
   cairn_registry *r = new_reg();

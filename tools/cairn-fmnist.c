@@ -56,9 +56,18 @@
  * error ends the whole job (cairn_mpi_abort); restarting it resumes from
  * rank 0's latest checkpoint.
  *
- * Exit status: 0 success, 1 an error (data, files, cairn), 2 usage.
+ * SIGTERM or SIGINT (Ctrl-C) during train or warm-start: the step in
+ * flight finishes, the final checkpoint is written, and the exit status is
+ * 128 + the signal (143, 130); the same command resumes from it. A second
+ * signal ends the process at once. --distributed over several ranks keeps
+ * the default action (the ranks could stop after different steps): the job
+ * ends and resumes from the last checkpoint.
+ *
+ * Exit status: 0 success, 1 an error (data, files, cairn), 2 usage,
+ * 128 + N stopped by signal N after saving.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,16 +127,24 @@ static int report_error(const char *what, cairn_status st, const char *handle_ms
   return 1;
 }
 
-static int usage(const char *why) {
-  if (why) fprintf(stderr, PROG ": %s\n", why);
-  fprintf(stderr,
+/* The usage text, to stdout for --help (a reader pipes it into a pager or
+   a file), to stderr after a usage error. */
+static void print_usage(FILE *out) {
+  fprintf(out,
           "usage: " PROG " train --checkpoint-dir DIR [--max-steps N] [--batch-size B] [--seed S]\n"
           "                    [--save-checkpoint-steps K | --save-checkpoint-secs T] [--eval-every N]\n"
           "                    [--log-every N] [--hidden H1,H2,...] [--data-dir D] [--threads T]\n"
           "                    [--distributed]   (under mpirun: data-parallel over the ranks)\n"
           "       " PROG " eval --checkpoint-dir DIR [--data-dir D] [--threads T]\n"
           "       " PROG " warm-start --from CKPT --checkpoint-dir DIR --method init_fn|local_init_op|restore-option\n"
-          "                    [train options]\n");
+          "                    [train options]\n"
+          "       " PROG " -h | --help\n"
+          "Exit status: 0 success, 1 an error (data, files, cairn), 2 usage. See " PROG "(1).\n");
+}
+
+static int usage(const char *why) {
+  if (why) fprintf(stderr, PROG ": %s\n", why);
+  print_usage(stderr);
   return 2;
 }
 
@@ -601,6 +618,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   mo.session_creator = creator;
   mo.hooks = hooks;
   mo.n_hooks = n_hooks;
+  mo.stop_on_signals = g_size == 1; /* a preempted job saves first */
   double t0 = now_secs();
   if ((st = cairn_monitored_session_new(&mo, &ms)) != CAIRN_OK) {
     ret = report_error("creating the monitored session", st, NULL);
@@ -679,7 +697,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   cairn_tensor_free(yb);
   /* The end of every run that trained: the test accuracy reached, and how
      long this run took (unless --eval-every has just printed it). */
-  if (chief && st == CAIRN_OK && step > start && !(f->eval_every > 0)) {
+  if (chief && st == CAIRN_OK && step > start && !(f->eval_every > 0) && !cairn_monitored_session_stop_signal(ms)) {
     eval_args e = {m, d, 0, 0, 0};
     if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) == CAIRN_OK) {
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
@@ -702,7 +720,12 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   }
   char last[4096];
   double secs = now_secs() - t0;
-  if (chief && cairn_latest_checkpoint(f->dir, last, sizeof last) == CAIRN_OK)
+  int sig = cairn_monitored_session_stop_signal(ms);
+  if (sig && cairn_latest_checkpoint(f->dir, last, sizeof last) == CAIRN_OK)
+    printf("stopped by %s at step %lld: %s (%lld steps in %.1f s); the same command resumes from it\n",
+           sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal", (long long)step, last,
+           (long long)(step - start), secs);
+  else if (chief && cairn_latest_checkpoint(f->dir, last, sizeof last) == CAIRN_OK)
     printf("done at step %lld: %s (%lld steps in %.1f s)\n", (long long)step, last, (long long)(step - start), secs);
   if (chief && g_mpi) {
     /* What data parallelism cost this run: the time in the gradients'
@@ -713,7 +736,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
              1e3 * ms_.allreduce_secs / (double)ms_.allreduce_calls, 100.0 * ms_.allreduce_secs / secs, secs,
              (double)ms_.allreduce_bytes / (double)ms_.allreduce_calls / 1e6);
   }
-  ret = 0;
+  ret = sig ? 128 + sig : 0;
 out:
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(creator);
@@ -933,7 +956,7 @@ int main(int argc, char **argv) {
   int is_train = strcmp(mode, "train") == 0, is_eval = strcmp(mode, "eval") == 0,
       is_warm = strcmp(mode, "warm-start") == 0;
   if (strcmp(mode, "--help") == 0 || strcmp(mode, "-h") == 0) {
-    usage(NULL);
+    print_usage(stdout);
     return 0;
   }
   if (!is_train && !is_eval && !is_warm) {

@@ -9,8 +9,8 @@
  * CKPT is a checkpoint file, or a directory (its latest valid checkpoint).
  * Exit status: 0 success / same, 1 diff "different" / verify "bad",
  * 2 error. Everything read from a file (names, metadata, library messages
- * that quote them) is printed with control characters escaped (checkpoint
- * survey rule 35); --json output escapes them the JSON way.
+ * that quote them) is printed with control characters escaped (a crafted
+ * name must not drive the terminal); --json output escapes them the JSON way.
  */
 #define _POSIX_C_SOURCE 200809L
 

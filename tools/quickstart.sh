@@ -26,7 +26,7 @@ pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz
 # The test mode also fuzzes the checkpoint reader with clang's libFuzzer, and
 # reads ckpt-inspect's .npz exports back with numpy and the TensorBoard event
 # files with the protobuf library.
-[ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy python3-protobuf"
+[ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy python3-protobuf man-db"
 # ... and runs tests/mpi.sh (data-parallel training, mpirun -np 2).
 [ "$mode" = test ] && pkgs="$pkgs libopenmpi-dev openmpi-bin"
 missing=

@@ -3,10 +3,11 @@
  * semantics (tf.compat.v1.train.MonitoredSession and
  * basic_session_run_hooks).
  *
- * The reference is ../shared/spec/tensorflow-session-semantics.md §3, §4;
- * sessions, ops, Scaffold and SessionManager are in cairn/session.h.
+ * doc/session-semantics.md describes the TF behaviour reproduced here, the
+ * TF source each part comes from, and where cairn differs; sessions, ops,
+ * Scaffold and SessionManager are in cairn/session.h.
  *
- * ---- Layering (§3.1) --------------------------------------------------------
+ * ---- Layering ---------------------------------------------------------------
  * A monitored session holds a session creator and a list of hooks. It
  * calls every hook's begin() (registry still open for new variables), then
  * creates the session (ChiefSessionCreator: Scaffold finalize +
@@ -15,7 +16,8 @@
  * every hook. Each run() calls before_run() on every hook (a hook may ask
  * for extra fetches, feeds and ops), runs the caller's ops and the hooks'
  * in one cairn_session_run, then after_run() on every hook with the values
- * it asked for. All callbacks go in hook-list order, never reversed (§3.10):
+ * it asked for. All callbacks go in hook-list order, never reversed (TF's
+ * hook lifecycle, doc/session-semantics.md "Hook lifecycle"):
  *
  *   begin()                    once per hook, before the Scaffold finalizes
  *   after_create_session()     after every session (re)creation
@@ -31,7 +33,7 @@
  * bounds it (max_recoveries) and says so in the error.
  * SingularMonitoredSession never recovers: those errors propagate.
  *
- * ---- Close (§3.7) -----------------------------------------------------------
+ * ---- Close -------------------------------------------------------------------
  * C has no with-block: cairn_monitored_session_close() is TF's close()
  * (hooks' end() always runs); cairn_monitored_session_exit(ms, status) is
  * the with-block's exit for a body that ended with `status`: CAIRN_OK,
@@ -39,6 +41,28 @@
  * request_stop) are clean — end() runs and the exit returns CAIRN_OK;
  * any other status skips end() (so CheckpointSaverHook writes no final
  * checkpoint), closes the session and is returned.
+ *
+ * ---- Stopping on SIGTERM and SIGINT (stop_on_signals) ----------------------
+ * Batch schedulers send SIGTERM some time before they preempt a job; Ctrl-C
+ * sends SIGINT. With the option stop_on_signals (off by default: the library
+ * installs no signal handler unless asked), the session installs handlers
+ * for both once it is created, and the first signal only sets a flag: the
+ * step in flight finishes, should_stop() then returns 1 (a WARNING log line
+ * "received SIGTERM: stopping after step N"), and the usual clean exit
+ * (cairn_monitored_session_exit(ms, CAIRN_OK) or _close) runs end() of every
+ * hook, so a CheckpointSaverHook writes the final step. Close returns its
+ * usual status; cairn_monitored_session_stop_signal() says which signal
+ * stopped the session (a tool then exits with 128 + that number, as a shell
+ * does). The handler resets both signals to their default action: a second
+ * SIGTERM or SIGINT ends the process at once, even during the final save.
+ * Close (and free) put back the dispositions found at creation. A signal
+ * the process ignores (SIG_IGN, e.g. SIGINT of a background job) stays
+ * ignored. Dispositions are per process: one monitored session at a time
+ * may use the option (another one fails to open with CAIRN_E_STATE). A
+ * signal during the session's creation takes the default action (nothing
+ * has been trained yet). Data-parallel jobs: every rank must stop after the
+ * same step, which a per-process signal does not guarantee; the option is
+ * for one process.
  *
  * ---- Status codes -----------------------------------------------------------
  * "Run called even after should_stop requested." CAIRN_E_STATE; "Session is
@@ -134,8 +158,9 @@ typedef struct cairn_hook_vtable {
   cairn_status (*before_run)(void *self, cairn_run_context *ctx, cairn_run_request *req);
   cairn_status (*after_run)(void *self, cairn_run_context *ctx, const cairn_run_values *values);
   cairn_status (*end)(void *self, cairn_session *s);
-  /* cairn addition (TF has none, pain point 4): called instead of end()
-     when the session closes on an error (why); optional. */
+  /* cairn addition (TF's hooks cannot tell a clean end from a failure):
+     called instead of end() when the session closes on an error (why);
+     optional. */
   void (*on_error)(void *self, cairn_status why);
   void (*destroy)(void *self); /* frees self; called by cairn_hook_free */
 } cairn_hook_vtable;
@@ -192,7 +217,7 @@ CAIRN_API size_t cairn_run_values_summary_count(const cairn_run_values *v);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_run_values_summary_at(const cairn_run_values *v, size_t i,
                                                                 const char **tag, double *value);
 
-/* ==== Session creators (§3.2) ================================================= */
+/* ==== Session creators ======================================================== */
 
 typedef struct cairn_session_creator cairn_session_creator;
 
@@ -253,6 +278,8 @@ typedef struct cairn_monitored_session_options {
                                              < 0: unlimited (TF) */
   double recovery_backoff_secs;           /* sleep before each re-creation; default 0 (TF) */
   const cairn_env *env;
+  int stop_on_signals;                    /* 1: SIGTERM/SIGINT stop after the step in flight (see the
+                                             top); default 0: no handler installed */
 } cairn_monitored_session_options;
 
 CAIRN_API cairn_monitored_session_options cairn_monitored_session_options_default(void);
@@ -285,7 +312,8 @@ CAIRN_API cairn_singular_monitored_session_options cairn_singular_monitored_sess
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_singular_monitored_session_new(
     const cairn_singular_monitored_session_options *o, cairn_monitored_session **out);
 
-/* TF's MonitoredTrainingSession (§3.9). CAIRN_USE_DEFAULT in the
+/* TF's MonitoredTrainingSession (doc/session-semantics.md,
+ * "MonitoredTrainingSession"). CAIRN_USE_DEFAULT in the
  * save_* fields is TF's USE_DEFAULT; 0 (or less) is TF's None.
  * Defaults: summaries every 100 steps, checkpoints every 600 s; setting
  * both secs and steps of one kind fails (CAIRN_E_INVALID "Can not provide
@@ -324,22 +352,23 @@ typedef struct cairn_monitored_training_session_options {
   double recovery_backoff_secs;
   cairn_session_manager_options sm; /* recovery_wait_secs, session_flags, env */
   const cairn_env *env;
+  int stop_on_signals;            /* as cairn_monitored_session_options; default 0 */
 } cairn_monitored_training_session_options;
 
 CAIRN_API cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_training_session_new(
     const cairn_monitored_training_session_options *o, cairn_monitored_session **out);
 
-/* One step through the hooks (§3.4): stop already requested →
- * CAIRN_E_STATE "Run called even after should_stop requested."; before_run
- * of every hook; one cairn_session_run of the caller's ops then the hooks'
- * ops with merged feeds and the caller's + hooks' fetches; after_run of
- * every hook (not when the run failed); stop flag |= any request_stop.
- * The caller's fetches are filled. Recovery as described above. */
+/* One step through the hooks (TF's _HookedSession.run): stop already
+ * requested → CAIRN_E_STATE "Run called even after should_stop
+ * requested."; before_run of every hook; one cairn_session_run of the
+ * caller's ops then the hooks' ops with merged feeds and the caller's +
+ * hooks' fetches; after_run of every hook (not when the run failed); stop
+ * flag |= any request_stop. The caller's fetches are filled. Recovery as described above. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_run(cairn_monitored_session *ms,
                                                                 const cairn_run_args *args);
 
-/* ---- run_step_fn (§3.6) ---- */
+/* ---- run_step_fn ---- */
 typedef struct cairn_step_context cairn_step_context;
 typedef cairn_status (*cairn_step_fn)(cairn_step_context *ctx, void *user);
 
@@ -362,9 +391,9 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_step_context_request_stop(cairn_ste
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_run_step_fn(cairn_monitored_session *ms,
                                                                         cairn_step_fn fn, void *user);
 
-/* §3.5: 1 when closed, a hook requested stop, or the coordinator stops
- * (a recoverable error recorded by a side thread re-creates the session
- * and returns 0 instead). */
+/* TF's should_stop(): 1 when closed, a hook requested stop, or the
+ * coordinator stops (a recoverable error recorded by a side thread
+ * re-creates the session and returns 0 instead). */
 CAIRN_API int cairn_monitored_session_should_stop(cairn_monitored_session *ms);
 /* TF's close(): end() of every hook, then closes the stack (coordinator
  * stop, joins, session close); restores the registry's finalized state.
@@ -380,11 +409,15 @@ CAIRN_API cairn_session *cairn_monitored_session_raw_session(const cairn_monitor
 /* Detail of the last failed call on ms, whole up to 4095 bytes like
  * cairn_errmsg() (a longer one is cut and ends with "..."). */
 CAIRN_API const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms);
+/* stop_on_signals: the signal (SIGTERM, SIGINT) that made should_stop()
+ * true, or 0 if none did (or the option is off). Still valid after close,
+ * until free. */
+CAIRN_API int cairn_monitored_session_stop_signal(const cairn_monitored_session *ms);
 /* Frees ms, closing it first (without end(); hooks get on_error(CAIRN_E_CANCELLED))
  * if open — a killed trainer writes no final checkpoint. NULL does nothing. */
 CAIRN_API void cairn_monitored_session_free(cairn_monitored_session *ms);
 
-/* ==== Timer (§4.2) ============================================================== */
+/* ==== Timer ===================================================================== */
 
 typedef struct cairn_timer cairn_timer;
 
@@ -404,7 +437,7 @@ CAIRN_API int cairn_timer_update_last_triggered_step(cairn_timer *t, int64_t ste
 CAIRN_API int cairn_timer_last_triggered_step(const cairn_timer *t, int64_t *step);
 CAIRN_API void cairn_timer_reset(cairn_timer *t);
 
-/* ==== Built-in hooks (§4) ======================================================== */
+/* ==== Built-in hooks (doc/session-semantics.md, "Built-in hooks") =============== */
 
 /* StopAtStepHook: exactly one of num_steps, last_step (< 0 = None):
  * CAIRN_E_INVALID "One of num_steps or last_step must be specified." /
@@ -436,7 +469,7 @@ typedef struct cairn_checkpoint_saver_hook_options {
   const cairn_env *env;
 } cairn_checkpoint_saver_hook_options;
 
-/* CheckpointSaverHook (§4.4): saves right after every session creation,
+/* CheckpointSaverHook: saves right after every session creation,
  * then when the timer triggers, and at end() unless that step was just
  * saved.
  *

@@ -1,6 +1,6 @@
 /* cairn/mpi.h — data-parallel training over MPI, Horovod's model
- * (../shared/spec/ecosystem-notes.md §2, tensorflow-session-semantics.md
- * §4.12, §6.5).
+ * (horovod/tensorflow: BroadcastGlobalVariablesHook, allreduce of averaged
+ * gradients; doc/session-semantics.md, "Chief, workers and MPI ranks").
  *
  * Not included by <cairn.h>: it needs <mpi.h>. Built only when configure
  * found MPI (--with-mpi, the default when mpicc is found); the functions
@@ -29,14 +29,33 @@
  * ---- Failures ---------------------------------------------------------------
  * The duplicated communicator has MPI_ERRORS_RETURN, and every collective is
  * nonblocking and polled against a deadline (timeout_secs, default 60 s as
- * Horovod's stall warning; CAIRN_MPI_TIMEOUT in the environment overrides
- * the default). A collective that does not complete in time fails with
- * CAIRN_E_DEADLINE ("allreduce of gradients (...): no completion after
- * 60.0 s ..."); an MPI error with CAIRN_E_UNAVAILABLE and MPI's text. Either
- * leaves the context broken: every later collective fails at once with
- * CAIRN_E_UNAVAILABLE (so a MonitoredSession's recovery cannot re-enter a
- * collective the other ranks are not in). A rank killed by a signal is
- * normally noticed first by mpirun, which then ends the job.
+ * Horovod's stall warning; CAIRN_MPI_TIMEOUT=SECS in the environment
+ * overrides the default, 0 or less turning the deadline off). So the
+ * deadline bounds how long any rank may stay outside MPI (computing,
+ * writing a checkpoint) while the others wait for it.
+ *
+ * A collective cannot tell whose contribution is missing, so on a deadline
+ * the rank sends every other rank a heartbeat (a one-byte message on a
+ * communicator of its own) and waits up to 2 s (or timeout_secs if less)
+ * for the answers, which ranks waiting in any cairn collective give at
+ * once. It then fails with CAIRN_E_DEADLINE naming the silent ones:
+ *   "mpi: allreduce of gradients (...): no completion after 60.0 s
+ *    (timeout 60.0 s) on rank 0 of 4: rank 1 stopped answering (no reply to
+ *    a heartbeat within 2.0 s: stopped, hung, dead, or busy outside MPI);
+ *    ranks 2, 3 answered; abort the job (cairn_mpi_abort) and restart it
+ *    from the chief's latest checkpoint"
+ * and, when every rank answers, says so instead ("every other rank answers
+ * a heartbeat (they wait in MPI too): the ranks may have called different
+ * collectives, or MPI itself is stuck"). An MPI error fails with
+ * CAIRN_E_UNAVAILABLE and MPI's text. Either leaves the context broken:
+ * every later collective fails at once with CAIRN_E_UNAVAILABLE (so a
+ * MonitoredSession's recovery cannot re-enter a collective the other ranks
+ * are not in). A rank killed by a signal is normally noticed first by
+ * mpirun, which then ends the job. cairn_mpi_free runs a barrier under the
+ * same deadline before MPI_Finalize (which would wait forever for a stopped
+ * rank) and skips MPI_Finalize, logging the error, if it fails. MPI_Init
+ * and the communicator set-up in cairn_mpi_init are MPI's blocking calls,
+ * without a deadline.
  *
  * ---- Threads ----------------------------------------------------------------
  * cairn asks for MPI_THREAD_FUNNELED when it initializes MPI: call these
@@ -66,7 +85,8 @@ typedef struct cairn_mpi_options {
   size_t fusion_bytes;  /* allreduce fusion buffer; 0: 64 MiB
                            (CAIRN_MPI_FUSION_BYTES overrides the default) */
   double timeout_secs;  /* deadline of one collective; 0: 60 s
-                           (CAIRN_MPI_TIMEOUT overrides); < 0: wait forever */
+                           (CAIRN_MPI_TIMEOUT overrides; there 0 or less:
+                           wait forever); < 0: wait forever */
 } cairn_mpi_options;
 
 CAIRN_API cairn_mpi_options cairn_mpi_options_default(void);
@@ -82,7 +102,9 @@ CAIRN_API cairn_mpi_options cairn_mpi_options_default(void);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv,
                                                    cairn_mpi **out);
 /* Frees the communicators and, if cairn_mpi_init initialized MPI and the
- * context is not broken, calls MPI_Finalize. A broken context skips it
+ * context is not broken, calls MPI_Finalize, after a barrier under the
+ * deadline (collective: every rank calls it; a rank that does not come in
+ * time is named in an ERROR log line and MPI_Finalize is skipped). A broken context skips it
  * (MPI_Finalize would wait for the failed rank); use cairn_mpi_abort.
  * NULL does nothing. */
 CAIRN_API void cairn_mpi_free(cairn_mpi *c);
@@ -157,7 +179,7 @@ CAIRN_API void cairn_mpi_reset_stats(cairn_mpi *c);
 
 /* ---- helpers (no communication) ------------------------------------------- */
 /* The learning rate for `size` ranks (Goyal et al., "Accurate, Large
- * Minibatch SGD", §2.2): base·size, reached linearly from base over the
+ * Minibatch SGD", section 2.2): base·size, reached linearly from base over the
  * first warmup_steps steps (warmup_steps <= 0: no warm-up):
  *   lr(step) = base · (1 + (size − 1) · min(step, warmup) / warmup). */
 CAIRN_API float cairn_mpi_scaled_lr(float base_lr, int size, int64_t step, int64_t warmup_steps);

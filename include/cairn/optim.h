@@ -10,7 +10,7 @@
  *   SGD       w -= lr·g                                         (no slots)
  *   Momentum  a = μ·a + g;  w -= lr·a,  or with Nesterov
  *             w -= lr·g + lr·μ·a                          slot <v>/Momentum
- *   Adam      TF's formulation (Kingma & Ba §2, "efficient version"):
+ *   Adam      TF's formulation (Kingma & Ba, end of section 2, "efficient version"):
  *             m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
  *             lr_t = lr·√(1 − β2^t) / (1 − β1^t)
  *             w -= lr_t · m / (√v + ε)
@@ -87,11 +87,30 @@ typedef struct cairn_optim_config {
                                 "AdamW", "RMSProp", "Adagrad" (copied) */
 } cairn_optim_config;
 
-/* TF 1.x defaults for `kind`: learning_rate 0.001 (Adam, AdamW, RMSProp),
- * 0.01 (SGD, Momentum, Adagrad); momentum 0.9 for Momentum, 0 for RMSProp;
- * beta1 0.9, beta2 0.999, epsilon 1e-8 (Adam/AdamW), 1e-10 (RMSProp);
- * weight_decay 0.01 (AdamW); decay 0.9; initial_accumulator 0.1;
- * clip_norm 0 (off). */
+/* The defaults for `kind`. Where TF 1.x's constructor has a default, it is
+ * TF's; where TF makes the argument required, the value is cairn's choice
+ * (a common starting point, not TF's):
+ *   learning_rate  Adam, AdamW: 0.001, TF's (tf.compat.v1.train.AdamOptimizer
+ *                  learning_rate=0.001; tf.contrib.opt.AdamWOptimizer the same).
+ *                  RMSProp 0.001, SGD 0.01, Momentum 0.01, Adagrad 0.01:
+ *                  cairn's (learning_rate is required by TF's
+ *                  RMSPropOptimizer, GradientDescentOptimizer,
+ *                  MomentumOptimizer and AdagradOptimizer).
+ *   momentum       Momentum 0.9: cairn's (MomentumOptimizer's momentum is
+ *                  required). RMSProp 0: TF's (RMSPropOptimizer momentum=0.0).
+ *   nesterov       0: TF's (MomentumOptimizer use_nesterov=False).
+ *   beta1, beta2   0.9, 0.999: TF's (AdamOptimizer beta1=0.9, beta2=0.999;
+ *                  AdamWOptimizer the same).
+ *   epsilon        Adam, AdamW 1e-8: TF's (AdamOptimizer epsilon=1e-8).
+ *                  RMSProp 1e-10: TF's (RMSPropOptimizer epsilon=1e-10).
+ *   weight_decay   AdamW 0.01: cairn's (AdamWOptimizer's weight_decay is
+ *                  required); 0 for the other kinds, which do not use it.
+ *   decay          0.9: TF's (RMSPropOptimizer decay=0.9).
+ *   initial_accumulator  0.1: TF's (AdagradOptimizer
+ *                  initial_accumulator_value=0.1).
+ *   clip_norm      0 (off): cairn's (TF clips outside the optimizer, with
+ *                  tf.clip_by_global_norm).
+ *   name           NULL: TF's names ("Adam", ...; see cairn_optim_config). */
 CAIRN_API cairn_optim_config cairn_optim_defaults(cairn_optim_kind kind);
 
 typedef struct cairn_optim cairn_optim;

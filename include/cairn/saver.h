@@ -8,7 +8,9 @@
  * whole save set; restoring chooses a *restore set* inside it (everything
  * for cairn_saver_restore, a filtered and renamed subset for
  * cairn_saver_restore_partial). The two are separate on purpose: a partial
- * restore never makes a later save drop variables (TF issue #46424).
+ * restore never makes a later save drop variables (in TF the Saver
+ * restricted for a partial restore is also the one that saves, so the next
+ * checkpoint loses what it left out).
  *
  * Files. cairn_saver_save(s, "dir/model.ckpt", 1000, ...) writes one cairn
  * checkpoint file (include/cairn/ckpt.h) "dir/model.ckpt-1000" atomically,

@@ -1,8 +1,9 @@
 /* cairn/session.h — sessions, ops, Scaffold and SessionManager with
  * TensorFlow 1.x semantics (tf.compat.v1.train.Scaffold / SessionManager).
  *
- * The reference is ../shared/spec/tensorflow-session-semantics.md §1, §2,
- * §6; users who know TF 1.x find its behaviour and its error texts here.
+ * doc/session-semantics.md describes the TF behaviour reproduced here, the
+ * TF source each part comes from, and where cairn differs; users who know
+ * TF 1.x find its behaviour and its error texts here.
  * MonitoredSession, its session creators and the hooks are in
  * cairn/monitored.h.
  *
@@ -391,7 +392,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_scaffold_new(cairn_registry *r, con
                                                        cairn_scaffold **out);
 CAIRN_API void cairn_scaffold_free(cairn_scaffold *sc);
 
-/* TF's Scaffold.finalize(), exactly §1.2: for each field still NULL, in this
+/* TF's Scaffold.finalize(), in TF's order (doc/session-semantics.md,
+ * "Scaffold"): for each field still NULL, in this
  * order, reuse the single item of its registry collection, else build the
  * default and add it to the collection:
  *   init_op                  "init": initialize every GLOBAL variable
@@ -548,7 +550,8 @@ CAIRN_API cairn_prepare_options cairn_prepare_options_from_scaffold(const cairn_
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new_from_scaffold(
     const cairn_scaffold *sc, const cairn_session_manager_options *base, cairn_session_manager **out);
 
-/* TF's prepare_session — the chief path (§2.4):
+/* TF's prepare_session — the chief path (doc/session-semantics.md,
+ * "prepare_session (chief)"):
  *  1. create a session; restore (below); both checkpoint_dir and
  *     checkpoint_filename_with_path → CAIRN_E_INVALID "Can not provide both
  *     checkpoint_dir and checkpoint_filename_with_path.";
@@ -600,7 +603,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_prepare_session(cai
                                                                           const cairn_prepare_options *opts,
                                                                           cairn_session **out);
 
-/* TF's recover_session (§2.5): restore as above (init_op, init_fn and warm
+/* TF's recover_session (doc/session-semantics.md, "recover_session"):
+ * restore as above (init_op, init_fn and warm
  * start are ignored); always try local_init_op (gated); *initialized = 1
  * only if restored, local init ran (or there is none) and the model is
  * ready; otherwise 0 with a log line ("Restoring model from %s did not make
@@ -611,7 +615,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_recover_session(cai
                                                                           cairn_session **out,
                                                                           int *initialized);
 
-/* TF's wait_for_session — the worker path (§2.6). max_wait_secs < 0 or
+/* TF's wait_for_session — the worker path (doc/session-semantics.md,
+ * "wait_for_session (worker)"). max_wait_secs < 0 or
  * INFINITY: no limit. Loop, the deadline counted on env's clock from entry:
  * create a new session; run local_init_op if ready_for_local_init_op
  * passes; if that ran (or there is none) and ready_op passes, return the

@@ -1,7 +1,9 @@
 /* cairn/summary.h — TensorBoard event files (no protobuf dependency) and a
  * progress hook for long runs.
  *
- * The reference is ../shared/spec/ecosystem-notes.md §3.
+ * The format below is what TensorFlow's writer (core/util/events_writer.cc)
+ * and TensorBoard's (tensorboard/summary/writer/record_writer.py, the protos
+ * tensorboard/compat/proto/event.proto and summary.proto) produce.
  *
  * ---- Event file format (what TensorBoard reads) ----------------------------
  * A file named "events.out.tfevents.<10-digit unix seconds>.<hostname>.<pid>"

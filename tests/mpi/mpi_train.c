@@ -28,6 +28,8 @@
  *       --kill-at K: rank 1 SIGKILLs itself when about to run step K;
  *       --stall-at K: rank 1 sleeps 600 s there instead (the others must
  *       time out: CAIRN_MPI_TIMEOUT).
+ *       --stop-at-exit: rank 1 stops itself (SIGSTOP) after training, before
+ *       cairn_mpi_free: the others must not wait for it in MPI_Finalize.
  * On any error a rank prints it and calls cairn_mpi_abort. */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -380,9 +382,14 @@ int main(int argc, char **argv) {
     if (argc >= 6 && !strcmp(argv[4], "--kill-at")) kill_at = atoll(argv[5]);
     if (argc >= 6 && !strcmp(argv[4], "--stall-at")) stall_at = atoll(argv[5]);
     rc = cmd_train(argv[2], atoll(argv[3]), kill_at, stall_at);
+    if (argc >= 5 && !strcmp(argv[4], "--stop-at-exit") && cairn_mpi_rank(g_mpi) == 1) {
+      printf("rank 1: SIGSTOP before cairn_mpi_free\n");
+      fflush(stdout);
+      raise(SIGSTOP);
+    }
   } else {
     fprintf(stderr, "usage: mpi_train helpers | allreduce | equiv STEPS B | train DIR_TEMPLATE STEPS "
-                    "[--kill-at K|--stall-at K]\n");
+                    "[--kill-at K|--stall-at K|--stop-at-exit]\n");
   }
   cairn_mpi_free(g_mpi);
   return rc;
