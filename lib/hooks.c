@@ -79,7 +79,8 @@ static cairn_status stop_after_create(void *self, cairn_session *s, cairn_coordi
   int64_t step;
   cairn_status st = read_step(s, stop_name, &step);
   if (st != CAIRN_OK) return st;
-  h->last_step = step + h->num_steps;
+  /* step + num_steps, saturated: a huge num_steps means "never stop". */
+  h->last_step = step > 0 && h->num_steps > INT64_MAX - step ? INT64_MAX : step + h->num_steps;
   h->have_last = 1;
   return CAIRN_OK;
 }

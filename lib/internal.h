@@ -63,6 +63,12 @@ cairn_status cairn__make_dirs(const char *fn, const char *dir);
  * that cannot sync a directory count as success. */
 int cairn__fsync_dir(const char *dir);
 
+/* 1 if the file stat() described in *sb was marked with
+ * cairn_checkpoint_mark_corrupt in this process, and then the reason in
+ * why[0..len) (saver_corrupt.c; cairn_latest_checkpoint skips such files). */
+struct stat;
+int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len);
+
 /* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
  * instead of adding to them (the model's step, which saves a zeroing pass). */
 cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,

@@ -1315,7 +1315,11 @@ int cairn_timer_should_trigger_for_step(const cairn_timer *t, int64_t step) {
   if (!t->triggered) return 1;
   if (step == t->last_step) return 0;
   if (t->every_secs > 0) return cairn_env_now(t->env) >= t->last_time + t->every_secs;
-  return step >= t->last_step + t->every_steps;
+  /* TF's step >= last + every, as a difference: the sum overflows for a
+     huge interval (every_steps = INT64_MAX means "never again"). An older
+     step (a restore went back) has not reached the interval. */
+  if (step < t->last_step) return 0;
+  return (uint64_t)step - (uint64_t)t->last_step >= (uint64_t)t->every_steps;
 }
 
 int cairn_timer_update_last_triggered_step(cairn_timer *t, int64_t step, double *elapsed_secs,

@@ -437,11 +437,13 @@ static int meta_same(const cairn_saver *s, const cairn_ckpt *c, const char *key,
  * overwrote the fine-tuned model.ckpt-100 in place. So: identical contents
  * (every tensor bit for bit, the same metadata; ckpt.producer aside) →
  * *unchanged = 1 and nothing is rewritten; other contents → CAIRN_E_EXISTS,
- * nothing is written. A file that does not open as a checkpoint, or whose
- * tensor data does not read back, is not a good checkpoint: it is replaced
- * as before (*unchanged = 0, CAIRN_OK). */
+ * nothing is written. A file that does not open as a checkpoint, fails
+ * cairn_ckpt_verify or was marked corrupt (cairn_checkpoint_mark_corrupt)
+ * is not a good checkpoint: it is replaced as before (*unchanged = 0,
+ * CAIRN_OK). */
 static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *file, int64_t step, int *unchanged) {
   *unchanged = 0;
+  if (cairn_checkpoint_is_marked_corrupt(file)) return CAIRN_OK; /* found damaged by a restore */
   cairn_ckpt *c = NULL;
   if (cairn_ckpt_open(file, NULL, &c) != CAIRN_OK) return CAIRN_OK;
   char names[1024] = "";
@@ -496,6 +498,9 @@ static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *
     }
   }
   if (n_keys != s->n_meta + 1 && meta_diff == 0) meta_diff = 1;
+  /* Before refusing, make sure the old file is sound: a damaged one (a bad
+     checksum anywhere) holds nothing worth keeping. */
+  if (!st && !broken && (differ || extra || meta_diff) && cairn_ckpt_verify(c) != CAIRN_OK) broken = 1;
   if (!st && !broken) {
     if (!differ && !extra && !meta_diff) {
       *unchanged = 1;

@@ -607,6 +607,7 @@ static int usable(const char *path, char *why, size_t len) {
     snprintf(why, len, "not a regular file");
     return 0;
   }
+  if (cairn__checkpoint_marked(&sb, why, len)) return 0;
   cairn_ckpt *c = NULL;
   cairn_status s = cairn_ckpt_open(path, NULL, &c);
   if (s != CAIRN_OK) {

@@ -449,6 +449,8 @@ struct cairn_session {
   int closed;
   unsigned fail_gen; /* bumped whenever errmsg is written: tells whose message it is */
   struct run_frame *run;
+  char *restored_path;             /* the checkpoint the SessionManager restored, or NULL */
+  cairn_saver_meta *restored_meta; /* its metadata, read in the same pass as the variables */
   char errmsg[CAIRN__ERRBUF];
 };
 
@@ -491,7 +493,29 @@ void cairn_session_close(cairn_session *s) {
 
 int cairn_session_is_closed(const cairn_session *s) { return s ? s->closed : 1; }
 
-void cairn_session_free(cairn_session *s) { free(s); }
+void cairn_session_free(cairn_session *s) {
+  if (!s) return;
+  free(s->restored_path);
+  cairn_saver_meta_free(s->restored_meta);
+  free(s);
+}
+
+cairn_status cairn__session_set_restored(cairn_session *s, const char *path, cairn_saver_meta *meta) {
+  char *p = cairn__strdup(path);
+  if (!p) {
+    cairn_saver_meta_free(meta);
+    return cairn__fail(CAIRN_E_NOMEM, "session: out of memory recording the restored checkpoint '%s'", path);
+  }
+  free(s->restored_path);
+  cairn_saver_meta_free(s->restored_meta);
+  s->restored_path = p;
+  s->restored_meta = meta;
+  return CAIRN_OK;
+}
+
+const char *cairn_session_restored_path(const cairn_session *s) { return s ? s->restored_path : NULL; }
+
+const cairn_saver_meta *cairn_session_restored_meta(const cairn_session *s) { return s ? s->restored_meta : NULL; }
 
 cairn_registry *cairn_session_registry(const cairn_session *s) { return s ? s->r : NULL; }
 

@@ -43,4 +43,9 @@ const char *cairn__session_errbuf(const cairn_session *s);
  * (else it is only in the thread's cairn_errmsg()). */
 unsigned cairn__session_errgen(const cairn_session *s);
 
+/* Records on s the checkpoint file its variables were restored from and
+ * that file's metadata (owned by s from now on, even on failure; may be
+ * NULL). For session_manager.c. Errors: CAIRN_E_NOMEM. */
+cairn_status cairn__session_set_restored(cairn_session *s, const char *path, cairn_saver_meta *meta);
+
 #endif

@@ -309,22 +309,30 @@ static cairn_status init_unrestored(cairn_session_manager *sm, const cairn_resto
 }
 
 /* Restores `path`: strictly with the saver (TF), or partially with `ropts`
- * and then initializes what was not restored. */
+ * and then initializes what was not restored. With meta not NULL, *meta
+ * gets the file's metadata on success (NULL on failure). */
 static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, const char *path,
-                                 const cairn_restore_options *ropts, int init_rest) {
+                                 const cairn_restore_options *ropts, int init_rest, cairn_saver_meta **meta) {
+  if (meta) *meta = NULL;
   cairn_env_log(sm->env, CAIRN_LOG_INFO, "Restoring parameters from %s", path);
   if (!ropts) {
-    cairn_status st = cairn_saver_restore(saver, path, NULL);
+    cairn_status st = cairn_saver_restore(saver, path, meta);
     return st ? sm_keep(sm, st) : CAIRN_OK;
   }
   cairn_restore_report_free(sm->report);
   sm->report = NULL;
-  cairn_status st = cairn_saver_restore_partial(saver, path, ropts, &sm->report, NULL);
+  cairn_status st = cairn_saver_restore_partial(saver, path, ropts, &sm->report, meta);
   if (st) return sm_keep(sm, st);
   size_t restored = cairn_restore_report_count(sm->report, CAIRN_RESTORE_RESTORED), fresh = 0;
   if (init_rest) {
     st = init_unrestored(sm, sm->report, &fresh);
-    if (st) return st;
+    if (st) {
+      if (meta) {
+        cairn_saver_meta_free(*meta);
+        *meta = NULL;
+      }
+      return st;
+    }
   }
   char rest[96] = "";
   if (init_rest) snprintf(rest, sizeof rest, "; %zu other GLOBAL variables initialized", fresh);
@@ -345,6 +353,16 @@ static int checkpoint_opens(const char *path) {
   return 1;
 }
 
+/* 1 if restoring `path` failed with st because of the file itself: its
+ * data failed its checksum, could not be decoded or is cut short, or the
+ * file no longer opens (deleted, truncated). A variable missing from a
+ * sound file, or one with another shape or dtype, is the model's fault
+ * (a user's error): 0, as for running out of memory. */
+static int file_at_fault(const char *path, cairn_status st) {
+  if (st == CAIRN_E_CORRUPT || st == CAIRN_E_TRUNCATED || st == CAIRN_E_FORMAT) return 1;
+  return st != CAIRN_E_NOMEM && !checkpoint_opens(path);
+}
+
 /* TF's _restore_checkpoint: *out is always a new session on success. */
 static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_prepare_options *o,
                                        cairn_session **out, int *restored) {
@@ -357,9 +375,12 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     return sm_fail(sm, CAIRN_E_INVALID, "Can not provide both checkpoint_dir and checkpoint_filename_with_path.");
   if (!o->saver || (!o->checkpoint_dir && !o->checkpoint_filename_with_path)) return CAIRN_OK;
 
+  cairn_saver_meta *meta = NULL;
   if (o->checkpoint_filename_with_path) {
-    st = restore_file(sm, o->saver, o->checkpoint_filename_with_path, o->restore, 1);
+    /* The file the caller named, or nothing: no fall back. */
+    st = restore_file(sm, o->saver, o->checkpoint_filename_with_path, o->restore, 1, &meta);
     if (st) return st;
+    if ((st = cairn__session_set_restored(*out, o->checkpoint_filename_with_path, meta))) return sm_keep(sm, st);
     snprintf(sm->restored_from, sizeof sm->restored_from, "%s", o->checkpoint_filename_with_path);
     *restored = 1;
     return CAIRN_OK;
@@ -381,38 +402,79 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     }
     return CAIRN_OK;
   }
-  const char *path = cairn_checkpoint_state_model_path(state);
-  st = restore_file(sm, o->saver, path, o->restore, 1);
-  /* cairn's way out of a TF trap: TF fails here when the newest checkpoint
-   * named by the state file is unreadable (cut short, corrupt, deleted), so
-   * a job that died mid-write of its own bookkeeping cannot restart. Fall
-   * back to the newest checkpoint that opens (cairn_latest_checkpoint), and
-   * say why. Shape, dtype and missing-variable errors still propagate. */
-  char fallback[sizeof sm->restored_from];
-  if (st && !checkpoint_opens(path) && cairn_latest_checkpoint(o->checkpoint_dir, fallback, sizeof fallback) == CAIRN_OK &&
-      strcmp(fallback, path) != 0) {
-    char why[512];
-    snprintf(why, sizeof why, "%.500s", sm->errmsg);
-    cairn_env_log(sm->env, CAIRN_LOG_WARN, "Cannot restore the newest checkpoint %s (%s); restoring %s instead", path,
-                  why, fallback);
-    path = fallback;
-    st = restore_file(sm, o->saver, path, o->restore, 1);
+  /* cairn's way out of a TF trap: TF fails when the newest checkpoint is
+   * unreadable (cut short, deleted, a flipped bit in its data), so a job
+   * whose newest file was damaged cannot restart although the one before
+   * is intact. When the file is at fault (file_at_fault), cairn warns,
+   * marks it corrupt for the rest of the process (so every later lookup,
+   * hooks' and tools' included, skips it too), leaves it in place, and
+   * restores the newest intact checkpoint instead, walking back as far as
+   * needed. The variables of a failed restore are untouched (the saver
+   * stages every tensor before assigning any). Errors of the model (a
+   * variable missing, another shape) still propagate. */
+  char cur[4096], next[4096];
+  char tried[2048] = "";
+  cairn_status first = CAIRN_OK;
+  snprintf(cur, sizeof cur, "%s", cairn_checkpoint_state_model_path(state));
+  /* Found corrupt by an earlier restore of this process (a recovery, the
+     next session): go straight to the checkpoint chosen then. */
+  if (cairn_checkpoint_is_marked_corrupt(cur) &&
+      cairn_latest_checkpoint(o->checkpoint_dir, next, sizeof next) == CAIRN_OK) {
+    cairn_env_log(sm->env, CAIRN_LOG_INFO, "Skipping %s, found corrupt earlier in this process; restoring %s", cur,
+                  next);
+    memcpy(cur, next, sizeof cur);
+  }
+  for (int attempt = 0;; attempt++) {
+    st = restore_file(sm, o->saver, cur, o->restore, 1, &meta);
+    if (!st || !file_at_fault(cur, st)) break;
+    char why[1024];
+    snprintf(why, sizeof why, "%.1000s", sm->errmsg);
+    if (!first) first = st;
+    cairn__strbuf_append(tried, sizeof tried, "%s'%s': %.300s", tried[0] ? "; " : "", cur, why);
+    cairn_status ms = cairn_checkpoint_mark_corrupt(cur, why);
+    /* Marking fails only for a file that is gone (which the lookup skips
+       anyway) or without memory; the comparison and the bound stop a walk
+       that would not make progress. */
+    if ((ms != CAIRN_OK && ms != CAIRN_E_NOT_FOUND) || attempt >= 1000 ||
+        cairn_latest_checkpoint(o->checkpoint_dir, next, sizeof next) != CAIRN_OK || strcmp(next, cur) == 0) {
+      st = sm_fail(sm, first,
+                   "%s: no intact checkpoint in '%s' to restore: %s (the files are left in place; move them "
+                   "away to start from scratch)",
+                   fn, o->checkpoint_dir, tried);
+      break;
+    }
+    cairn_env_log(sm->env, CAIRN_LOG_WARN,
+                  "Checkpoint %s is unusable (%s); restoring %s instead, the newest intact checkpoint (the "
+                  "unusable file is left in place and skipped from now on)",
+                  cur, why, next);
+    memcpy(cur, next, sizeof cur);
   }
   if (!st) {
-    /* So the saver's max_to_keep continues where the last process left off. */
-    size_t n = cairn_checkpoint_state_count(state);
+    /* So the saver's max_to_keep continues where the last process left
+       off; files marked corrupt stay out of its list, so rotation never
+       deletes them. */
+    size_t n = cairn_checkpoint_state_count(state), k = 0;
     const char **paths = n ? malloc(n * sizeof *paths) : NULL;
     if (n && !paths) {
       st = sm_fail(sm, CAIRN_E_NOMEM, "%s: cannot list %zu checkpoints", fn, n);
     } else {
-      for (size_t i = 0; i < n; i++) paths[i] = cairn_checkpoint_state_path_at(state, i);
-      st = cairn_saver_recover_last_checkpoints(o->saver, paths, n);
+      for (size_t i = 0; i < n; i++) {
+        const char *p = cairn_checkpoint_state_path_at(state, i);
+        if (!cairn_checkpoint_is_marked_corrupt(p)) paths[k++] = p;
+      }
+      st = cairn_saver_recover_last_checkpoints(o->saver, paths, k);
       if (st) sm_keep(sm, st);
       free(paths);
     }
   }
   if (!st) {
-    snprintf(sm->restored_from, sizeof sm->restored_from, "%.*s", (int)sizeof sm->restored_from - 1, path);
+    st = cairn__session_set_restored(*out, cur, meta);
+    meta = NULL;
+    if (st) sm_keep(sm, st);
+  }
+  cairn_saver_meta_free(meta);
+  if (!st) {
+    snprintf(sm->restored_from, sizeof sm->restored_from, "%.*s", (int)sizeof sm->restored_from - 1, cur);
     *restored = 1;
   }
   cairn_checkpoint_state_free(state);
@@ -460,7 +522,7 @@ static cairn_status prepare(cairn_session_manager *sm, const cairn_prepare_optio
                        o->warm_start_path);
       cairn_restore_options all;
       memset(&all, 0, sizeof all);
-      st = restore_file(sm, o->saver, o->warm_start_path, o->warm_start ? o->warm_start : &all, 0);
+      st = restore_file(sm, o->saver, o->warm_start_path, o->warm_start ? o->warm_start : &all, 0, NULL);
       if (st) return st;
     }
     if (o->init_fn) {

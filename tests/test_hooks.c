@@ -428,6 +428,21 @@ Test(second_or_step_timer, test_every_steps) {
   cairn_timer_free(t);
 }
 
+/* every_steps = INT64_MAX after a trigger at a step > 0 (a resumed run):
+ * last_step + every_steps would overflow; the timer compares differences. */
+Test(second_or_step_timer, huge_every_steps_after_a_resume_never_triggers_again) {
+  cairn_timer *t;
+  OK(cairn_timer_new(0, INT64_MAX, &ENV, &t));
+  cairn_timer_update_last_triggered_step(t, 20, NULL, NULL);
+  for (int64_t s = 21; s < 40; s++) cr_assert_not(cairn_timer_should_trigger_for_step(t, s), "step %lld", (long long)s);
+  cr_assert_not(cairn_timer_should_trigger_for_step(t, INT64_MAX - 1));
+  cr_assert_not(cairn_timer_should_trigger_for_step(t, 5), "an older step has not reached the interval");
+  cairn_timer_update_last_triggered_step(t, 0, NULL, NULL);
+  cr_assert_not(cairn_timer_should_trigger_for_step(t, INT64_MAX - 1));
+  cr_assert(cairn_timer_should_trigger_for_step(t, INT64_MAX), "exactly INT64_MAX steps later");
+  cairn_timer_free(t);
+}
+
 Test(second_or_step_timer, test_update_last_triggered_step) {
   cairn_timer *t;
   OK(cairn_timer_new(0, 1, &ENV, &t));

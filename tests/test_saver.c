@@ -1849,6 +1849,12 @@ Test(saver, same_step_never_replaces_a_committed_checkpoint_silently) {
   save(s, P("model.ckpt"), 102, path);
   ASSERT_OK(cairn_saver_restore(s2, P("model.ckpt-102"), NULL));
   cr_assert_eq(val(b2, 0), 6.0f);
+  /* So is one a restore found damaged (marked corrupt). */
+  cairn_tensor_f32(cairn_var_tensor(b))[0] = 7;
+  ASSERT_OK(cairn_checkpoint_mark_corrupt(P("model.ckpt-102"), "test: damaged"));
+  save(s, P("model.ckpt"), 102, path);
+  ASSERT_OK(cairn_saver_restore(s2, P("model.ckpt-102"), NULL));
+  cr_assert_eq(val(b2, 0), 7.0f);
   cairn_saver_free(s);
   cairn_saver_free(s2);
   cairn_saver_free(s3);
@@ -1865,6 +1871,39 @@ Test(saver, missing_parent_directory_names_who_creates_it) {
   cr_assert_eq(cairn_saver_save(s, P("new/m"), 1, NULL, 0), CAIRN_E_NOT_FOUND);
   ASSERT_MSG_HAS("doesn't exist, can't save");
   ASSERT_MSG_HAS("CheckpointSaverHook and MonitoredTrainingSession create their checkpoint_dir");
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
+/* A checkpoint of the same step that opens but fails verification (a
+ * flipped bit in its tensor data) holds nothing worth keeping: replaced. */
+Test(saver, same_step_replaces_a_damaged_checkpoint) {
+  cairn_registry *r = new_registry();
+  cairn_var *a = vec(r, "big", 4096, 1, 0);
+  cairn_saver_options o = fast(5);
+  o.write.compress = CAIRN_CKPT_COMPRESS_NONE;
+  cairn_saver *s = saver_of(r, &o);
+  char path[600];
+  save(s, P("model.ckpt"), 3, path);
+  size_t n;
+  char *bytes = slurp(path, &n);
+  free(bytes);
+  FILE *f = fopen(path, "r+b");
+  cr_assert_not_null(f);
+  fseek(f, (long)(n / 2), SEEK_SET);
+  int ch = fgetc(f);
+  fseek(f, (long)(n / 2), SEEK_SET);
+  fputc(ch ^ 0x10, f);
+  fclose(f);
+  cairn_ckpt *c;
+  ASSERT_OK(cairn_ckpt_open(path, NULL, &c));
+  cr_assert_neq(cairn_ckpt_verify(c), CAIRN_OK, "the flip hit tensor data");
+  cairn_ckpt_close(c);
+  cairn_tensor_f32(cairn_var_tensor(a))[0] = 99;
+  save(s, P("model.ckpt"), 3, path);
+  ASSERT_OK(cairn_ckpt_open(path, NULL, &c));
+  ASSERT_OK(cairn_ckpt_verify(c));
+  cairn_ckpt_close(c);
   cairn_saver_free(s);
   cairn_registry_free(r);
 }

@@ -75,6 +75,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cairn/ckpt.h"
 #include "cairn/saver.h"
 #include "cairn/session.h"
 #include "cairn/tensor.h"
@@ -1180,6 +1181,215 @@ Test(session_manager, prepare_falls_back_past_a_truncated_newest_checkpoint) {
   o.checkpoint_filename_with_path = P("model.ckpt-1");
   cr_assert_eq(cairn_session_manager_prepare_session(sm, &o, &s), CAIRN_E_NOT_FOUND);
   HAS(cairn_errmsg(), "'w'");
+  cairn_saver_free(sv);
+  cairn_session_manager_free(sm);
+  cairn_registry_free(r);
+}
+
+/* ---- a corrupt newest checkpoint: fall back to the newest intact one ---- */
+
+#define BIG 4096 /* floats: the data region is most of the file */
+
+/* A registry with global_step and "big" (BIG floats), filled for `step`. */
+static cairn_registry *big_reg(cairn_var **big) {
+  cairn_registry *r = new_reg();
+  cairn_var *gs;
+  OK(cairn_registry_global_step(r, &gs));
+  int64_t shape[1] = {BIG};
+  OK(cairn_var_create(r, "big", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_GLOBAL, big));
+  return r;
+}
+
+static float big_value(int64_t step, int i) {
+  uint32_t x = (uint32_t)step * 2654435761u + (uint32_t)i * 40503u; /* incompressible */
+  return (float)(x >> 8) / 65536.0f;
+}
+
+static void big_fill(cairn_registry *r, cairn_var *big, int64_t step) {
+  cairn_var *gs;
+  OK(cairn_registry_global_step(r, &gs));
+  *(int64_t *)cairn_var_tensor(gs)->data = step;
+  cairn_var_set_initialized(gs, 1);
+  float *d = cairn_var_tensor(big)->data;
+  for (int i = 0; i < BIG; i++) d[i] = big_value(step, i);
+  cairn_var_set_initialized(big, 1);
+}
+
+static int big_is(const cairn_var *big, int64_t step) {
+  const float *d = cairn_var_tensor(big)->data;
+  for (int i = 0; i < BIG; i++)
+    if (d[i] != big_value(step, i)) return 0;
+  return 1;
+}
+
+/* Checkpoints of steps 10, 20, ... (n of them) in g_dir, each with a
+ * train.state.pos blob holding its step. */
+static void big_save(int n) {
+  cairn_var *big;
+  cairn_registry *r = big_reg(&big);
+  cairn_saver *sv = mk_saver(r);
+  for (int k = 1; k <= n; k++) {
+    int64_t step = 10 * k;
+    big_fill(r, big, step);
+    OK(cairn_saver_set_state(sv, "pos", &step, sizeof step));
+    save_ckpt(sv, g_dir, step);
+  }
+  cairn_saver_free(sv);
+  cairn_registry_free(r);
+}
+
+/* Flips one bit in the middle of the file: inside the tensor data, so the
+ * file still opens (superblock, index, metadata and footer are sound) and
+ * only the data's checksum fails. */
+static void flip_data_bit(const char *path) {
+  FILE *f = fopen(path, "r+b");
+  cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+  fseek(f, 0, SEEK_END);
+  long mid = ftell(f) / 2;
+  fseek(f, mid, SEEK_SET);
+  int c = fgetc(f);
+  cr_assert_neq(c, EOF);
+  fseek(f, mid, SEEK_SET);
+  fputc(c ^ 0x10, f);
+  fclose(f);
+  cairn_ckpt *ck;
+  OK(cairn_ckpt_open(path, NULL, &ck));
+  cr_assert_eq(cairn_ckpt_verify(ck), CAIRN_E_CORRUPT, "%s: the flip is in the data", path);
+  cairn_ckpt_close(ck);
+}
+
+static off_t file_size(const char *path) {
+  struct stat sb;
+  cr_assert_eq(stat(path, &sb), 0, "%s still exists: %s", path, strerror(errno));
+  return sb.st_size;
+}
+
+/* A flipped bit in the data of the newest of three checkpoints: the
+ * session restores the middle one (variables, global_step and its training
+ * state), warns naming the file, leaves the file in place, and every later
+ * lookup of this process skips it — until a new save replaces it. */
+Test(session_manager, prepare_falls_back_past_a_corrupt_newest_checkpoint) {
+  big_save(3);
+  flip_data_bit(P("model.ckpt-30"));
+  off_t corrupt_size = file_size(P("model.ckpt-30"));
+
+  cairn_var *big;
+  cairn_registry *r = big_reg(&big);
+  cairn_ready_op *ready = uninit(r, ALL);
+  cairn_session_manager *sm = mk_sm(r, NULL, ready, NULL, 0);
+  cairn_saver *sv = mk_saver(r);
+  cairn_prepare_options o = popts(NULL, sv, g_dir);
+  cairn_session *s;
+  OK(cairn_session_manager_prepare_session(sm, &o, &s));
+  int64_t step;
+  OK(cairn_session_global_step(s, &step));
+  cr_assert_eq(step, 20, "restored the middle checkpoint (step %lld)", (long long)step);
+  cr_assert(big_is(big, 20), "the variables are the step-20 checkpoint's");
+  char want[800];
+  snprintf(want, sizeof want, "Checkpoint %s is unusable (", P("model.ckpt-30"));
+  cr_assert(logged(want), "a warning names the file: %s", F.log);
+  cr_assert(logged("checksum"), "and the reason: %s", F.log);
+  snprintf(want, sizeof want, "restoring %s instead", P("model.ckpt-20"));
+  cr_assert(logged(want), "and the file restored: %s", F.log);
+  /* training state from the same file as the variables */
+  cr_assert_str_eq(cairn_session_restored_path(s), P("model.ckpt-20"));
+  const cairn_saver_meta *meta = cairn_session_restored_meta(s);
+  cr_assert_not_null(meta);
+  const void *blob;
+  size_t len;
+  int64_t meta_step, pos;
+  OK(cairn_saver_meta_global_step(meta, &meta_step));
+  OK(cairn_saver_meta_state(meta, "pos", &blob, &len));
+  cr_assert_eq(len, sizeof pos);
+  memcpy(&pos, blob, sizeof pos);
+  cr_assert_eq(meta_step, 20);
+  cr_assert_eq(pos, 20);
+  /* left in place, marked, out of the saver's rotation list */
+  cr_assert_eq(file_size(P("model.ckpt-30")), corrupt_size, "the corrupt file is not deleted");
+  cr_assert(cairn_checkpoint_is_marked_corrupt(P("model.ckpt-30")));
+  cr_assert_not(cairn_checkpoint_is_marked_corrupt(P("model.ckpt-20")));
+  cr_assert_eq(cairn_saver_last_checkpoints_count(sv), 2u, "rotation keeps 10 and 20 only");
+  char latest[800];
+  OK(cairn_latest_checkpoint(g_dir, latest, sizeof latest));
+  cr_assert_str_eq(latest, P("model.ckpt-20"), "latest_checkpoint skips the corrupt file from now on");
+  HAS(cairn_errmsg(), "marked corrupt earlier in this process");
+  cairn_session_free(s);
+
+  /* The next session of this process goes straight to step 20. */
+  F.log[0] = '\0';
+  int initialized;
+  OK(cairn_session_manager_recover_session(sm, &o, &s, &initialized));
+  cr_assert(initialized);
+  OK(cairn_session_global_step(s, &step));
+  cr_assert_eq(step, 20);
+  cr_assert_not(logged("is unusable"), "no second attempt at the corrupt file: %s", F.log);
+  cr_assert(logged("found corrupt earlier in this process"), "%s", F.log);
+  cairn_session_free(s);
+
+  /* A new save of step 30 replaces the file: a new, usable file. */
+  big_fill(r, big, 30);
+  save_ckpt(sv, g_dir, 30);
+  cr_assert_not(cairn_checkpoint_is_marked_corrupt(P("model.ckpt-30")));
+  OK(cairn_latest_checkpoint(g_dir, latest, sizeof latest));
+  cr_assert_str_eq(latest, P("model.ckpt-30"));
+  cairn_saver_free(sv);
+  cairn_session_manager_free(sm);
+  cairn_ready_op_free(ready);
+  cairn_registry_free(r);
+}
+
+/* Every checkpoint corrupt: an error naming each file and its reason (not a
+ * silent fresh start, which would throw the job's progress away), the
+ * variables untouched, the files left in place. */
+Test(session_manager, prepare_fails_when_every_checkpoint_is_corrupt) {
+  big_save(2);
+  flip_data_bit(P("model.ckpt-10"));
+  flip_data_bit(P("model.ckpt-20"));
+  cairn_var *big;
+  cairn_registry *r = big_reg(&big);
+  big_fill(r, big, 99);
+  cairn_op *init = op_init_coll(r, "init", CAIRN_COLL_GLOBAL);
+  cairn_session_manager *sm = mk_sm(r, NULL, NULL, NULL, 0);
+  cairn_saver *sv = mk_saver(r);
+  cairn_prepare_options o = popts(init, sv, g_dir);
+  cairn_session *s = (cairn_session *)1;
+  cr_assert_eq(cairn_session_manager_prepare_session(sm, &o, &s), CAIRN_E_CORRUPT, "%s", cairn_errmsg());
+  cr_assert_null(s);
+  const char *m = cairn_session_manager_errmsg(sm);
+  HAS(m, "no intact checkpoint in '");
+  HAS(m, P("model.ckpt-20"));
+  HAS(m, P("model.ckpt-10"));
+  HAS(m, "checksum");
+  HAS(m, "the files are left in place");
+  cr_assert(big_is(big, 99), "nothing half-written from a corrupt file");
+  file_size(P("model.ckpt-10"));
+  file_size(P("model.ckpt-20"));
+  cairn_saver_free(sv);
+  cairn_session_manager_free(sm);
+  cairn_op_free(init);
+  cairn_registry_free(r);
+}
+
+/* An intact newest checkpoint whose variable has another shape than the
+ * model's is the user's error: it propagates, nothing falls back, nothing
+ * is marked. */
+Test(session_manager, a_shape_mismatch_does_not_fall_back) {
+  big_save(2);
+  cairn_registry *r = new_reg();
+  cairn_var *gs;
+  OK(cairn_registry_global_step(r, &gs));
+  int64_t shape[1] = {BIG / 2};
+  cairn_var *big;
+  OK(cairn_var_create(r, "big", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_GLOBAL, &big));
+  cairn_session_manager *sm = mk_sm(r, NULL, NULL, NULL, 0);
+  cairn_saver *sv = mk_saver(r);
+  cairn_prepare_options o = popts(NULL, sv, g_dir);
+  cairn_session *s;
+  cr_assert_eq(cairn_session_manager_prepare_session(sm, &o, &s), CAIRN_E_SHAPE);
+  HAS(cairn_errmsg(), "model.ckpt-20");
+  HAS(cairn_errmsg(), "checkpoint has shape (4096), variable has (2048)");
+  cr_assert_not(logged("unusable"), "%s", F.log);
+  cr_assert_not(cairn_checkpoint_is_marked_corrupt(P("model.ckpt-20")));
   cairn_saver_free(sv);
   cairn_session_manager_free(sm);
   cairn_registry_free(r);

@@ -888,6 +888,46 @@ Test(progress_hook, lines_every_n_steps_with_eta) {
   model_free(&m2);
 }
 
+/* every_n_steps = INT64_MAX is "no periodic lines" (what cairn-fmnist's
+ * --log-every 0 passes): across a resumed run (global step 20 restored)
+ * the interval must not be added to the step (a signed overflow, which
+ * made every step print a line): only the final line at max_steps comes. */
+Test(progress_hook, huge_interval_across_a_resume_prints_no_periodic_line) {
+  memset(&P, 0, sizeof P);
+  model m;
+  model_new(&m, 0.125);
+  cairn_progress_hook_options po = cairn_progress_hook_options_default();
+  po.every_n_steps = INT64_MAX;
+  po.loss_name = "loss";
+  po.max_steps = 1000;
+  po.fn = capture;
+  po.env = &ENV;
+  cairn_hook *h;
+  OK(cairn_progress_hook_new(&po, &h));
+  cairn_monitored_session *ms = progress_session(&m, h);
+  train(ms, &m, 20);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  cairn_hook_free(h);
+  cr_assert_eq(P.n, 0, "a fresh run: no line in 20 steps (got %d, first '%s')", P.n, P.lines[0]);
+
+  /* Resumed from the step-20 checkpoint. */
+  model m2;
+  model_new(&m2, 0.5);
+  OK(cairn_progress_hook_new(&po, &h));
+  ms = progress_session(&m2, h);
+  int64_t step;
+  OK(cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step));
+  cr_assert_eq(step, 20, "resumed at step 20");
+  train(ms, &m2, 10);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  cr_assert_eq(P.n, 0, "resumed: no line in 10 steps (got %d, first '%s')", P.n, P.lines[0]);
+  cairn_hook_free(h);
+  model_free(&m);
+  model_free(&m2);
+}
+
 Test(progress_hook, every_n_secs_to_a_file_without_max_steps) {
   model m;
   model_new(&m, 0.25);

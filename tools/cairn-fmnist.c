@@ -407,18 +407,20 @@ static cairn_status ds_before_save(void *self, cairn_session *s, int64_t step) {
 }
 
 /* After every session creation, before the CheckpointSaverHook saves: the
- * dataset position of the restored checkpoint (DIR's newest, when its
- * global step is the session's), else the start of epoch 0. */
-static cairn_status import_position(data_state *d, const char *path, int64_t step);
+ * dataset position of the checkpoint the session was restored from (read
+ * with its variables: after a fall back past a corrupt newest checkpoint,
+ * the older one's), when its global step is the session's; else the start
+ * of epoch 0. */
+static cairn_status import_position(data_state *d, const char *path, const cairn_saver_meta *meta, int64_t step);
 static cairn_status ds_after_create(void *self, cairn_session *s, cairn_coordinator *coord) {
   (void)coord;
   data_state *d = self;
   int64_t step;
-  char path[4096];
   cairn_status st = cairn_session_global_step(s, &step);
   if (st) return st;
   cairn_dataset_reset(d->ds);
-  if (d->dir && cairn_latest_checkpoint(d->dir, path, sizeof path) == CAIRN_OK) st = import_position(d, path, step);
+  const cairn_saver_meta *meta = cairn_session_restored_meta(s);
+  if (d->dir && meta) st = import_position(d, cairn_session_restored_path(s), meta, step);
   if (g_size == 1) return st;
   /* --distributed: rank 0's position (the other ranks have no DIR), with
      whether rank 0 got it, so that every rank takes part in the broadcast. */
@@ -434,11 +436,10 @@ static cairn_status ds_after_create(void *self, cairn_session *s, cairn_coordina
   return cairn_dataset_import(d->ds, &ds);
 }
 
-/* The data position saved in checkpoint `path`, if its step is `step`. */
-static cairn_status import_position(data_state *d, const char *path, int64_t step) {
-  cairn_status st;
-  cairn_saver_meta *meta;
-  if ((st = cairn_saver_meta_read(path, &meta)) != CAIRN_OK) return st;
+/* The data position saved in checkpoint `path` (its metadata `meta`), if
+ * its step is `step`. */
+static cairn_status import_position(data_state *d, const char *path, const cairn_saver_meta *meta, int64_t step) {
+  cairn_status st = CAIRN_OK;
   int64_t ck_step;
   const void *blob;
   size_t len;
@@ -453,7 +454,6 @@ static cairn_status import_position(data_state *d, const char *path, int64_t ste
     fprintf(stderr, PROG ": %s holds no data position for step %lld\n", path, (long long)step);
     st = CAIRN_E_FORMAT;
   }
-  cairn_saver_meta_free(meta);
   return st;
 }
 
@@ -602,8 +602,6 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     goto out;
   }
 
-  char resumed[4096];
-  int have_ckpt = chief && cairn_latest_checkpoint(f->dir, resumed, sizeof resumed) == CAIRN_OK;
   cairn_chief_session_creator_options cc = cairn_chief_session_creator_options_default();
   cc.registry = m->reg;
   cc.scaffold = sc;
@@ -635,9 +633,12 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     fprintf(stderr, PROG ": warning: event file: %s\n", cairn_errmsg());
   cairn_dataset_state pos;
   cairn_dataset_export(ds, &pos);
+  /* The file really restored: not DIR's newest when that one was corrupt
+     (the library has then warned and fallen back to an older one). */
+  const char *resumed = cairn_session_restored_path(cairn_monitored_session_raw_session(ms));
   if (!chief)
     ;
-  else if (have_ckpt && !rc->restore_file)
+  else if (resumed && !rc->restore_file)
     printf("resumed from %s at step %lld (epoch %lld, example %lld)\n", resumed, (long long)step, (long long)pos.epoch,
            (long long)pos.position);
   else if (rc->restore_file)
@@ -909,20 +910,45 @@ static int cmd_eval(flags *f) {
             errno ? strerror(errno) : "not a directory");
     return 1;
   }
-  if ((st = cairn_latest_checkpoint(f->dir, path, sizeof path)) != CAIRN_OK)
-    return report_error("no checkpoint to evaluate", st, NULL);
-  /* Say which checkpoint was skipped, and why, as train and ckpt-inspect do. */
-  if (*cairn_errmsg()) fprintf(stderr, PROG ": note: %s\n", cairn_errmsg());
-  if (hidden_from_checkpoint(path, f)) return 1;
-  if (data_load(&d, f->data_dir) || model_new(&m, d.features, f->hidden, f->n_hidden, 0)) goto out;
-  /* SingularMonitoredSession restoring exactly this file, no hooks: no
-     CheckpointSaverHook, so nothing is written into DIR. */
-  cairn_singular_monitored_session_options o = cairn_singular_monitored_session_options_default();
-  o.registry = m.reg;
-  o.checkpoint_filename_with_path = path;
-  if ((st = cairn_singular_monitored_session_new(&o, &ms)) != CAIRN_OK) {
-    ret = report_error("restoring", st, NULL);
-    goto out;
+  int loaded = 0;
+  for (int attempt = 0;; attempt++) {
+    if ((st = cairn_latest_checkpoint(f->dir, path, sizeof path)) != CAIRN_OK) {
+      if (attempt) /* the reasons were in the warnings */
+        fprintf(stderr, PROG ": no intact checkpoint to evaluate in %s: every one left is corrupt (see the warnings "
+                        "above; the files are left in place)\n", f->dir);
+      else
+        report_error("no checkpoint to evaluate", st, NULL);
+      goto out;
+    }
+    /* Say which checkpoint was skipped, and why, as train and ckpt-inspect do. */
+    if (!attempt && *cairn_errmsg()) fprintf(stderr, PROG ": note: %s\n", cairn_errmsg());
+    if (hidden_from_checkpoint(path, f)) goto out;
+    if (!loaded && data_load(&d, f->data_dir)) goto out;
+    loaded = 1;
+    if (model_new(&m, d.features, f->hidden, f->n_hidden, 0)) goto out;
+    /* SingularMonitoredSession restoring exactly this file, no hooks: no
+       CheckpointSaverHook, so nothing is written into DIR. */
+    cairn_singular_monitored_session_options o = cairn_singular_monitored_session_options_default();
+    o.registry = m.reg;
+    o.checkpoint_filename_with_path = path;
+    if ((st = cairn_singular_monitored_session_new(&o, &ms)) == CAIRN_OK) break;
+    /* The file's own data is bad (a checksum, a decoding, a cut): evaluate
+       the newest intact checkpoint instead, as train resumes from it. A
+       model that does not match a sound file is an error. */
+    if ((st != CAIRN_E_CORRUPT && st != CAIRN_E_TRUNCATED && st != CAIRN_E_FORMAT) || attempt >= 1000) {
+      ret = report_error("restoring", st, NULL);
+      goto out;
+    }
+    char why[1024];
+    snprintf(why, sizeof why, "%s", cairn_errmsg());
+    fprintf(stderr, PROG ": warning: %s is unusable (%s): evaluating the newest intact checkpoint instead\n", path,
+            why);
+    if ((st = cairn_checkpoint_mark_corrupt(path, why)) != CAIRN_OK) {
+      ret = report_error("restoring", st, NULL);
+      goto out;
+    }
+    model_free(&m);
+    memset(&m, 0, sizeof m);
   }
   cairn_session *raw = cairn_monitored_session_raw_session(ms);
   int64_t step;

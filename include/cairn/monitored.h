@@ -28,7 +28,10 @@
  * A run (or a run_step_fn, or the session creation itself) failing with
  * CAIRN_E_ABORTED or CAIRN_E_UNAVAILABLE closes the session, creates a new
  * one through the creator (restoring the latest checkpoint of the chief's
- * checkpoint_dir, else initializing; hooks get after_create_session()
+ * checkpoint_dir — the newest intact one: a newest checkpoint whose data
+ * is corrupt is skipped with a warning, see
+ * cairn_session_manager_prepare_session — else initializing; hooks get
+ * after_create_session()
  * again, not begin()) and retries the same call. TF retries forever; cairn
  * bounds it (max_recoveries) and says so in the error.
  * SingularMonitoredSession never recovers: those errors propagate.

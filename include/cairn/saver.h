@@ -187,9 +187,10 @@ CAIRN_API void cairn_saver_clear_meta(cairn_saver *s);
  *    CAIRN_E_EXISTS: "saver_save 'd/model.ckpt-100': a checkpoint of step
  *    100 is already there with other contents (2 of 5 variables differ:
  *    'h1/kernel', 'h1/bias'); refusing to replace it, ...".
- * A file of that name that does not open as a checkpoint, or whose tensor
- * data does not read back, is replaced as before; so is the file of a save
- * without a step (global_step < 0). replace_same_step = 1 in the options
+ * A file of that name that does not open as a checkpoint, fails
+ * cairn_ckpt_verify or was marked corrupt (cairn_checkpoint_mark_corrupt)
+ * is replaced as before; so is the file of a save without a step
+ * (global_step < 0). replace_same_step = 1 in the options
  * restores TF's overwrite.
  *
  * Every variable must be initialized (as TF, which cannot read an
@@ -406,7 +407,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *
  * Reads the state file; tries model_checkpoint_path, then the other listed
  * paths newest first, and returns the first that opens as a valid
  * checkpoint (cairn_ckpt_open: superblock, footer, metadata and index are
- * checked; tensor data is not — use cairn_ckpt_verify for that). When the
+ * checked; tensor data is not — use cairn_ckpt_verify for that) and was not
+ * marked with cairn_checkpoint_mark_corrupt in this process. When the
  * state file is missing or unparsable, or none of its checkpoints is
  * usable, scans dir for files named "<anything>-<step>" and returns the
  * valid one with the highest step (ties: the newest mtime).
@@ -420,6 +422,30 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *
  * such directory, or no usable checkpoint: the message says what was
  * tried), CAIRN_E_LIMIT (the path does not fit in len bytes), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len);
+
+/* Marks the checkpoint file at `path` corrupt for the rest of this process:
+ * cairn_latest_checkpoint skips it from now on ("skipped 'd/model.ckpt-3':
+ * marked corrupt earlier in this process: <why>"), so every later lookup —
+ * the next restore, a hook's, a tool's — picks the checkpoint before it.
+ * The file itself is left as it is (nothing is renamed or deleted), and the
+ * mark is not stored anywhere: a new process looks at the file afresh.
+ *
+ * The SessionManager calls it when restoring the newest checkpoint of a
+ * directory fails on the file's own data (CAIRN_E_CORRUPT, CAIRN_E_TRUNCATED,
+ * CAIRN_E_FORMAT), then restores the newest intact one (see
+ * cairn_session_manager_prepare_session); a program that restores files
+ * itself calls it the same way. The file is known by its device, inode,
+ * size and modification time, not by its name: a checkpoint saved later
+ * under the same name (the Saver replaces files atomically) is a new file
+ * and is not skipped. `why` (may be NULL) is kept for that message (its
+ * first 150 bytes); the first reason given for a file is kept. Thread-safe.
+ * Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND (no such file: nothing to mark;
+ * cairn_latest_checkpoint skips missing files anyway), CAIRN_E_IO,
+ * CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_mark_corrupt(const char *path, const char *why);
+/* 1 if the file at `path` was marked by cairn_checkpoint_mark_corrupt in
+ * this process, else 0 (also for NULL or a file that does not exist). */
+CAIRN_API int cairn_checkpoint_is_marked_corrupt(const char *path);
 
 #ifdef __cplusplus
 }

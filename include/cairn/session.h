@@ -167,6 +167,18 @@ CAIRN_API uint64_t cairn_session_id(const cairn_session *s);
 /* The detail of the last failed call on s ("" if none); valid until the
  * next call on s. */
 CAIRN_API const char *cairn_session_errmsg(const cairn_session *s);
+/* The checkpoint file a SessionManager restored s from (prepare_session,
+ * recover_session; also through the session creators and the monitored
+ * sessions), or NULL when nothing was restored (initialized, or a worker's
+ * session). After a fall back past a corrupt newest checkpoint it names the
+ * older file really restored. Owned by s. */
+CAIRN_API const char *cairn_session_restored_path(const cairn_session *s);
+/* That checkpoint's metadata (global step, user.* keys, the train.state.*
+ * blobs), read in the same pass as its variables, so training state kept
+ * there (data position, RNG state) always matches the variables; NULL when
+ * nothing was restored. Read it with the cairn_saver_meta_* calls; owned
+ * by s. */
+CAIRN_API const cairn_saver_meta *cairn_session_restored_meta(const cairn_session *s);
 /* For ops written by users: sets the detail of s (and the calling thread's
  * cairn_errmsg()) printf-style and returns st, so an op can
  * `return cairn_session_fail(s, CAIRN_E_ABORTED, "worker %d lost", k);`. */
@@ -580,9 +592,40 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new_from_scaffold(
  * interval, as TF); else not restored. Then restore model_checkpoint_path
  * and recover the saver's rotation list from all_model_checkpoint_paths.
  * A state file with an empty model_checkpoint_path is an error
- * (CAIRN_E_FORMAT, TF's "Invalid checkpoint state"), as are restore
- * errors (CAIRN_E_NOT_FOUND "Key ... not found in checkpoint" and the
- * others of cairn_saver_restore): they propagate.
+ * (CAIRN_E_FORMAT, TF's "Invalid checkpoint state").
+ *
+ * A damaged newest checkpoint (cairn; TF fails here): when restoring the
+ * checkpoint_dir's newest checkpoint fails because of the file itself —
+ * its tensor data fails a checksum, cannot be decoded or is cut short
+ * (CAIRN_E_CORRUPT, CAIRN_E_TRUNCATED, CAIRN_E_FORMAT), or it no longer
+ * opens — the manager logs a warning, at CAIRN_LOG_WARN,
+ *   "Checkpoint <file> is unusable (<reason>); restoring <older file>
+ *   instead, the newest intact checkpoint (the unusable file is left in
+ *   place and skipped from now on)"
+ * marks the file with cairn_checkpoint_mark_corrupt (cairn/saver.h: every
+ * later cairn_latest_checkpoint of the process skips it, and it stays out
+ * of the saver's rotation list, so it is never deleted by rotation), and
+ * restores cairn_latest_checkpoint(checkpoint_dir) instead, walking back
+ * as far as needed. A later session of the same process goes straight to
+ * that older file. A failed restore changes no variable (the saver stages
+ * every tensor before assigning any), so nothing of the damaged file is
+ * left behind. Training resumes from the older file's step, and
+ * cairn_session_restored_path / cairn_session_restored_meta give that
+ * file and its metadata (read with the variables), so training state kept
+ * there (data position, RNG state) matches. When no intact checkpoint is
+ * left, the call fails with the first file's code (usually
+ * CAIRN_E_CORRUPT) and "restore_checkpoint: no intact checkpoint in
+ * '<dir>' to restore: '<file>': <reason>; '<older file>': <reason> (the
+ * files are left in place; move them away to start from scratch)": it
+ * does not silently start a new model, which would throw the job's
+ * progress away and later overwrite those files.
+ * checkpoint_filename_with_path names one file: its errors propagate, no
+ * fall back. Errors that are the model's propagate in both cases, with
+ * nothing marked: a variable missing from a sound checkpoint
+ * (CAIRN_E_NOT_FOUND "Key ... not found in checkpoint"), another shape or
+ * dtype (CAIRN_E_SHAPE, CAIRN_E_DTYPE), and the other errors of
+ * cairn_saver_restore (CAIRN_E_NOMEM...).
+ *
  * No checkpoint in checkpoint_dir (TF is silent here): INFO "no checkpoint
  * in 'DIR': initializing (the directory does not exist)" (or "(the
  * directory has no state file 'checkpoint')"); with the manager's
