@@ -84,7 +84,7 @@ struct cairn_ckpt_writer {
   char *path, *tmp;
   int fd;
   cairn_status failed;
-  char fail_msg[512];
+  char fail_msg[CAIRN__ERRMSG_LEN]; /* the whole detail of the first failure */
   uint32_t chunk_bytes, alignment;
   uint64_t raw_min;
   cairn_ckpt_compress compress;

@@ -132,7 +132,8 @@ cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, c
 
 typedef struct ckpt_hook {
   char *dir;
-  char *prefix; /* dir/basename */
+  char *prefix;     /* dir/basename */
+  char *prefix_dir; /* the directory the files go to: dir, or deeper with a basename "sub/name" */
   cairn_saver *saver;
   cairn_scaffold *scaffold;
   cairn_checkpoint_listener *listeners;
@@ -181,6 +182,7 @@ static void ckpt_destroy(void *self) {
   ckpt_unlock(h);
   free(h->dir);
   free(h->prefix);
+  free(h->prefix_dir);
   free(h->listeners);
   cairn_timer_free(h->timer);
   free(h);
@@ -216,6 +218,11 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   cairn_saver *saver = NULL;
   cairn_status st = ckpt_saver(h, s, &saver);
   if (st != CAIRN_OK) return st;
+  /* TF's hook creates checkpoint_dir (its summary writer and graph writer
+     call MakeDirs), so a first run into a new directory works; the Saver
+     itself still refuses a missing parent, as TF's Saver.save does. Done at
+     every save, a stat when the directory is there. */
+  if ((st = cairn__make_dirs(ckpt_name, h->prefix_dir)) != CAIRN_OK) return st;
   if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   cairn_env_log(h->env, CAIRN_LOG_INFO, "Saving checkpoints for %" PRId64 " into %s.", step, h->prefix);
   for (size_t i = 0; i < h->n_listeners; i++) {
@@ -225,6 +232,8 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path);
   if (st != CAIRN_OK) return st;
   if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
+  if (cairn_saver_last_save_unchanged(saver))
+    cairn_env_log(h->env, CAIRN_LOG_INFO, "%s already holds exactly these values: not rewritten.", h->path);
   /* TF logs the prefix as checkpoint_path; the file actually written is
      more useful and is what cairn logs. */
   if (h->writer && h->writer->session_log &&
@@ -266,6 +275,17 @@ static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordi
   if (st != CAIRN_OK) return st;
   int stop;
   st = ckpt_save(h, s, step, &stop);
+  if (st == CAIRN_E_EXISTS) {
+    /* Right after a restore, the model differs from the checkpoint of its
+       own step: something changed the restored variables in between. */
+    char why[CAIRN__ERRMSG_LEN];
+    snprintf(why, sizeof why, "%s", cairn_errmsg());
+    return cairn__fail(st,
+                       "%s after session creation: %s [cairn: at step %" PRId64 " the session's variables differ "
+                       "from the checkpoint of that step: something changed them after the restore, typically a "
+                       "local_init_op that loads pretrained weights (see the WARNING logged above, if any)]",
+                       ckpt_name, why, step);
+  }
   if (st != CAIRN_OK) return st;
   cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
   return CAIRN_OK;
@@ -355,6 +375,10 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
     return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
   }
   snprintf(h->prefix, len, "%s/%s", o->checkpoint_dir, base);
+  if (!(h->prefix_dir = cairn__path_dir(h->prefix))) {
+    ckpt_destroy(h);
+    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
+  }
   if (o->n_listeners) memcpy(h->listeners, o->listeners, o->n_listeners * sizeof *h->listeners);
   h->n_listeners = o->n_listeners;
   return make_hook(&ckpt_vt, h, ckpt_destroy, out);
@@ -832,7 +856,7 @@ static cairn_status final_end(void *self, cairn_session *s) {
   a.n_fetches = h->n_names;
   cairn_status st = cairn_session_run(s, &a);
   if (st == CAIRN_E_OUT_OF_RANGE) {
-    char why[512];
+    char why[CAIRN__ERRMSG_LEN];
     snprintf(why, sizeof why, "%s", cairn_errmsg());
     cairn_env_log(NULL, CAIRN_LOG_WARN,
                   "An OutOfRangeError or StopIteration exception is raised by the code in FinalOpsHook. This "

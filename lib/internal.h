@@ -58,6 +58,11 @@ void *cairn__realloc(void *p, size_t old_bytes, size_t bytes);
 char *cairn__strdup(const char *s);                     /* NULL for NULL */
 char *cairn__path_dir(const char *path);                /* "." if none, "/" for "/x" */
 char *cairn__path_join(const char *dir, const char *name); /* no doubled '/' */
+/* mkdir -p: creates dir and every missing parent (mode 0777 less the
+ * umask); an existing directory is fine. Errors (CAIRN_E_IO, CAIRN_E_NOSPC,
+ * CAIRN_E_NOMEM) start with "fn: " and name the component that could not
+ * be created and errno's text. */
+cairn_status cairn__make_dirs(const char *fn, const char *dir);
 /* fsync of a directory after a rename; 0, or -1 with errno. File systems
  * that cannot sync a directory count as success. */
 int cairn__fsync_dir(const char *dir);

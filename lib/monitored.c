@@ -74,7 +74,7 @@ struct cairn_coordinator {
   pthread_mutex_t mu;
   atomic_int stop;
   cairn_status err; /* under mu; set once */
-  char msg[1024];
+  char msg[CAIRN__ERRMSG_LEN]; /* as long as cairn_errmsg(), which re-raises it */
   join_entry *joins;
   size_t n_joins, cap_joins;
 };
@@ -113,8 +113,9 @@ void cairn_coordinator_request_stop(cairn_coordinator *c, cairn_status err, cons
       if (fmt) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+        int n = vsnprintf(c->msg, sizeof c->msg, fmt, ap);
         va_end(ap);
+        if (n >= (int)sizeof c->msg) memcpy(c->msg + sizeof c->msg - 4, "...", 4); /* cut: say so */
       } else {
         snprintf(c->msg, sizeof c->msg, "%s", cairn_status_str(err));
       }
@@ -595,7 +596,7 @@ struct cairn_monitored_session {
   cairn_summary_fn user_sum_fn;
   void *user_sum_ctx;
 
-  char err[4096];
+  char err[CAIRN__ERRMSG_LEN];
 };
 
 static cairn_status ms_ret(cairn_monitored_session *ms, cairn_status st) {
@@ -619,10 +620,13 @@ static void collect_summary(void *ctx, const char *tag, double value) {
   ms->sum_len += n;
 }
 
-/* Appends "name" to a conflict list "a, b" in buf. */
+/* Appends "name" to a conflict list "a, b" in buf, ending it with "..."
+   when it no longer fits. */
 static void conflict_add(char *buf, size_t len, const char *name) {
   size_t used = strlen(buf);
-  if (used + 1 < len) snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
+  if (used + 1 >= len) return;
+  int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
+  if (n >= 0 && (size_t)n >= len - used) memcpy(buf + len - 4, "...", 4);
 }
 
 static const cairn_run_args empty_args;
@@ -634,7 +638,7 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
   if ((args->n_ops && !args->ops) || (args->n_feeds && !args->feeds) || (args->n_fetches && !args->fetches))
     return cairn__fail(CAIRN_E_NULL, "run: a list of ops, feeds or fetches is NULL");
   cairn_run_context ctx = {ms->raw, args, 0};
-  char conflicts[512];
+  char conflicts[CAIRN__ERRMSG_LEN - 128]; /* + the text around it: fits cairn_errmsg() */
 
   for (size_t i = 0; i < ms->n_hooks; i++) req_reset(&ms->slots[i].req);
   /* 3. before_run of every hook, in order; merge their feeds as we go. */
@@ -802,7 +806,7 @@ static cairn_status create_stack(cairn_monitored_session *ms) {
     if (!h->vt->after_create_session) continue;
     st = h->vt->after_create_session(h->self, raw, coord);
     if (st != CAIRN_OK) {
-      char why[512];
+      char why[CAIRN__ERRMSG_LEN];
       snprintf(why, sizeof why, "%s", cairn_errmsg());
       (void)cairn__coordinator_join(ms->coord);
       cairn__coordinator_free(ms->coord);
@@ -850,7 +854,7 @@ static cairn_status recoverable_create(cairn_monitored_session *ms, int *recover
   for (;;) {
     cairn_status st = create_stack(ms);
     if (st == CAIRN_OK || !ms->should_recover || !is_preemption(st)) return st;
-    char why[512];
+    char why[CAIRN__ERRMSG_LEN];
     snprintf(why, sizeof why, "%s", cairn_errmsg());
     cairn_env_log(ms->env, CAIRN_LOG_INFO,
                   "An error was raised while a session was being created. This may be due to a preemption "
@@ -865,7 +869,7 @@ static cairn_status recoverable_create(cairn_monitored_session *ms, int *recover
    go on. Errors of the close other than preemption propagate (TF's
    _WrappedSession.close swallows only those). */
 static cairn_status recover_after(cairn_monitored_session *ms, int *recoveries, cairn_status cause) {
-  char why[512];
+  char why[CAIRN__ERRMSG_LEN];
   snprintf(why, sizeof why, "%s", cairn_errmsg());
   cairn_env_log(ms->env, CAIRN_LOG_INFO,
                 "An error was raised. This may be due to a preemption in a connected worker or parameter "
@@ -1006,7 +1010,7 @@ int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
 static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn_status why) {
   if (ms->closed) return cairn__fail(CAIRN_E_STATE, "Session is already closed.");
   cairn_status st = CAIRN_OK;
-  char msg[512] = "";
+  char msg[CAIRN__ERRMSG_LEN] = "";
   (void)signal_stop(ms); /* reported even when the caller never asked should_stop */
   if (ms->hooked_only) {
     /* _HookedSession.close: no end(). */
@@ -1050,7 +1054,7 @@ cairn_status cairn_monitored_session_exit(cairn_monitored_session *ms, cairn_sta
      function) end the with-block cleanly: end() runs, nothing propagates. */
   if (body_status == CAIRN_OK || body_status == CAIRN_E_OUT_OF_RANGE || body_status == CAIRN_E_STOP)
     return ms_ret(ms, close_internal(ms, 1, CAIRN_OK));
-  char why[512];
+  char why[CAIRN__ERRMSG_LEN];
   snprintf(why, sizeof why, "%s", cairn_errmsg());
   if (!ms->closed) (void)close_internal(ms, 0, body_status);
   return ms_ret(ms, cairn__fail(body_status, "%s", why));
@@ -1127,7 +1131,7 @@ static cairn_status ms_alloc(const cairn__monitored_config *cfg, cairn_monitored
 }
 
 static cairn_status free_and_fail(cairn_monitored_session *ms, cairn_status st) {
-  char msg[512];
+  char msg[CAIRN__ERRMSG_LEN];
   snprintf(msg, sizeof msg, "%s", cairn_errmsg());
   cairn_monitored_session_free(ms);
   return cairn__fail(st, "%s", msg);

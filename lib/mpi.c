@@ -39,7 +39,7 @@ struct cairn_mpi {
   int thread_level;
   int we_initialized;  /* MPI_Init_thread was ours: finalize at free */
   int broken;          /* a collective failed or timed out */
-  char broken_why[512];
+  char broken_why[CAIRN__ERRMSG_LEN]; /* whole: what failed and MPI's own text */
   size_t fusion_bytes;
   double timeout;      /* < 0: none */
   float *fusion;       /* fusion buffer (fusion_cap floats) */
@@ -60,7 +60,7 @@ static cairn_status mpi_fail(cairn_mpi *c, int rc, const char *what) {
   if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", rc);
   if (c) {
     c->broken = 1;
-    snprintf(c->broken_why, sizeof c->broken_why, "%.200s failed: %.250s", what, text);
+    snprintf(c->broken_why, sizeof c->broken_why, "%s failed: %s", what, text);
   }
   return cairn__fail(CAIRN_E_UNAVAILABLE, "mpi: %s failed on rank %d: %s", what, c ? c->rank : -1, text);
 }
@@ -185,7 +185,7 @@ static cairn_status wait_req(cairn_mpi *c, MPI_Request *rq, const char *what) {
     double waited = now() - t0; /* a vDSO call: cheap next to MPI_Test */
     if (c->timeout >= 0 && waited > c->timeout) {
       c->broken = 1;
-      snprintf(c->broken_why, sizeof c->broken_why, "timed out in %.200s after %.1f s", what, waited);
+      snprintf(c->broken_why, sizeof c->broken_why, "timed out in %s after %.1f s", what, waited);
       /* The request cannot be cancelled (collectives are not cancellable);
          it is abandoned, and the job must be aborted. */
       char who[700];

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *cairn__strdup(const char *s) {
@@ -38,6 +39,38 @@ char *cairn__path_join(const char *dir, const char *name) {
   if (slash) p[dl] = '/';
   memcpy(p + dl + (size_t)slash, name, nl + 1);
   return p;
+}
+
+cairn_status cairn__make_dirs(const char *fn, const char *dir) {
+  struct stat sb;
+  if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return CAIRN_OK; /* the common case: one stat */
+  char *p = cairn__strdup(dir);
+  if (!p) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  size_t n = strlen(p);
+  while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+  /* Every prefix ending before a '/' (and the whole path), shortest first:
+     mkdir -p. Mode 0777, less the umask, as mkdir(1) and TF's MakeDirs. */
+  cairn_status st = CAIRN_OK;
+  for (size_t i = 1; i <= n && !st; i++) {
+    if (i < n && p[i] != '/') continue;
+    char saved = p[i];
+    p[i] = '\0';
+    if (mkdir(p, 0777) != 0) {
+      int e = errno;
+      /* An existing component may fail with EEXIST, or with EACCES / EROFS
+         where we could not create it anyway: what counts is what is there
+         (a directory made meanwhile by another process is fine too). */
+      if (stat(p, &sb) == 0) e = S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+      if (e)
+        st = cairn__fail(e == ENOSPC || e == EDQUOT ? CAIRN_E_NOSPC : CAIRN_E_IO,
+                         "%s: cannot create directory '%s'%s%s%s: %s", fn, p, i < n ? " (for '" : "",
+                         i < n ? dir : "", i < n ? "')" : "",
+                         e == ENOTDIR ? "it exists and is not a directory" : strerror(e));
+    }
+    p[i] = saved;
+  }
+  free(p);
+  return st;
 }
 
 int cairn__fsync_dir(const char *dir) {

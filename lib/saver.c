@@ -56,6 +56,9 @@ struct cairn_saver {
 
   meta_item *meta;
   size_t n_meta;
+
+  int replace_same_step; /* TF's overwrite of "<prefix>-<step>" (option) */
+  int last_unchanged;    /* the last save found its file already holding the same contents */
 };
 
 static double wall_clock(void *ctx) {
@@ -166,6 +169,7 @@ static cairn_status saver_make(const char *fn, const char *const *names, cairn_v
   s->clock = o.clock ? o.clock : wall_clock;
   s->clock_ctx = o.clock ? o.clock_ctx : NULL;
   s->next_keep_time = now(s) + s->keep_secs;
+  s->replace_same_step = o.replace_same_step;
   *out = s;
   return CAIRN_OK;
 oom:
@@ -257,6 +261,8 @@ void cairn_saver_free(cairn_saver *s) {
 size_t cairn_saver_count(const cairn_saver *s) { return s ? s->n : 0; }
 const char *cairn_saver_name_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->names[i] : NULL; }
 cairn_var *cairn_saver_var_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->vars[i] : NULL; }
+
+int cairn_saver_last_save_unchanged(const cairn_saver *s) { return s ? s->last_unchanged : 0; }
 
 size_t cairn_saver_last_checkpoints_count(const cairn_saver *s) { return s ? s->n_last : 0; }
 const char *cairn_saver_last_checkpoint_at(const cairn_saver *s, size_t i) {
@@ -419,10 +425,148 @@ static void delete_recovered(const char *path, const char *file, const char *dir
 
 /* "save '<path>': " + the current detail, keeping the status. */
 static cairn_status wrap(cairn_status st, const char *path, const char *what) {
-  char inner[512];
+  char inner[CAIRN__ERRMSG_LEN]; /* the whole detail: cairn__fail cuts the result visibly */
   snprintf(inner, sizeof inner, "%s", cairn_errmsg());
   if (!what[0] && strstr(inner, path)) return cairn__fail(st, "save: %s", inner); /* already names the file */
   return cairn__fail(st, "save '%s': %s%s", path, what, inner);
+}
+
+/* How many differing variables the same-step refusal names before "and K
+ * more". */
+#define SAME_STEP_NAMES 8
+
+/* 1 when the metadata item with key `key` of checkpoint c equals what a
+ * save of s at `step` writes under that key; 0 otherwise. */
+static int meta_same(const cairn_saver *s, const cairn_ckpt *c, const char *key, cairn_meta_type type,
+                     int64_t step) {
+  if (strcmp(key, "train.global_step") == 0) {
+    int64_t v;
+    return type == CAIRN_META_I64 && cairn_ckpt_meta_i64(c, key, &v) == CAIRN_OK && v == step;
+  }
+  for (size_t i = 0; i < s->n_meta; i++) {
+    const meta_item *m = &s->meta[i];
+    if (strcmp(m->key, key) != 0) continue;
+    if (m->type != type) return 0;
+    switch (type) {
+    case CAIRN_META_I64: {
+      int64_t v;
+      return cairn_ckpt_meta_i64(c, key, &v) == CAIRN_OK && v == m->i;
+    }
+    case CAIRN_META_F64: {
+      double v;
+      return cairn_ckpt_meta_f64(c, key, &v) == CAIRN_OK && memcmp(&v, &m->f, sizeof v) == 0;
+    }
+    case CAIRN_META_STR: {
+      const char *v;
+      return cairn_ckpt_meta_str(c, key, &v) == CAIRN_OK && strcmp(v, m->bytes) == 0;
+    }
+    default: {
+      const void *v;
+      size_t len;
+      return cairn_ckpt_meta_bytes(c, key, &v, &len) == CAIRN_OK && len == m->len &&
+             (len == 0 || memcmp(v, m->bytes, len) == 0);
+    }
+    }
+  }
+  return 0;
+}
+
+/* The save of step `step` would go to `file`, where a file already is.
+ * TF's Saver replaces it. When that file is a committed checkpoint holding
+ * other values, replacing it loses a checkpoint that was reported saved —
+ * the restart trap: restore model.ckpt-100, let local_init_op load
+ * pretrained weights over it, and the save right after session creation
+ * overwrote the fine-tuned model.ckpt-100 in place. So: identical contents
+ * (every tensor bit for bit, the same metadata; ckpt.producer aside) →
+ * *unchanged = 1 and nothing is rewritten; other contents → CAIRN_E_EXISTS,
+ * nothing is written. A file that does not open as a checkpoint, fails
+ * cairn_ckpt_verify or was marked corrupt (cairn_checkpoint_mark_corrupt)
+ * is not a good checkpoint: it is replaced as before (*unchanged = 0,
+ * CAIRN_OK). */
+static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *file, int64_t step, int *unchanged) {
+  *unchanged = 0;
+  if (cairn_checkpoint_is_marked_corrupt(file)) return CAIRN_OK; /* found damaged by a restore */
+  cairn_ckpt *c = NULL;
+  if (cairn_ckpt_open(file, NULL, &c) != CAIRN_OK) return CAIRN_OK;
+  char names[1024] = "";
+  size_t differ = 0, n_ckpt = cairn_ckpt_count(c);
+  int broken = 0;
+  cairn_status st = CAIRN_OK;
+  for (size_t i = 0; i < s->n && !broken && !st; i++) {
+    const cairn_tensor *t = cairn_var_tensor(s->vars[i]);
+    size_t bytes = cairn_tensor_nbytes(t);
+    cairn_ckpt_entry e;
+    int same = cairn_ckpt_find(c, s->names[i], &e) == CAIRN_OK && e.dtype == t->dtype && e.rank == t->rank &&
+               e.raw_bytes == bytes;
+    for (int d = 0; same && d < t->rank; d++) same = e.shape[d] == t->shape[d];
+    /* The index's CRC of the stored bytes settles most differences without
+       reading; equal CRCs are confirmed bit for bit. */
+    if (same) same = e.raw_crc32c == cairn_crc32c(0, t->data, bytes);
+    if (same && bytes) {
+      cairn_tensor *old = NULL;
+      if ((st = cairn_tensor_new(t->dtype, t->rank, t->shape, &old)) != CAIRN_OK) break;
+      if (cairn_ckpt_read(c, s->names[i], old) != CAIRN_OK) broken = 1;
+      else same = memcmp(old->data, t->data, bytes) == 0;
+      cairn_tensor_free(old);
+    }
+    if (!same && !broken && differ++ < SAME_STEP_NAMES) {
+      size_t used = strlen(names);
+      snprintf(names + used, sizeof names - used, "%s'%.200s'", differ > 1 ? ", " : "", s->names[i]);
+    }
+  }
+  /* Checkpoint names the save set does not have, and the metadata. */
+  size_t extra = n_ckpt > s->n ? n_ckpt - s->n : 0;
+  size_t meta_diff = 0, n_keys = 0;
+  const char *first_key = NULL;
+  for (size_t i = 0; i < cairn_ckpt_meta_count(c) && !st; i++) {
+    const char *key;
+    cairn_meta_type type;
+    if (cairn_ckpt_meta_at(c, i, &key, &type) != CAIRN_OK || strncmp(key, "ckpt.", 5) == 0) continue;
+    n_keys++;
+    if (!meta_same(s, c, key, type, step) && meta_diff++ == 0) first_key = key;
+  }
+  /* A key the save would add that the file lacks (train.global_step is
+     always written at a step, so it is counted above). */
+  for (size_t k = 0; k < s->n_meta && !meta_diff && n_keys != s->n_meta + 1; k++) {
+    int found = 0;
+    for (size_t i = 0; i < cairn_ckpt_meta_count(c) && !found; i++) {
+      const char *key;
+      cairn_meta_type type;
+      found = cairn_ckpt_meta_at(c, i, &key, &type) == CAIRN_OK && strcmp(key, s->meta[k].key) == 0;
+    }
+    if (!found) {
+      meta_diff = 1;
+      first_key = s->meta[k].key;
+    }
+  }
+  if (n_keys != s->n_meta + 1 && meta_diff == 0) meta_diff = 1;
+  /* Before refusing, make sure the old file is sound: a damaged one (a bad
+     checksum anywhere) holds nothing worth keeping. */
+  if (!st && !broken && (differ || extra || meta_diff) && cairn_ckpt_verify(c) != CAIRN_OK) broken = 1;
+  if (!st && !broken) {
+    if (!differ && !extra && !meta_diff) {
+      *unchanged = 1;
+    } else {
+      char what[1400], more[48] = "";
+      if (differ > SAME_STEP_NAMES) snprintf(more, sizeof more, " and %zu more", differ - SAME_STEP_NAMES);
+      if (differ)
+        snprintf(what, sizeof what, "%zu of %zu variables differ: %s%s", differ, s->n, names, more);
+      else if (extra)
+        snprintf(what, sizeof what, "it has %zu tensor%s the save set does not", extra, extra == 1 ? "" : "s");
+      else if (first_key)
+        snprintf(what, sizeof what, "metadata '%.300s' differs", first_key);
+      else
+        snprintf(what, sizeof what, "its metadata lacks keys this save writes");
+      st = cairn__fail(CAIRN_E_EXISTS,
+                       "%s '%s': a checkpoint of step %lld is already there with other contents (%s); refusing "
+                       "to replace it, so that no checkpoint reported saved is lost. Save under a new step or "
+                       "prefix, remove the file, or set cairn_saver_options.replace_same_step = 1 (TF's "
+                       "overwrite)",
+                       fn, file, (long long)step, what);
+    }
+  }
+  cairn_ckpt_close(c);
+  return st;
 }
 
 /* Lists the uninitialized variables of the save set into msg. */
@@ -447,6 +591,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   static const char fn[] = "saver_save";
   if (path && len) path[0] = '\0';
   if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
+  s->last_unchanged = 0;
   if (!prefix) return cairn__fail(CAIRN_E_NULL, "%s: prefix is NULL", fn);
   if (!prefix[0]) return cairn__fail(CAIRN_E_INVALID, "%s: prefix is empty", fn);
   if (path && len == 0) return cairn__fail(CAIRN_E_LIMIT, "%s: path buffer has 0 bytes", fn);
@@ -480,7 +625,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   }
   if (s->n == 0) goto done; /* allow_empty: TF returns None, writes nothing */
 
-  char names[400];
+  char names[CAIRN__ERRMSG_LEN - 256]; /* + the file name and the words around the list */
   size_t nu = uninitialized(s, names, sizeof names);
   if (nu) {
     st = cairn__fail(CAIRN_E_UNINITIALIZED, "%s '%s': %zu variable%s not initialized: %s", fn, file, nu,
@@ -495,11 +640,18 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   struct stat sb;
   int se = stat(dir, &sb) != 0 ? errno : 0;
   if (se || !S_ISDIR(sb.st_mode)) {
-    st = cairn__fail(CAIRN_E_NOT_FOUND, "%s: parent directory '%s' of '%s' %s, can't save", fn, dir, file,
-                     se == ENOENT ? "doesn't exist" : se ? strerror(se) : "is not a directory");
+    st = cairn__fail(CAIRN_E_NOT_FOUND,
+                     "%s: parent directory '%s' of '%s' %s, can't save (the Saver does not create directories, "
+                     "as TF's; CheckpointSaverHook and MonitoredTrainingSession create their checkpoint_dir)",
+                     fn, dir, file, se == ENOENT ? "doesn't exist" : se ? strerror(se) : "is not a directory");
     goto done;
   }
   int existed = stat(file, &sb) == 0;
+  int unchanged = 0;
+  if (existed && global_step >= 0 && !s->replace_same_step &&
+      (st = same_step_check(s, fn, file, global_step, &unchanged)))
+    goto done;
+  if (unchanged) goto record; /* the file already holds exactly this: keep it */
 
   /* 1. the checkpoint file */
   if ((st = cairn_ckpt_writer_open(file, &s->wopts, &w))) {
@@ -539,6 +691,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   }
 
   /* 2. the rotation list: drop an old entry of the same path, append */
+record:;
   double t = now(s);
   nl = malloc((s->n_last + 1) * sizeof *nl);
   evicted = malloc((s->n_last + 1) * sizeof *evicted);
@@ -563,7 +716,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
     for (size_t i = first; i < n_nl; i++) all[n_all++] = nl[i].path;
   st = cairn_checkpoint_state_write(dir, file, all, n_all, s->wopts.no_fsync);
   if (st) {
-    char inner[400];
+    char inner[CAIRN__ERRMSG_LEN];
     snprintf(inner, sizeof inner, "%s", cairn_errmsg());
     if (!existed) unlink(file);
     st = cairn__fail(st, "save '%s': the checkpoint was written but the state file could not be (%s); %s", file,
@@ -599,6 +752,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
     for (size_t i = 0; i < n_nl; i++) free(nl[i].path);
   }
   if (path) memcpy(path, file, strlen(file) + 1);
+  s->last_unchanged = unchanged;
 
 done:
   free(nl);

@@ -19,7 +19,8 @@
 /* ==== error buffers ================================================================ */
 
 cairn_status cairn__errbuf_vfail(char *buf, cairn_status st, const char *fmt, va_list ap) {
-  vsnprintf(buf, CAIRN__ERRBUF, fmt, ap);
+  int n = vsnprintf(buf, CAIRN__ERRBUF, fmt, ap);
+  if (n >= CAIRN__ERRBUF) memcpy(buf + CAIRN__ERRBUF - 4, "...", 4); /* cut: say so */
   return cairn__fail(st, "%s", buf);
 }
 

@@ -10,7 +10,8 @@
 #include "cairn/session.h"
 
 /* Size of the whole-message buffers kept on handles (sessions, session
- * managers, monitored sessions); cairn_errmsg() keeps the first 4095 bytes. */
+ * managers); cairn_errmsg() keeps the first 4095 bytes. A longer message
+ * is cut visibly: it ends with "...". */
 #define CAIRN__ERRBUF 16384
 
 /* Formats the message into buf (CAIRN__ERRBUF bytes), copies it into the

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
@@ -28,6 +29,7 @@ struct cairn_session_manager {
   cairn_ready_op *ready_for_local_init_op;
   double recovery_wait_secs;
   unsigned session_flags;
+  int require_checkpoint;
   const cairn_env *env;
   cairn_names *names; /* scratch list for ready ops */
   cairn_restore_report *report;
@@ -71,6 +73,7 @@ cairn_status cairn_session_manager_new(cairn_registry *r, const cairn_session_ma
   sm->ready_for_local_init_op = cairn_ready_op_ref(o.ready_for_local_init_op);
   sm->recovery_wait_secs = o.recovery_wait_secs;
   sm->session_flags = o.session_flags;
+  sm->require_checkpoint = o.require_checkpoint;
   sm->env = o.env;
   *out = sm;
   return CAIRN_OK;
@@ -150,6 +153,33 @@ static cairn_status sm_keep(cairn_session_manager *sm, cairn_status st) {
   return cairn__errbuf_keep(sm->errmsg, st, NULL);
 }
 
+/* Nothing was restored from checkpoint_dir (no state file there, after
+ * any waiting). TF goes on silently with fresh variables, so an evaluator
+ * pointed at a wrong or empty directory reports the accuracy of random
+ * weights; cairn says so in one INFO line, or fails when the options
+ * require a checkpoint. `next` says what happens instead. */
+static cairn_status no_checkpoint(cairn_session_manager *sm, const cairn_prepare_options *o, const char *fn,
+                                  const char *next) {
+  if (!o->checkpoint_dir) return CAIRN_OK;
+  struct stat sb;
+  int exists = stat(o->checkpoint_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+  char waited[96] = "";
+  if (o->wait_for_checkpoint)
+    snprintf(waited, sizeof waited, ", after waiting up to max_wait_secs %g s", o->max_wait_secs);
+  const char *why = !o->saver ? "no saver to restore with"
+                  : exists    ? "the directory has no state file 'checkpoint'"
+                              : "the directory does not exist";
+  if (sm->require_checkpoint)
+    return sm_fail(sm, CAIRN_E_NOT_FOUND,
+                   "%s: require_checkpoint is set and there is no checkpoint in '%s' (%s%s); refusing to start from "
+                   "freshly initialized variables",
+                   fn, o->checkpoint_dir, why, waited);
+  if (o->saver)
+    cairn_env_log(sm->env, CAIRN_LOG_INFO, "no checkpoint in '%s': %s (%s%s)", o->checkpoint_dir, next, why,
+                  waited);
+  return CAIRN_OK;
+}
+
 /* ---- readiness primitives (TF's _ready, _try_run_local_init_op) ---------------------- */
 
 /* TF's _ready: *ready and, when not ready, msg ("Variables not initialized:
@@ -175,6 +205,64 @@ static cairn_status check_ready(cairn_session_manager *sm, cairn_session *s, con
   size_t total = cairn_names_join(sm->names, ", ", msg + used, MSG_CAP - used);
   if (used + total + 1 > MSG_CAP) memcpy(msg + MSG_CAP - 4, "...", 4); /* cut: say so */
   return CAIRN_OK;
+}
+
+static cairn_status try_local_init(cairn_session_manager *sm, cairn_session *s, int *ok);
+
+/* How many changed variables the local_init_op warning names before "and
+ * K more". */
+#define WATCH_NAMES 8
+
+/* try_local_init after a restore, watched. TF runs local_init_op after
+ * every restore, so a local_init_op that loads pretrained weights into
+ * GLOBAL variables (a common fine-tuning recipe) replaces the values just
+ * restored on every restart, and the checkpoint saved next holds the
+ * pretrained values again: the fine-tuned state is lost without a word.
+ * cairn fingerprints (CRC32C) every variable the restore wrote before and
+ * after local_init_op and warns, naming them and the remedy. */
+static cairn_status local_init_watched(cairn_session_manager *sm, const cairn_prepare_options *o, cairn_session *s,
+                                       int restored, int *ok) {
+  if (!restored || !sm->local_init_op || !o->saver) return try_local_init(sm, s, ok);
+  /* What the restore wrote: the report's list with the `restore` option,
+     else the whole save set (a strict restore writes all of it). */
+  const cairn_restore_report *rep = o->restore ? sm->report : NULL;
+  size_t n = rep ? cairn_restore_report_count(rep, CAIRN_RESTORE_RESTORED) : cairn_saver_count(o->saver);
+  cairn_var **vars = n ? malloc(n * sizeof *vars) : NULL;
+  uint32_t *crc = n ? malloc(n * sizeof *crc) : NULL;
+  if (n && (!vars || !crc)) {
+    free(vars);
+    free(crc);
+    return sm_fail(sm, CAIRN_E_NOMEM, "prepare_session: cannot fingerprint %zu restored variables", n);
+  }
+  for (size_t i = 0; i < n; i++) {
+    vars[i] = rep ? cairn_restore_report_item(rep, CAIRN_RESTORE_RESTORED, i)->var : cairn_saver_var_at(o->saver, i);
+    const cairn_tensor *t = cairn_var_tensor(vars[i]);
+    crc[i] = cairn_crc32c(0, t->data, cairn_tensor_nbytes(t));
+  }
+  cairn_status st = try_local_init(sm, s, ok);
+  if (!st && *ok) {
+    char names[1024] = "";
+    size_t changed = 0;
+    for (size_t i = 0; i < n; i++) {
+      const cairn_tensor *t = cairn_var_tensor(vars[i]);
+      if (cairn_crc32c(0, t->data, cairn_tensor_nbytes(t)) == crc[i]) continue;
+      if (changed++ < WATCH_NAMES)
+        cairn__strbuf_append(names, sizeof names, "%s'%s'", changed > 1 ? ", " : "", cairn_var_name(vars[i]));
+    }
+    if (changed > WATCH_NAMES) cairn__strbuf_append(names, sizeof names, " and %zu more", changed - WATCH_NAMES);
+    if (changed)
+      cairn_env_log(sm->env, CAIRN_LOG_WARN,
+                    "local_init_op '%s' changed %zu of the %zu variables just restored from '%s': %s. "
+                    "local_init_op runs after every restore, so the restored (trained) values are gone from this "
+                    "session and the next checkpoint would hold the overwritten ones. To load pretrained weights "
+                    "only when checkpoint_dir has no checkpoint yet, use the scaffold's warm_start_path / "
+                    "warm_start options or its init_fn instead of local_init_op: they run only when nothing was "
+                    "restored",
+                    cairn_op_name(sm->local_init_op), changed, n, sm->restored_from, names);
+  }
+  free(vars);
+  free(crc);
+  return st;
 }
 
 /* TF's _try_run_local_init_op. */
@@ -450,7 +538,7 @@ static cairn_status prepare(cairn_session_manager *sm, const cairn_prepare_optio
     }
   }
   int ok;
-  st = try_local_init(sm, s, &ok);
+  st = local_init_watched(sm, o, s, restored, &ok);
   if (st) return st;
   char hint[1400];
   if (!ok) {
@@ -482,6 +570,7 @@ cairn_status cairn_session_manager_prepare_session(cairn_session_manager *sm, co
   cairn_session *s = NULL;
   int restored = 0;
   cairn_status st = restore_checkpoint(sm, opts, &s, &restored);
+  if (!st && !restored) st = no_checkpoint(sm, opts, "prepare_session", "initializing");
   if (!st) st = prepare(sm, opts, s, restored);
   if (st) {
     cairn_session_free(s);
@@ -504,8 +593,10 @@ cairn_status cairn_session_manager_recover_session(cairn_session_manager *sm, co
   cairn_session *s = NULL;
   int restored = 0, ok = 0, ready = 0;
   cairn_status st = restore_checkpoint(sm, opts, &s, &restored);
+  if (!st && !restored)
+    st = no_checkpoint(sm, opts, "recover_session", "the session is returned uninitialized");
   /* Always try local_init_op, even when nothing was restored. */
-  if (!st) st = try_local_init(sm, s, &ok);
+  if (!st) st = local_init_watched(sm, opts, s, restored, &ok);
   if (!st && restored) {
     if (!ok) {
       cairn_env_log(sm->env, CAIRN_LOG_INFO, "Restoring model from %s did not make model ready for local init: %s",

@@ -1606,3 +1606,22 @@ Test(nan_tensor_hook, nan_error_ends_a_monitored_session_without_end) {
   cairn_hook_free(hooks[1]);
   graph_free(&g);
 }
+
+/* TF's hook creates checkpoint_dir (MakeDirs); so does cairn's, with every
+ * missing component, also below a basename with a directory part. */
+Test(checkpoint_saver_hook, creates_missing_directories) {
+  char dir[600], file[700];
+  snprintf(dir, sizeof dir, "%s/x/y", g_dir);
+  cairn_checkpoint_saver_hook_options o = ckpt_opts();
+  o.checkpoint_dir = dir;
+  o.checkpoint_basename = "sub/model.ckpt";
+  o.save_steps = 1;
+  ckpt_fixture f;
+  ckpt_fixture_new(&f, &o, 1);
+  OK(cairn__hook_after_create_session(f.hook, f.g.raw, NULL));
+  snprintf(file, sizeof file, "%s/sub/model.ckpt-0", dir);
+  struct stat sb;
+  cr_assert_eq(stat(file, &sb), 0, "'%s' was written", file);
+  cr_assert(S_ISREG(sb.st_mode));
+  ckpt_fixture_free(&f);
+}

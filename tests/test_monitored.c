@@ -3276,3 +3276,411 @@ Test(end_to_end, train_kill_restart_continue_and_evaluate) {
   e2e_free(&em3);
   for (int i = 0; i < snaps.n; i++) free(snaps.values[i]);
 }
+
+/* ==== A new user's traps ============================================================== */
+
+/* A model of `n` f32 variables of shape (dim) with long names, all filled
+ * with `value`, plus the global step. */
+static cairn_registry *long_named_model(int n, int64_t dim, float value, cairn_var **vars) {
+  cairn_registry *r;
+  OK(cairn_registry_new(3, &r));
+  cairn_var *gs;
+  OK(cairn_registry_global_step(r, &gs));
+  for (int i = 0; i < n; i++) {
+    char name[128];
+    snprintf(name, sizeof name, "encoder/block_%02d/self_attention/query_projection/kernel", i);
+    int64_t shape[1] = {dim};
+    OK(cairn_var_create(r, name, CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(value), CAIRN_COLL_MODEL, &vars[i]));
+  }
+  return r;
+}
+
+/* A restore that fails on 24 mismatched variables: the message names every
+ * one of them (some 2.5 KB) and reaches the caller of
+ * MonitoredTrainingSession whole, not cut at 511 bytes. */
+Test(monitored_training_session, long_restore_error_arrives_whole) {
+  enum { N = 24 };
+  cairn_var *vars[N];
+  cairn_registry *r = long_named_model(N, 2, 1.0f, vars);
+  for (int i = 0; i < N; i++) OK(cairn_var_initialize(vars[i]));
+  cairn_var *gs;
+  OK(cairn_registry_find(r, "global_step", &gs));
+  OK(cairn_var_initialize(gs));
+  cairn_saver *sv;
+  OK(cairn_saver_new(r, NULL, &sv));
+  OK(cairn_saver_save(sv, P("model.ckpt"), 0, NULL, 0));
+  cairn_saver_free(sv);
+  cairn_registry_free(r);
+
+  /* The next version of the program has wider layers. */
+  r = long_named_model(N, 3, 1.0f, vars);
+  cairn_monitored_training_session_options o = cairn_monitored_training_session_options_default();
+  o.registry = r;
+  o.checkpoint_dir = g_dir;
+  o.env = &ENV;
+  cairn_monitored_session *ms = NULL;
+  cr_assert_eq(cairn_monitored_training_session_new(&o, &ms), CAIRN_E_SHAPE, "%s", cairn_errmsg());
+  const char *msg = cairn_errmsg();
+  size_t len = strlen(msg);
+  cr_assert_gt(len, 1500, "message of %zu bytes: '%s'", len, msg);
+  cr_assert_lt(len, 4095, "fits the documented 4095 bytes");
+  HAS(msg, "24 of 25 variables cannot be restored");
+  for (int i = 0; i < N; i++) {
+    char needle[160];
+    snprintf(needle, sizeof needle, "'%s': checkpoint has shape (2), variable has (3)", cairn_var_name(vars[i]));
+    HAS(msg, needle);
+  }
+  cr_assert(len < 3 || strcmp(msg + len - 3, "..."), "not cut: '%s'", msg + (len > 80 ? len - 80 : 0));
+  cairn_registry_free(r);
+}
+
+/* A message longer than the documented 4095 bytes is cut visibly. */
+Test(coordinated_session, overlong_coordinator_message_is_cut_visibly) {
+  cairn_coordinator *c;
+  OK(cairn__coordinator_new(&c));
+  static char big[6000];
+  memset(big, 'x', sizeof big - 1);
+  cairn_coordinator_request_stop(c, CAIRN_E_INVALID, "%s", big);
+  const char *msg;
+  cr_assert_eq(cairn_coordinator_error(c, &msg), CAIRN_E_INVALID);
+  cr_assert_eq(strlen(msg), 4095);
+  cr_assert_str_eq(msg + 4092, "...");
+  cr_assert_eq(cairn__coordinator_join(c), CAIRN_E_INVALID);
+  cr_assert_eq(strlen(cairn_errmsg()), 4095);
+  cr_assert_str_eq(cairn_errmsg() + 4092, "...");
+  cairn__coordinator_free(c);
+}
+
+/* TF's hooks create checkpoint_dir (MakeDirs): a first run into a new,
+ * nested directory works. */
+Test(monitored_training_session, creates_a_nested_checkpoint_dir) {
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.checkpoint_dir = P("runs/a/b/c");
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_eq(run_step(ms, &g), 1);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  char path[700];
+  OK(cairn_latest_checkpoint(P("runs/a/b/c"), path, sizeof path));
+  HAS(path, "runs/a/b/c/model.ckpt-1");
+  struct stat sb;
+  cr_assert_eq(stat(P("runs/a"), &sb), 0);
+  cr_assert(S_ISDIR(sb.st_mode));
+  mode_t mask = umask(0);
+  umask(mask);
+  cr_assert_eq(sb.st_mode & 0777, 0777 & ~mask, "mode %o: 0777 less the umask %o", sb.st_mode & 0777, mask);
+  graph_free(&g);
+}
+
+/* A checkpoint_dir under a regular file: the error names the component
+ * that cannot be created and why. */
+Test(monitored_training_session, checkpoint_dir_under_a_file_is_a_clear_error) {
+  graph g;
+  graph_new(&g);
+  FILE *f = fopen(P("plain"), "w");
+  cr_assert_not_null(f);
+  fputs("not a directory\n", f);
+  fclose(f);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.checkpoint_dir = P("plain/run1");
+  cairn_monitored_session *ms = NULL;
+  cr_assert_eq(cairn_monitored_training_session_new(&o, &ms), CAIRN_E_IO, "%s", cairn_errmsg());
+  HAS(cairn_errmsg(), "CheckpointSaverHook: cannot create directory '");
+  HAS(cairn_errmsg(), "/plain' (for '");
+  HAS(cairn_errmsg(), "/plain/run1'): it exists and is not a directory");
+  cr_assert_null(ms);
+  graph_free(&g);
+}
+
+/* No checkpoint in checkpoint_dir: one INFO line says so and whether the
+ * directory exists (TF starts from fresh variables silently). */
+Test(monitored_training_session, no_checkpoint_is_logged) {
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.checkpoint_dir = P("new");
+  cairn_monitored_session *ms = mts_new(&o);
+  char want[700];
+  snprintf(want, sizeof want, "no checkpoint in '%s': initializing (the directory does not exist)", P("new"));
+  cr_assert(logged(want), "log: %s", F.log);
+  cr_assert_eq(run_gstep(ms), 0);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  graph_free(&g);
+
+  mkdir(P("empty"), 0777);
+  graph_new(&g);
+  o = mts_opts(&g);
+  o.checkpoint_dir = P("empty");
+  o.save_checkpoint_secs = 0; /* no CheckpointSaverHook: the directory stays empty */
+  ms = mts_new(&o);
+  snprintf(want, sizeof want, "no checkpoint in '%s': initializing (the directory has no state file 'checkpoint')",
+           P("empty"));
+  cr_assert(logged(want), "log: %s", F.log);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  graph_free(&g);
+
+  /* Restored: no such line. */
+  F.log[0] = '\0';
+  graph_new(&g);
+  o = mts_opts(&g);
+  o.checkpoint_dir = P("new");
+  ms = mts_new(&o);
+  cr_assert_not(logged("no checkpoint in"), "log: %s", F.log);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  graph_free(&g);
+}
+
+/* require_checkpoint (an evaluator): no checkpoint is an error naming the
+ * directory and whether it exists; nothing is created. */
+Test(monitored_training_session, require_checkpoint_refuses_a_fresh_model) {
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.checkpoint_dir = P("missing");
+  o.sm.require_checkpoint = 1;
+  cairn_monitored_session *ms = NULL;
+  cr_assert_eq(cairn_monitored_training_session_new(&o, &ms), CAIRN_E_NOT_FOUND, "%s", cairn_errmsg());
+  char want[700];
+  snprintf(want, sizeof want,
+           "prepare_session: require_checkpoint is set and there is no checkpoint in '%s' (the directory does not "
+           "exist); refusing to start from freshly initialized variables",
+           P("missing"));
+  cr_assert_str_eq(cairn_errmsg(), want);
+  struct stat sb;
+  cr_assert_neq(stat(P("missing"), &sb), 0, "the evaluator created nothing");
+  graph_free(&g);
+
+  /* An existing, empty directory. */
+  graph_new(&g);
+  o = mts_opts(&g);
+  o.sm.require_checkpoint = 1;
+  cr_assert_eq(cairn_monitored_training_session_new(&o, &ms), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "(the directory has no state file 'checkpoint')");
+  HAS(cairn_errmsg(), g_dir);
+  cr_assert_eq(count_files(g_dir), 0);
+  graph_free(&g);
+
+  /* Train once; then the evaluator (SingularMonitoredSession) restores. */
+  graph_new(&g);
+  o = mts_opts(&g);
+  ms = mts_new(&o);
+  run_step(ms, &g);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  graph_free(&g);
+  graph_new(&g);
+  cairn_singular_monitored_session_options so = cairn_singular_monitored_session_options_default();
+  so.registry = g.r;
+  so.checkpoint_dir = g_dir;
+  so.env = &ENV;
+  so.sm.require_checkpoint = 1;
+  OK(cairn_singular_monitored_session_new(&so, &ms));
+  cr_assert_eq(run_gstep(ms), 1);
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  so.checkpoint_dir = P("typo");
+  cr_assert_eq(cairn_singular_monitored_session_new(&so, &ms), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "typo' (the directory does not exist)");
+  graph_free(&g);
+}
+
+/* ---- the local_init_op restart trap ---- */
+
+/* A fine-tuning model: a pretrained hidden layer h1/kernel, a new head
+ * out/kernel, the global step; `train` adds 1 to both layers and bumps the
+ * step; `load_pretrained` restores h1/kernel from the pretrained file. */
+typedef struct ft_model {
+  cairn_registry *r;
+  cairn_var *gs, *h1, *out;
+  cairn_saver *pre;
+  const char *pretrained;
+  cairn_op *load_pretrained, *train;
+} ft_model;
+
+static cairn_status ft_load_fn(cairn_session *s, void *user) {
+  (void)s;
+  ft_model *m = user;
+  return cairn_saver_restore(m->pre, m->pretrained, NULL);
+}
+
+static cairn_status ft_train_fn(cairn_session *s, void *user) {
+  (void)s;
+  ft_model *m = user;
+  float *h = cairn_var_tensor(m->h1)->data, *o = cairn_var_tensor(m->out)->data;
+  for (int i = 0; i < 4; i++) {
+    h[i] += 1;
+    o[i] += 1;
+  }
+  ++*(int64_t *)cairn_var_tensor(m->gs)->data;
+  return CAIRN_OK;
+}
+
+static void ft_new(ft_model *m, const char *pretrained, uint64_t seed) {
+  memset(m, 0, sizeof *m);
+  m->pretrained = pretrained;
+  OK(cairn_registry_new(seed, &m->r));
+  OK(cairn_registry_global_step(m->r, &m->gs));
+  int64_t shape[1] = {4};
+  OK(cairn_var_create(m->r, "h1/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_normal(0, 1), CAIRN_COLL_MODEL,
+                      &m->h1));
+  OK(cairn_var_create(m->r, "out/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_MODEL,
+                      &m->out));
+  OK(cairn_saver_new_list(&m->h1, 1, NULL, &m->pre));
+  OK(cairn_op_new("load_pretrained", ft_load_fn, m, NULL, &m->load_pretrained));
+  OK(cairn_op_new("train", ft_train_fn, m, NULL, &m->train));
+}
+
+static void ft_free(ft_model *m) {
+  cairn_op_free(m->load_pretrained);
+  cairn_op_free(m->train);
+  cairn_saver_free(m->pre);
+  cairn_registry_free(m->r);
+}
+
+static void ft_step(cairn_monitored_session *ms, ft_model *m) {
+  const cairn_op *ops[1] = {m->train};
+  cairn_run_args a;
+  memset(&a, 0, sizeof a);
+  a.ops = ops;
+  a.n_ops = 1;
+  OK(cairn_monitored_session_run(ms, &a));
+}
+
+/* MonitoredTrainingSession options of the fine-tuning run (checkpoints
+ * every 100 steps into dir). */
+static cairn_monitored_training_session_options ft_opts(ft_model *m, cairn_scaffold *sc, const char *dir) {
+  cairn_monitored_training_session_options o = cairn_monitored_training_session_options_default();
+  o.registry = m->r;
+  o.scaffold = sc;
+  o.checkpoint_dir = dir;
+  o.save_checkpoint_steps = 100;
+  o.save_summaries_steps = 0;
+  o.log_step_count_steps = 0;
+  o.env = &ENV;
+  return o;
+}
+
+/* Element 0 of tensor `name` in checkpoint file `path` (every element is
+ * checked to be equal). */
+static float ckpt_value(const char *path, const char *name) {
+  cairn_ckpt *c;
+  OK(cairn_ckpt_open(path, NULL, &c));
+  int64_t shape[1] = {4};
+  cairn_tensor *t;
+  OK(cairn_tensor_new(CAIRN_DTYPE_F32, 1, shape, &t));
+  OK(cairn_ckpt_read(c, name, t));
+  const float *d = t->data;
+  for (int i = 1; i < 4; i++) cr_assert_eq(d[i], d[0], "%s[%d] of %s", name, i, path);
+  float v = d[0];
+  cairn_tensor_free(t);
+  cairn_ckpt_close(c);
+  return v;
+}
+
+/* Fine-tune with a local_init_op that loads the pretrained hidden layer,
+ * stop at step 100, start again. TF restores model.ckpt-100, local_init_op
+ * loads the pretrained layer over it, and the save right after session
+ * creation replaces model.ckpt-100 in place: the fine-tuned state is gone.
+ * cairn warns that local_init_op changed restored variables, and refuses
+ * to replace the checkpoint of step 100 with other contents. The remedy
+ * (warm start) then restarts cleanly and rewrites nothing. */
+Test(end_to_end, local_init_op_restart_keeps_the_fine_tuned_checkpoint) {
+  /* The pretrained model: h1/kernel = 7. */
+  {
+    cairn_registry *r;
+    OK(cairn_registry_new(5, &r));
+    int64_t shape[1] = {4};
+    cairn_var *h;
+    OK(cairn_var_create(r, "h1/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(7), CAIRN_COLL_MODEL, &h));
+    OK(cairn_var_initialize(h));
+    cairn_saver *sv;
+    OK(cairn_saver_new(r, NULL, &sv));
+    OK(cairn_saver_save(sv, P("pretrained.ckpt"), -1, NULL, 0));
+    cairn_saver_free(sv);
+    cairn_registry_free(r);
+  }
+  char pre[700], ckpt100[700];
+  snprintf(pre, sizeof pre, "%s", P("pretrained.ckpt"));
+  snprintf(ckpt100, sizeof ckpt100, "%s", P("train/model.ckpt-100"));
+
+  /* ---- first run: fine-tunes 100 steps ---- */
+  ft_model m;
+  ft_new(&m, pre, 1);
+  cairn_scaffold_options so;
+  memset(&so, 0, sizeof so);
+  cairn_scaffold *sc;
+  so.local_init_op = m.load_pretrained;
+  OK(cairn_scaffold_new(m.r, &so, &sc));
+  cairn_monitored_training_session_options o = ft_opts(&m, sc, P("train"));
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_eq(((float *)cairn_var_tensor(m.h1)->data)[0], 7.0f, "the pretrained layer is loaded");
+  for (int i = 0; i < 100; i++) ft_step(ms, &m);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  cairn_scaffold_free(sc);
+  ft_free(&m);
+  cr_assert_eq(ckpt_value(ckpt100, "h1/kernel"), 107.0f);
+  cr_assert_eq(ckpt_value(ckpt100, "out/kernel"), 100.0f);
+  cr_assert_not(logged("local_init_op 'load_pretrained' changed"), "nothing was restored in the first run");
+
+  /* ---- second run, same program: the trap ---- */
+  F.log[0] = '\0';
+  ft_new(&m, pre, 2);
+  so.local_init_op = m.load_pretrained;
+  OK(cairn_scaffold_new(m.r, &so, &sc));
+  o = ft_opts(&m, sc, P("train"));
+  ms = NULL;
+  cairn_status st = cairn_monitored_training_session_new(&o, &ms);
+  cr_assert_eq(st, CAIRN_E_EXISTS, "%d: %s", st, cairn_errmsg());
+  cr_assert_null(ms);
+  char want[1400];
+  snprintf(want, sizeof want,
+           "local_init_op 'load_pretrained' changed 1 of the 3 variables just restored from '%s': 'h1/kernel'. "
+           "local_init_op runs after every restore",
+           ckpt100);
+  cr_assert(logged(want), "log: %s", F.log);
+  HAS(F.log, "use the scaffold's warm_start_path / warm_start options or its init_fn instead of local_init_op");
+  snprintf(want, sizeof want,
+           "CheckpointSaverHook after session creation: saver_save '%s': a checkpoint of step 100 is already there "
+           "with other contents (1 of 3 variables differ: 'h1/kernel'); refusing to replace it",
+           ckpt100);
+  HAS(cairn_errmsg(), want);
+  cairn_scaffold_free(sc);
+  ft_free(&m);
+  cr_assert_eq(ckpt_value(ckpt100, "h1/kernel"), 107.0f, "the fine-tuned values are still on disk");
+  cr_assert_eq(ckpt_value(ckpt100, "out/kernel"), 100.0f);
+  cr_assert_str_eq(strrchr(ckpt100, '/') + 1, "model.ckpt-100");
+
+  /* ---- the remedy: the pretrained layer as a warm start ---- */
+  F.log[0] = '\0';
+  ft_new(&m, pre, 3);
+  const char *only_h1[1] = {"h1/kernel"};
+  cairn_restore_options ws;
+  memset(&ws, 0, sizeof ws);
+  ws.include = only_h1;
+  ws.n_include = 1;
+  cairn_scaffold_options so2;
+  memset(&so2, 0, sizeof so2);
+  so2.warm_start_path = pre;
+  so2.warm_start = &ws;
+  OK(cairn_scaffold_new(m.r, &so2, &sc));
+  o = ft_opts(&m, sc, P("train"));
+  ms = mts_new(&o);
+  cr_assert_eq(((float *)cairn_var_tensor(m.h1)->data)[0], 107.0f, "restored, not warm-started");
+  cr_assert_not(logged("changed 1 of the 3 variables"), "log: %s", F.log);
+  snprintf(want, sizeof want, "%s already holds exactly these values: not rewritten.", ckpt100);
+  cr_assert(logged(want), "log: %s", F.log);
+  ft_step(ms, &m);
+  cr_assert_eq(((float *)cairn_var_tensor(m.h1)->data)[0], 108.0f);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  cairn_scaffold_free(sc);
+  ft_free(&m);
+  cr_assert_eq(ckpt_value(ckpt100, "h1/kernel"), 107.0f);
+  cr_assert_eq(ckpt_value(P("train/model.ckpt-101"), "h1/kernel"), 108.0f);
+}

@@ -2066,4 +2066,137 @@ Test(dir_lock, removes_leftover_temporary_files_of_the_writer) {
   cairn_checkpoint_lock_removed(l, &files, NULL);
   cr_assert_eq(files, 1);
   cairn_checkpoint_lock_free(l);
+/* The restart trap's last step: the save right after a restore at step S
+ * must never replace the committed "<prefix>-S" with other contents. The
+ * same contents are kept (not rewritten); other contents are refused and
+ * the file keeps what was saved first. */
+Test(saver, same_step_never_replaces_a_committed_checkpoint_silently) {
+  cairn_registry *r = new_registry();
+  cairn_var *a = vec(r, "hidden/kernel", 4, 1, 10);
+  cairn_var *b = vec(r, "head/kernel", 4, 1, 20);
+  cairn_saver_options o = fast(5);
+  cairn_saver *s = saver_of(r, &o);
+  char path[600];
+  save(s, P("model.ckpt"), 100, path);
+  cr_assert_str_eq(path, P("model.ckpt-100"));
+  cr_assert_eq(cairn_saver_last_save_unchanged(s), 0);
+  struct stat before, after;
+  cr_assert_eq(stat(path, &before), 0);
+
+  /* The same values again: nothing rewritten, the state file as after a save. */
+  unlink(P("checkpoint"));
+  save(s, P("model.ckpt"), 100, path);
+  cr_assert_eq(cairn_saver_last_save_unchanged(s), 1);
+  cr_assert_eq(stat(path, &after), 0);
+  cr_assert_eq(after.st_ino, before.st_ino, "the file was not replaced");
+  assert_state("model_checkpoint_path: \"model.ckpt-100\"\nall_model_checkpoint_paths: \"model.ckpt-100\"\n");
+  cr_assert_eq(cairn_saver_last_checkpoints_count(s), 1);
+
+  /* Other values at the same step (local_init_op loaded pretrained weights
+     over the restored ones): refused, the file keeps the first values. */
+  cairn_tensor_f32(cairn_var_tensor(a))[2] = -1;
+  cr_assert_eq(cairn_saver_save(s, P("model.ckpt"), 100, path, sizeof path), CAIRN_E_EXISTS);
+  char want[900];
+  snprintf(want, sizeof want,
+           "saver_save '%s': a checkpoint of step 100 is already there with other contents (1 of 2 variables "
+           "differ: 'hidden/kernel'); refusing to replace it",
+           P("model.ckpt-100"));
+  ASSERT_MSG_HAS(want);
+  ASSERT_MSG_HAS("replace_same_step = 1");
+  cr_assert_eq(cairn_saver_last_save_unchanged(s), 0);
+  cr_assert_eq(stat(P("model.ckpt-100"), &after), 0);
+  cr_assert_eq(after.st_ino, before.st_ino);
+  cairn_registry *r2 = new_registry();
+  cairn_var *a2 = vec(r2, "hidden/kernel", 4, 0, 0);
+  cairn_var *b2 = vec(r2, "head/kernel", 4, 0, 0);
+  cairn_saver *s2 = saver_of(r2, &o);
+  ASSERT_OK(cairn_saver_restore(s2, P("model.ckpt-100"), NULL));
+  cr_assert_eq(val(a2, 2), 12.0f, "the first values are on disk");
+  cr_assert_eq(val(b2, 0), 20.0f);
+
+  /* Same tensors, other metadata: refused too (nothing saved is lost). */
+  cairn_tensor_f32(cairn_var_tensor(a))[2] = 12;
+  ASSERT_OK(cairn_saver_set_user_f64(s, "accuracy", 0.9));
+  cr_assert_eq(cairn_saver_save(s, P("model.ckpt"), 100, path, sizeof path), CAIRN_E_EXISTS);
+  ASSERT_MSG_HAS("metadata 'user.accuracy' differs");
+  cairn_saver_clear_meta(s);
+  save(s, P("model.ckpt"), 100, path);
+  cr_assert_eq(cairn_saver_last_save_unchanged(s), 1);
+
+  /* A new step, a save without a step, and TF's overwrite on request. */
+  cairn_tensor_f32(cairn_var_tensor(b))[0] = 5;
+  save(s, P("model.ckpt"), 101, path);
+  save(s, P("plain"), -1, path);
+  cairn_tensor_f32(cairn_var_tensor(b))[0] = 6;
+  save(s, P("plain"), -1, path);
+  cairn_saver_options tf = fast(5);
+  tf.replace_same_step = 1;
+  cairn_saver *s3 = saver_of(r, &tf);
+  save(s3, P("model.ckpt"), 100, path);
+  cr_assert_eq(cairn_saver_last_save_unchanged(s3), 0);
+  ASSERT_OK(cairn_saver_restore(s2, P("model.ckpt-100"), NULL));
+  cr_assert_eq(val(b2, 0), 6.0f, "replace_same_step overwrote it");
+
+  /* A file of that name that is no checkpoint is replaced as before. */
+  spit(P("model.ckpt-102"), "half a file");
+  save(s, P("model.ckpt"), 102, path);
+  ASSERT_OK(cairn_saver_restore(s2, P("model.ckpt-102"), NULL));
+  cr_assert_eq(val(b2, 0), 6.0f);
+  /* So is one a restore found damaged (marked corrupt). */
+  cairn_tensor_f32(cairn_var_tensor(b))[0] = 7;
+  ASSERT_OK(cairn_checkpoint_mark_corrupt(P("model.ckpt-102"), "test: damaged"));
+  save(s, P("model.ckpt"), 102, path);
+  ASSERT_OK(cairn_saver_restore(s2, P("model.ckpt-102"), NULL));
+  cr_assert_eq(val(b2, 0), 7.0f);
+  cairn_saver_free(s);
+  cairn_saver_free(s2);
+  cairn_saver_free(s3);
+  cairn_registry_free(r2);
+  cairn_registry_free(r);
+}
+
+/* The Saver itself creates no directory (TF); its message says who does. */
+Test(saver, missing_parent_directory_names_who_creates_it) {
+  cairn_registry *r = new_registry();
+  vec(r, "v", 1, 1, 1);
+  cairn_saver_options o = fast(5);
+  cairn_saver *s = saver_of(r, &o);
+  cr_assert_eq(cairn_saver_save(s, P("new/m"), 1, NULL, 0), CAIRN_E_NOT_FOUND);
+  ASSERT_MSG_HAS("doesn't exist, can't save");
+  ASSERT_MSG_HAS("CheckpointSaverHook and MonitoredTrainingSession create their checkpoint_dir");
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
+/* A checkpoint of the same step that opens but fails verification (a
+ * flipped bit in its tensor data) holds nothing worth keeping: replaced. */
+Test(saver, same_step_replaces_a_damaged_checkpoint) {
+  cairn_registry *r = new_registry();
+  cairn_var *a = vec(r, "big", 4096, 1, 0);
+  cairn_saver_options o = fast(5);
+  o.write.compress = CAIRN_CKPT_COMPRESS_NONE;
+  cairn_saver *s = saver_of(r, &o);
+  char path[600];
+  save(s, P("model.ckpt"), 3, path);
+  size_t n;
+  char *bytes = slurp(path, &n);
+  free(bytes);
+  FILE *f = fopen(path, "r+b");
+  cr_assert_not_null(f);
+  fseek(f, (long)(n / 2), SEEK_SET);
+  int ch = fgetc(f);
+  fseek(f, (long)(n / 2), SEEK_SET);
+  fputc(ch ^ 0x10, f);
+  fclose(f);
+  cairn_ckpt *c;
+  ASSERT_OK(cairn_ckpt_open(path, NULL, &c));
+  cr_assert_neq(cairn_ckpt_verify(c), CAIRN_OK, "the flip hit tensor data");
+  cairn_ckpt_close(c);
+  cairn_tensor_f32(cairn_var_tensor(a))[0] = 99;
+  save(s, P("model.ckpt"), 3, path);
+  ASSERT_OK(cairn_ckpt_open(path, NULL, &c));
+  ASSERT_OK(cairn_ckpt_verify(c));
+  cairn_ckpt_close(c);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
 }

@@ -2641,3 +2641,145 @@ Test(ops, env_defaults_and_injection) {
   cairn_env_sleep(&ENV, 2.5);
   cr_assert_float_eq(F.now, 1002.5, 1e-9);
 }
+
+/* ==== A new user's traps ================================================================ */
+
+/* No checkpoint in checkpoint_dir: prepare_session logs one INFO line and
+ * initializes; recover_session says so too; with require_checkpoint both
+ * fail, naming the directory and whether it exists. */
+Test(session_manager, no_checkpoint_is_logged_or_refused) {
+  cairn_registry *r = new_reg();
+  cairn_var *v = mkvar(r, "v", 3, CAIRN_COLL_GLOBAL);
+  cairn_op *init = op_init_coll(r, "init", CAIRN_COLL_GLOBAL);
+  cairn_saver *sv = mk_saver(r);
+  cairn_session_manager *sm = mk_sm(r, NULL, NULL, NULL, 0);
+  cairn_prepare_options po = popts(init, sv, P("none"));
+  cairn_session *s;
+  OK(cairn_session_manager_prepare_session(sm, &po, &s));
+  cr_assert_eq(val(v), 3.0f);
+  char want[700];
+  snprintf(want, sizeof want, "no checkpoint in '%s': initializing (the directory does not exist)", P("none"));
+  cr_assert(logged(want), "log: %s", F.log);
+  cairn_session_free(s);
+  int initialized = 1;
+  po = popts(NULL, sv, g_dir);
+  OK(cairn_session_manager_recover_session(sm, &po, &s, &initialized));
+  cr_assert_eq(initialized, 0);
+  snprintf(want, sizeof want,
+           "no checkpoint in '%s': the session is returned uninitialized (the directory has no state file "
+           "'checkpoint')",
+           g_dir);
+  cr_assert(logged(want), "log: %s", F.log);
+  cairn_session_free(s);
+  cairn_session_manager_free(sm);
+
+  /* require_checkpoint */
+  cairn_session_manager_options o = cairn_session_manager_options_default();
+  o.env = &ENV;
+  o.require_checkpoint = 1;
+  OK(cairn_session_manager_new(r, &o, &sm));
+  po = popts(init, sv, P("none"));
+  po.wait_for_checkpoint = 1;
+  po.max_wait_secs = 60;
+  cr_assert_eq(cairn_session_manager_prepare_session(sm, &po, &s), CAIRN_E_NOT_FOUND);
+  cr_assert_null(s);
+  snprintf(want, sizeof want,
+           "prepare_session: require_checkpoint is set and there is no checkpoint in '%s' (the directory does not "
+           "exist, after waiting up to max_wait_secs 60 s); refusing to start from freshly initialized variables",
+           P("none"));
+  cr_assert_str_eq(cairn_errmsg(), want);
+  cr_assert_str_eq(cairn_session_manager_errmsg(sm), want);
+  cr_assert_eq(F.sleeps, 2, "waited first (recovery_wait_secs 30, budget 60)");
+  po = popts(NULL, sv, g_dir);
+  cr_assert_eq(cairn_session_manager_recover_session(sm, &po, &s, &initialized), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "recover_session: require_checkpoint is set and there is no checkpoint in '");
+  HAS(cairn_errmsg(), "(the directory has no state file 'checkpoint')");
+  /* With a checkpoint it restores as usual. */
+  setval(v, 8);
+  save_ckpt(sv, g_dir, 4);
+  setval(v, 0);
+  po = popts(init, sv, g_dir);
+  OK(cairn_session_manager_prepare_session(sm, &po, &s));
+  cr_assert_eq(val(v), 8.0f);
+  cairn_session_free(s);
+  cairn_session_manager_free(sm);
+  cairn_op_free(init);
+  cairn_saver_free(sv);
+  cairn_registry_free(r);
+}
+
+/* local_init_op writing over variables just restored: a WARNING names
+ * them (only those the restore wrote: with the `restore` option, the
+ * report's restored list) and the remedy; without a restore, or when
+ * local_init_op leaves them alone, nothing is said. */
+Test(partial_restore, local_init_op_overwriting_restored_variables_warns) {
+  cairn_registry *r = new_reg();
+  cairn_var *a = mkvar(r, "a", 1, CAIRN_COLL_GLOBAL);
+  cairn_var *b = mkvar(r, "b", 2, CAIRN_COLL_GLOBAL);
+  cairn_var *vars[12];
+  for (int i = 0; i < 10; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "w%d", i);
+    vars[i] = mkvar(r, name, (float)i, CAIRN_COLL_GLOBAL);
+  }
+  /* local_init_op: a = 1 and every w_i = i ("load the pretrained weights") */
+  cairn_op *parts[11];
+  parts[0] = op_init1("a/Assign", a);
+  for (int i = 0; i < 10; i++) parts[i + 1] = op_init1("w/Assign", vars[i]);
+  cairn_op *local;
+  OK(cairn_op_new_group("load_pretrained", parts, 11, &local));
+  cairn_scaffold_options so;
+  memset(&so, 0, sizeof so);
+  so.local_init_op = local;
+  cairn_scaffold *sc;
+  OK(cairn_scaffold_new(r, &so, &sc));
+  cairn_session *s;
+  cairn_session_manager *sm;
+  OK(chief_create(sc, g_dir, NULL, &s, &sm));
+  cr_assert_not(logged("local_init_op"), "nothing restored, nothing to say: %s", F.log);
+  setval(a, 50);
+  for (int i = 0; i < 10; i++) setval(vars[i], 100.0f + (float)i);
+  save_ckpt(cairn_scaffold_saver(sc), g_dir, 7);
+  cairn_session_free(s);
+  cairn_prepare_options po = cairn_prepare_options_from_scaffold(sc, g_dir, NULL);
+  OK(cairn_session_manager_prepare_session(sm, &po, &s));
+  cr_assert_eq(val(a), 1.0f, "TF's semantics are kept: local_init_op runs after the restore");
+  char want[900];
+  snprintf(want, sizeof want,
+           "local_init_op 'load_pretrained' changed 11 of the 12 variables just restored from '%s': 'a', 'w0', "
+           "'w1', 'w2', 'w3', 'w4', 'w5', 'w6' and 3 more. local_init_op runs after every restore",
+           P("model.ckpt-7"));
+  cr_assert(logged(want), "log: %s", F.log);
+  cr_assert_not(logged("'b'"));
+  cr_assert_eq(val(b), 2.0f);
+  cairn_session_free(s);
+
+  /* recover_session watches too. */
+  F.log[0] = '\0';
+  int initialized;
+  OK(cairn_session_manager_recover_session(sm, &po, &s, &initialized));
+  cr_assert_eq(initialized, 1);
+  cr_assert(logged("local_init_op 'load_pretrained' changed 11 of the 12 variables"), "log: %s", F.log);
+  cairn_session_free(s);
+  cairn_session_manager_free(sm);
+  cairn_scaffold_free(sc);
+
+  /* The `restore` option restoring only b: local_init_op's variables were
+     not restored, b is untouched: no warning. */
+  F.log[0] = '\0';
+  const char *only_b[1] = {"b"};
+  cairn_restore_options ro;
+  memset(&ro, 0, sizeof ro);
+  ro.include = only_b;
+  ro.n_include = 1;
+  so.restore = &ro;
+  OK(cairn_scaffold_new(r, &so, &sc));
+  OK(chief_create(sc, g_dir, NULL, &s, NULL));
+  cr_assert(logged("1 variables restored"), "log: %s", F.log);
+  cr_assert_not(logged("local_init_op 'load_pretrained' changed"), "log: %s", F.log);
+  cairn_session_free(s);
+  cairn_scaffold_free(sc);
+  for (int i = 0; i < 11; i++) cairn_op_free(parts[i]);
+  cairn_op_free(local);
+  cairn_registry_free(r);
+}

@@ -334,7 +334,10 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_singular_monitored_session_new(
  * the holder's pid, host and the lock file. A non-chief, an evaluator
  * (SingularMonitoredSession) and the tools only read, and take no lock.
  * Taking the lock removes the temporary files killed saves left there,
- * with one INFO log line. */
+ * with one INFO log line.
+ * checkpoint_dir need not exist: CheckpointSaverHook creates it. With no
+ * checkpoint in it the chief logs "no checkpoint in 'DIR': initializing
+ * (...)"; sm.require_checkpoint = 1 makes that an error (an evaluator). */
 #define CAIRN_USE_DEFAULT (-1)
 
 typedef struct cairn_monitored_training_session_options {
@@ -414,6 +417,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_exit(cairn_monito
 /* The current raw session (NULL when closed): TF's raw_session() of
  * SingularMonitoredSession, available on every monitored session. */
 CAIRN_API cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms);
+/* Detail of the last failed call on ms, whole up to 4095 bytes like
+ * cairn_errmsg() (a longer one is cut and ends with "..."). */
 CAIRN_API const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms);
 /* stop_on_signals: the signal (SIGTERM, SIGINT) that made should_stop()
  * true, or 0 if none did (or the option is off). Still valid after close,
@@ -488,7 +493,17 @@ typedef struct cairn_checkpoint_saver_hook_options {
  * Taking it removes the writer's leftover temporary files and logs INFO
  * "Removed 2 temporary files of unfinished saves (5.6 MB) from d." The
  * lock is released after end()'s save, by on_error(), or when the hook
- * is freed (a process killed by a signal releases it with its files). */
+ * is freed (a process killed by a signal releases it with its files).
+ *
+ * Before each save it creates the directory the files go to and
+ * every missing parent, as TF's hook does (mode 0777 less the umask);
+ * failing that, CAIRN_E_IO "CheckpointSaverHook: cannot create directory
+ * 'a/file' (for 'a/file/run'): it exists and is not a directory". A save
+ * that finds the checkpoint of its step already there with other contents
+ * fails with CAIRN_E_EXISTS (cairn_saver_save; after session creation the
+ * message says the restored variables were changed, e.g. by
+ * local_init_op); one with the same contents rewrites nothing and logs
+ * "<path> already holds exactly these values: not rewritten.". */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o,
                                                                     cairn_hook **out);
 

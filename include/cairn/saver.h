@@ -110,6 +110,9 @@ typedef struct cairn_saver_options {
                                            also skips the fsyncs of the state file */
   cairn_saver_clock_fn clock;           /* NULL: wall clock; tests inject one */
   void *clock_ctx;
+  int replace_same_step;                /* 1: a save of step S replaces an existing checkpoint
+                                           "<prefix>-S" whatever it holds (TF); default 0:
+                                           see cairn_saver_save */
 } cairn_saver_options;
 
 /* TF's defaults: max_to_keep 5, keep_checkpoint_every_n_hours 10000, empty
@@ -127,6 +130,7 @@ static inline cairn_saver_options cairn_saver_options_default(void) {
   o.write.no_fsync = 0;
   o.clock = NULL;
   o.clock_ctx = NULL;
+  o.replace_same_step = 0;
   return o;
 }
 
@@ -198,6 +202,23 @@ CAIRN_API void cairn_saver_clear_meta(cairn_saver *s);
  * not NULL (checked before anything is written). With an empty save set
  * (allow_empty) nothing is written and path is "".
  *
+ * A committed checkpoint is never replaced by other contents (cairn's
+ * deviation from TF, which overwrites): when global_step >= 0 and
+ * "<prefix>-<global_step>" already exists as a checkpoint that opens,
+ *  - holding exactly the save set's values (every tensor bit for bit) and
+ *    the metadata this save would write (ckpt.producer aside), it is kept
+ *    as it is, not rewritten; the rotation list and the state file are
+ *    updated as for a write, and cairn_saver_last_save_unchanged() says 1;
+ *  - holding anything else, nothing is written and the call fails with
+ *    CAIRN_E_EXISTS: "saver_save 'd/model.ckpt-100': a checkpoint of step
+ *    100 is already there with other contents (2 of 5 variables differ:
+ *    'h1/kernel', 'h1/bias'); refusing to replace it, ...".
+ * A file of that name that does not open as a checkpoint, fails
+ * cairn_ckpt_verify or was marked corrupt (cairn_checkpoint_mark_corrupt)
+ * is replaced as before; so is the file of a save without a step
+ * (global_step < 0). replace_same_step = 1 in the options
+ * restores TF's overwrite.
+ *
  * Every variable must be initialized (as TF, which cannot read an
  * uninitialized value). On any error the previous checkpoints and the
  * state file are untouched and no temporary file is left; if the state
@@ -206,13 +227,19 @@ CAIRN_API void cairn_saver_clear_meta(cairn_saver *s);
  * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (empty prefix; the file name would
  * be "checkpoint", the state file's), CAIRN_E_LIMIT (path buffer too
  * small), CAIRN_E_UNINITIALIZED (lists the variables), CAIRN_E_NOT_FOUND
- * (the parent directory does not exist), CAIRN_E_NOSPC / CAIRN_E_IO as
+ * (the parent directory does not exist: the Saver creates no directory,
+ * as TF's; CheckpointSaverHook does), CAIRN_E_EXISTS (a checkpoint of
+ * that step with other contents, above), CAIRN_E_NOSPC / CAIRN_E_IO as
  * the checkpoint writer or the state file reports them (disk full, file
  * size limit, I/O error: the message names the file and errno's text;
  * ENOSPC and EDQUOT give CAIRN_E_NOSPC, EFBIG and EIO CAIRN_E_IO, for the
  * checkpoint and the state file alike), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step,
                                                      char *path, size_t len);
+
+/* 1 when the last cairn_saver_save on s succeeded without writing because
+ * its file already held exactly the same contents (see above); else 0. */
+CAIRN_API int cairn_saver_last_save_unchanged(const cairn_saver *s);
 
 /* The rotation list (TF's last_checkpoints): paths oldest first, as they
  * were saved or recovered. at() returns NULL when i is out of range; the

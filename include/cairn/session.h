@@ -55,9 +55,11 @@
  * cairn's detail after it, e.g.
  *   Init operations did not make model ready for local_init.  Init op: init,
  *   init fn: None, error: Variables not initialized: a, b
- * The text is in cairn_errmsg() (per thread, cut at 4095 bytes) and, whole
- * up to 4 KiB, on the handle: cairn_session_errmsg(),
- * cairn_session_manager_errmsg().
+ * The text is in cairn_errmsg() (per thread, up to 4095 bytes) and, whole
+ * up to 16383 bytes, on the handle: cairn_session_errmsg(),
+ * cairn_session_manager_errmsg(). Messages up to those sizes arrive whole
+ * through every layer (session manager, session creators, monitored
+ * sessions, hooks); a longer one is cut visibly: it ends with "...".
  *
  * ---- Time and logging -----------------------------------------------------------
  * Every waiting loop reads a cairn_env: an injectable clock, sleep and log
@@ -456,6 +458,10 @@ typedef struct cairn_session_manager_options {
   double recovery_wait_secs;               /* default 30; must be > 0 */
   unsigned session_flags;                  /* for every session created (CAIRN_SESSION_FRESH) */
   const cairn_env *env;                    /* NULL: real clock, stderr */
+  int require_checkpoint;                  /* 1: prepare_session / recover_session fail with
+                                              CAIRN_E_NOT_FOUND instead of starting from fresh
+                                              variables when checkpoint_dir holds no checkpoint
+                                              (an evaluator); default 0 (TF) */
 } cairn_session_manager_options;
 
 static inline cairn_session_manager_options cairn_session_manager_options_default(void) {
@@ -468,6 +474,7 @@ static inline cairn_session_manager_options cairn_session_manager_options_defaul
   o.recovery_wait_secs = 30.0;
   o.session_flags = 0;
   o.env = NULL;
+  o.require_checkpoint = 0;
   return o;
 }
 
@@ -482,7 +489,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new(cairn_registry 
                                                               const cairn_session_manager_options *opts,
                                                               cairn_session_manager **out);
 CAIRN_API void cairn_session_manager_free(cairn_session_manager *sm);
-/* Detail of the last failure of a call on sm, whole (up to 4 KiB). */
+/* Detail of the last failure of a call on sm, whole up to 16383 bytes
+ * (longer: cut, ending with "..."). */
 CAIRN_API const char *cairn_session_manager_errmsg(const cairn_session_manager *sm);
 /* The report of the last partial restore (options `restore` or
  * `warm_start`) done by sm, or NULL. Owned by sm, valid until its next
@@ -617,6 +625,19 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_manager_new_from_scaffold(
  * (CAIRN_E_NOT_FOUND "Key ... not found in checkpoint"), another shape or
  * dtype (CAIRN_E_SHAPE, CAIRN_E_DTYPE), and the other errors of
  * cairn_saver_restore (CAIRN_E_NOMEM...).
+ *
+ * No checkpoint in checkpoint_dir (TF is silent here): INFO "no checkpoint
+ * in 'DIR': initializing (the directory does not exist)" (or "(the
+ * directory has no state file 'checkpoint')"); with the manager's
+ * require_checkpoint, CAIRN_E_NOT_FOUND "prepare_session:
+ * require_checkpoint is set and there is no checkpoint in 'DIR' (...);
+ * refusing to start from freshly initialized variables".
+ * After a restore, local_init_op runs as in TF; if it changed a variable
+ * the restore wrote (CRC32C before and after), a WARNING names them and
+ * the remedy ("local_init_op 'op' changed N of the M variables just
+ * restored from 'path': 'a', ... . local_init_op runs after every
+ * restore, ..."): load pretrained weights with warm_start_path or init_fn,
+ * which run only when nothing was restored (doc/checkpoints-and-restarts.md).
  *
  * On success *out is a new session (free it with cairn_session_free); on
  * error *out is NULL and the session made is freed.
