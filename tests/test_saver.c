@@ -2066,6 +2066,8 @@ Test(dir_lock, removes_leftover_temporary_files_of_the_writer) {
   cairn_checkpoint_lock_removed(l, &files, NULL);
   cr_assert_eq(files, 1);
   cairn_checkpoint_lock_free(l);
+}
+
 /* The restart trap's last step: the save right after a restore at step S
  * must never replace the committed "<prefix>-S" with other contents. The
  * same contents are kept (not rewritten); other contents are refused and
@@ -2199,4 +2201,21 @@ Test(saver, same_step_replaces_a_damaged_checkpoint) {
   cairn_ckpt_close(c);
   cairn_saver_free(s);
   cairn_registry_free(r);
+}
+
+/* The Saver's defaults come from the library (TF's values); the writer's
+ * part of them is the writer's own default. */
+Test(options, saver_and_restore_defaults) {
+  cairn_saver_options o = cairn_saver_options_default();
+  cr_assert_eq(o.max_to_keep, 5);
+  cr_assert_float_eq(o.keep_checkpoint_every_n_hours, 10000.0, 0);
+  cr_assert_eq(o.allow_empty, 0);
+  cr_assert_eq(o.replace_same_step, 0);
+  cr_assert_null(o.clock);
+  cr_assert_null(o.clock_ctx);
+  cairn_ckpt_write_options w = cairn_ckpt_write_options_default();
+  cr_assert(memcmp(&o.write, &w, sizeof w) == 0);
+  cairn_restore_options z, d = cairn_restore_options_default();
+  memset(&z, 0, sizeof z);
+  cr_assert(memcmp(&d, &z, sizeof z) == 0, "restore options: zero-filled is the default");
 }
