@@ -344,6 +344,12 @@ static void ckpt_on_error(void *self, cairn_status why) {
 static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, ckpt_before_run,
                                           ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
 
+cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(void) {
+  cairn_checkpoint_saver_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
 cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: out is NULL");
   *out = NULL;
@@ -614,6 +620,12 @@ static cairn_status logging_end(void *self, cairn_session *s) {
 static const cairn_hook_vtable logging_vt = {logging_name, logging_begin, NULL, logging_before_run,
                                              logging_after_run, logging_end, NULL, logging_destroy};
 
+cairn_logging_tensor_hook_options cairn_logging_tensor_hook_options_default(void) {
+  cairn_logging_tensor_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
 cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "logging_tensor_hook_new: out is NULL");
   *out = NULL;
@@ -795,6 +807,12 @@ static cairn_status summary_end(void *self, cairn_session *s) {
 
 static const cairn_hook_vtable summary_vt = {summary_name, summary_begin, NULL, summary_before_run,
                                              summary_after_run, summary_end, NULL, summary_destroy};
+
+cairn_summary_saver_hook_options cairn_summary_saver_hook_options_default(void) {
+  cairn_summary_saver_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
 
 cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "summary_saver_hook_new: out is NULL");
