@@ -742,7 +742,8 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
     int64_t h[CAIRN_MLP_MAX_LAYERS + 1];
     h[0] = f->n_hidden;
     memcpy(h + 1, f->hidden, sizeof f->hidden);
-    if ((st = fmnist_dist_broadcast(h, sizeof h)) != CAIRN_OK) return report_error("broadcasting the architecture", st, NULL);
+    if ((st = fmnist_dist_broadcast(h, sizeof h)) != CAIRN_OK)
+      return report_error("broadcasting the architecture", st, NULL);
     if (h[0] < 1 || h[0] > CAIRN_MLP_MAX_LAYERS - 1)
       return report_error("broadcasting the architecture", CAIRN_E_FORMAT, "bad layer count");
     f->n_hidden = (int)h[0];
