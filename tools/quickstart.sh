@@ -69,7 +69,8 @@ configure_as() { # configure flags...
   want=$(want_config "$@")
   [ -f Makefile ] && [ "$(cat .quickstart-config 2>/dev/null)" = "$want" ] && return 0
   if [ -f Makefile ]; then
-    echo "quickstart: $(pwd) was configured for something else; configuring it again ($(printf '%s' "$want" | tr '\n' ';'))"
+    one_line() { printf '%s\n' "$1" | paste -sd';' - | sed 's/;/; /g'; }
+    echo "quickstart: $(pwd) was configured for another setup ($(one_line "$(cat .quickstart-config 2>/dev/null || echo 'no record')")); cleaning it and configuring again ($(one_line "$want"))"
     make distclean >/dev/null 2>&1
   fi
   rm -f .quickstart-config
