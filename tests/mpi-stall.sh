@@ -21,21 +21,11 @@ case $TRAIN in /*) ;; *) TRAIN="$(pwd)/$TRAIN" ;; esac
 
 if ! command -v mpirun >/dev/null 2>&1; then
   echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
-  
-# 7: CAIRN_MPI_TIMEOUT=0: no deadline, the collectives just complete
-(cd "$T" && CAIRN_MPI_TIMEOUT=0 timeout 120 mpirun -np 2 --oversubscribe "$TRAIN" equiv 5 16) >"$T/out" 2>"$T/err"
-rc=$?
-check "CAIRN_MPI_TIMEOUT=0 turns the deadline off (2 ranks train 5 steps)" test "$rc" -eq 0
-exit 0
+  exit 0
 fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/mpi-stall-test.XXXXXX") || {
   echo "1..0 # SKIP cannot create a temporary directory"
-  
-# 7: CAIRN_MPI_TIMEOUT=0: no deadline, the collectives just complete
-(cd "$T" && CAIRN_MPI_TIMEOUT=0 timeout 120 mpirun -np 2 --oversubscribe "$TRAIN" equiv 5 16) >"$T/out" 2>"$T/err"
-rc=$?
-check "CAIRN_MPI_TIMEOUT=0 turns the deadline off (2 ranks train 5 steps)" test "$rc" -eq 0
-exit 0
+  exit 0
 }
 # kill_rank FILE: SIGKILL the rank whose pid FILE holds, if that pid is
 # still a cairn-fmnist (not a recycled pid): a rank left stopped by a
