@@ -1,7 +1,8 @@
 /* bench_ckpt: checkpoint I/O next to the plain system calls it is built on,
  * on the same machine and in the same run, interleaved round by round (the
- * order alternates every round) because the machine is shared. Prints JSON
- * with medians over the rounds and the per-round figures.
+ * order alternates every round) because the machine is shared. Prints one
+ * JSON object on one line (JSON Lines, as every bench output) with medians
+ * over the rounds and the per-round figures.
  *
  *   bench_ckpt [--dir D] [--rounds R] [--small] [--no-sparse] [--no-adam] [--threads T]
  *
@@ -290,8 +291,20 @@ static int op_skipped(int k, int sparse, int adam) {
   return (!sparse && (k == SS || k == SL)) || (!adam && (k == AW || k == AS || k == AR || k == AL));
 }
 
+/* s as a JSON string (quotes, backslashes and control bytes escaped). */
+static void json_str(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') printf("\\%c", c);
+    else if (c < 0x20) printf("\\u%04x", c);
+    else putchar(c);
+  }
+  putchar('"');
+}
+
 static void print_series(const char *name, const double *v, int n, const char *fmt) {
-  printf("    \"%s\": [", name);
+  printf("\"%s\": [", name);
   for (int r = 0; r < n; r++) {
     printf(r ? ", " : "");
     printf(fmt, v[r]);
@@ -415,20 +428,24 @@ int main(int argc, char **argv) {
     load_ratio[r] = t[R][r] / t[L][r];
   }
   char info[512];
-  printf("{\n  \"bench\": \"ckpt_io\",\n  \"context\": \"%s\",\n", cairn_runtime_info(info, sizeof info));
-  printf("  \"threads\": %d,\n  \"loadavg_1min_before_after\": [%.2f, %.2f],\n", cairn_get_num_threads(),
+  printf("{\"bench\": \"ckpt_io\", \"context\": ");
+  json_str(cairn_runtime_info(info, sizeof info));
+  printf(", \"threads\": %d, \"loadavg_1min_before_after\": [%.2f, %.2f], ", cairn_get_num_threads(),
          load_before, loadavg());
-  printf("  \"dir\": \"%s\",\n  \"fs\": \"%s\",\n", dir, fs_name(dir, fsbuf, sizeof fsbuf));
-  printf("  \"tensors\": %d,\n  \"dtype\": \"f32\",\n  \"mb\": %.2f,\n", s.n, mb);
-  printf("  \"ckpt_file_bytes\": %lld,\n  \"dense_ratio\": %.3f,\n", (long long)ckpt_bytes,
+  printf("\"dir\": ");
+  json_str(dir);
+  printf(", \"fs\": ");
+  json_str(fs_name(dir, fsbuf, sizeof fsbuf));
+  printf(", \"tensors\": %d, \"dtype\": \"f32\", \"mb\": %.2f, ", s.n, mb);
+  printf("\"ckpt_file_bytes\": %lld, \"dense_ratio\": %.3f, ", (long long)ckpt_bytes,
          ckpt_bytes > 0 ? (double)n / (double)ckpt_bytes : 0.0);
-  printf("  \"rounds\": %d,\n  \"unit\": \"MB/s (1e6 bytes of tensor data per second)\",\n", rounds);
+  printf("\"rounds\": %d, \"unit\": \"MB/s (1e6 bytes of tensor data per second)\", ", rounds);
   for (int k = 0; k < N_OPS; k++) {
     if (op_skipped(k, sparse, adam)) continue;
-    printf("  \"%s_mbps_median\": %.0f,\n", op_names[k], median(mbps[k], rounds));
+    printf("\"%s_mbps_median\": %.0f, ", op_names[k], median(mbps[k], rounds));
   }
   if (sparse)
-    printf("  \"sparse_zero_fraction\": 0.9,\n  \"sparse_file_bytes\": %lld,\n  \"sparse_ratio\": %.2f,\n",
+    printf("\"sparse_zero_fraction\": 0.9, \"sparse_file_bytes\": %lld, \"sparse_ratio\": %.2f, ",
            (long long)sparse_bytes, sparse_bytes > 0 ? (double)n / (double)sparse_bytes : 0.0);
   if (adam) {
     double as[MAX_ROUNDS], al[MAX_ROUNDS];
@@ -436,22 +453,22 @@ int main(int argc, char **argv) {
       as[r] = t[AW][r] / t[AS][r];
       al[r] = t[AR][r] / t[AL][r];
     }
-    printf("  \"adam_tensors\": %d,\n  \"adam_mb\": %.2f,\n  \"adam_file_bytes\": %lld,\n  \"adam_ratio\": %.3f,\n",
+    printf("\"adam_tensors\": %d, \"adam_mb\": %.2f, \"adam_file_bytes\": %lld, \"adam_ratio\": %.3f, ",
            sa.n, mba, (long long)adam_bytes, adam_bytes > 0 ? (double)na / (double)adam_bytes : 0.0);
-    printf("  \"adam_save_over_write_fsync_median\": %.3f,\n  \"adam_load_over_read_hot_median\": %.3f,\n",
+    printf("\"adam_save_over_write_fsync_median\": %.3f, \"adam_load_over_read_hot_median\": %.3f, ",
            median(as, rounds), median(al, rounds));
   }
-  printf("  \"save_over_write_fsync_median\": %.3f,\n", median(save_ratio, rounds));
-  printf("  \"load_over_read_hot_median\": %.3f,\n", median(load_ratio, rounds));
-  printf("  \"per_round_mbps\": {\n");
+  printf("\"save_over_write_fsync_median\": %.3f, ", median(save_ratio, rounds));
+  printf("\"load_over_read_hot_median\": %.3f, ", median(load_ratio, rounds));
+  printf("\"per_round_mbps\": {");
   int first = 1;
   for (int k = 0; k < N_OPS; k++) {
     if (op_skipped(k, sparse, adam)) continue;
-    printf(first ? "" : ",\n");
+    printf(first ? "" : ", ");
     first = 0;
     print_series(op_names[k], mbps[k], rounds, "%.0f");
   }
-  printf("\n  }\n}\n");
+  printf("}}\n");
 
   unlink(p_plain);
   unlink(p_ckpt);

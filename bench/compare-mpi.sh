@@ -50,7 +50,8 @@ for batch in $batches; do
     run 2 1 --no-allreduce
   done
 done
-cat "$out"
+# JSON Lines only: mpirun may add lines of its own.
+grep '^{' "$out"
 /usr/bin/python3 - "$out" <<'PY' >&2 || true
 import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]

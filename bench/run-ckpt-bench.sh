@@ -2,8 +2,8 @@
 # Checkpoint I/O, cairn vs PyTorch, on the same machine in the same run:
 # runs bench_ckpt and bench/torch_ckpt.py alternately (PASSES passes of
 # ROUNDS rounds each, the order swapped every pass), then prints one JSON
-# object with the medians over all rounds of both and the ratios cairn
-# sets targets for (bench/RESULTS.md, "Targets"):
+# object, on one line (JSON Lines), with the medians over all rounds of both
+# and the ratios cairn sets targets for (bench/RESULTS.md, "Targets"):
 #   cairn save+fsync / plain write+fsync   (per-round ratio, target >= 0.9)
 #   cairn verified load / torch.load       (ratio of medians, target >= 1.5)
 #
@@ -83,8 +83,9 @@ if t:
         m(cs, "cairn_load_verified") / m(ts, "torch_load_reuse"), 3)
     ratios["cairn_load_fresh_over_torch_load"] = round(m(cs, "cairn_load_fresh") / m(ts, "torch_load"), 3)
     targets["cairn_load_verified_over_torch_load >= 1.5"] = ratios["cairn_load_verified_over_torch_load"] >= 1.5
+# One line: compare-pytorch.sh appends it to its own JSON Lines.
 print(json.dumps({"bench": "ckpt_io_vs_torch", "cairn": c, "torch": t, "ratios": ratios,
-                  "targets_met": targets}, indent=2))
+                  "targets_met": targets}))
 # The table, on stderr: medians in MB/s, then the ratios.
 rows = [(k, v) for k, v in sorted(cs.items())] + ([(k, v) for k, v in sorted(ts.items())] if ts else [])
 print("\n-- checkpoint I/O, %.1f MB f32 (medians of %d rounds, MB/s)" % (c["mb"], c["rounds_total"]), file=sys.stderr)

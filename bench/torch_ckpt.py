@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch peer of bench/bench_ckpt: torch.save (+ flush + fsync) and torch.load
 of the same tensor set (MLP-like, 26.8 M float32 = 107.3 MB; --small divides
-the large dimensions by 16), median over rounds. Prints JSON.
+the large dimensions by 16), median over rounds. Prints one JSON object on one line.
 
     /usr/bin/python3 bench/torch_ckpt.py [--dir D] [--rounds R] [--small] [--threads T]
 
@@ -108,7 +108,7 @@ def main():
     for k, v in series.items():
         out[k + "_mbps_median"] = round(statistics.median(v))
     out["per_round_mbps"] = {k: [round(x) for x in v] for k, v in series.items()}
-    print(json.dumps(out, indent=2))
+    print(json.dumps(out))  # one line: JSON Lines, like every bench output
 
 
 if __name__ == "__main__":

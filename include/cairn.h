@@ -3,6 +3,7 @@
 #ifndef CAIRN_H
 #define CAIRN_H
 
+#include "cairn/build.h"
 #include "cairn/status.h"
 #include "cairn/runtime.h"
 #include "cairn/tensor.h"

@@ -127,6 +127,14 @@ int cairn_blas_coretype_fix(char **argv) {
   return -1;
 }
 
+int cairn_mpi_available(void) {
+#ifdef CAIRN_HAVE_MPI
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 char *cairn_runtime_info(char *buf, size_t len) {
   if (!buf || len == 0) return buf;
   const char *isa = cairn_isa_name();

@@ -108,13 +108,15 @@
 
 static char g_dir[256];
 
+/* Entries of dir but the chief's lock file (.cairn.lock, left in place
+   when the lock is released, as flock locks are): it holds no data. */
 static int count_files(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return -1;
   int n = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL)
-    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
+    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, ".cairn.lock")) n++;
   closedir(d);
   return n;
 }

@@ -76,12 +76,8 @@
 #include <unistd.h>
 
 #include <cairn.h>
-#ifdef HAVE_CONFIG_H
-#include "config.h"
-#endif
-#ifdef CAIRN_HAVE_MPI
-#include <cairn/mpi.h>
-#endif
+
+#include "fmnist_dist.h"
 
 #define PROG "cairn-fmnist"
 #define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
@@ -92,32 +88,9 @@ static const char *const FILES[4] = {"train-images-idx3-ubyte.gz", "train-labels
 
 /* ---- distribution (--distributed) ---------------------------------------------------------- */
 
-#ifdef CAIRN_HAVE_MPI
-static cairn_mpi *g_mpi; /* the job's context with --distributed, else NULL */
-#endif
+/* This process's place in the job (fmnist_dist.h): rank 0 of 1 without
+   --distributed. */
 static int g_rank = 0, g_size = 1;
-
-/* Rank 0's buf[0..n) on every rank; nothing without --distributed. */
-static cairn_status dist_broadcast(void *buf, size_t n) {
-#ifdef CAIRN_HAVE_MPI
-  if (g_mpi) return cairn_mpi_broadcast(g_mpi, buf, n, 0);
-#endif
-  (void)buf;
-  (void)n;
-  return CAIRN_OK;
-}
-
-/* This rank's rows [*begin, *end) of a global batch of `batch` rows. */
-static void shard_rows(int64_t batch, int64_t *begin, int64_t *end) {
-#ifdef CAIRN_HAVE_MPI
-  if (g_mpi) {
-    cairn_mpi_shard(g_rank, g_size, batch, begin, end);
-    return;
-  }
-#endif
-  *begin = 0;
-  *end = batch;
-}
 
 /* ---- errors and usage ------------------------------------------------------------------ */
 
@@ -309,14 +282,7 @@ static cairn_status train_op(cairn_session *s, void *user) {
   cairn_status st = cairn_mlp_train_step(m->mlp, x, y, &loss);
   if (st) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
   double l = loss;
-#ifdef CAIRN_HAVE_MPI
-  /* Equal shards: the mean of the ranks' losses is the global batch's. */
-  if (g_mpi) {
-    if ((st = cairn_mpi_allreduce_sum_f64(g_mpi, &l, 1)) != CAIRN_OK)
-      return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
-    l /= g_size;
-  }
-#endif
+  if ((st = fmnist_dist_mean_loss(&l)) != CAIRN_OK) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
   return cairn_session_output_f64(s, "loss", l);
 }
 
@@ -437,7 +403,7 @@ static cairn_status ds_after_create(void *self, cairn_session *s, cairn_coordina
   cairn_dataset_state pos;
   cairn_dataset_export(d->ds, &pos);
   uint64_t w[5] = {st == CAIRN_OK, pos.seed, (uint64_t)pos.size, (uint64_t)pos.epoch, (uint64_t)pos.position};
-  cairn_status bs = dist_broadcast(w, sizeof w);
+  cairn_status bs = fmnist_dist_broadcast(w, sizeof w);
   if (g_rank == 0 || st) return st ? st : bs;
   if (bs) return cairn_session_fail(s, bs, "DataPositionHook: %s", cairn_errmsg());
   if (!w[0])
@@ -601,12 +567,11 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     ret = report_error("hooks", st, NULL);
     goto out;
   }
-#ifdef CAIRN_HAVE_MPI
-  if (g_mpi && (st = cairn_mpi_broadcast_hook_new(g_mpi, 0, &hooks[n_hooks++])) != CAIRN_OK) {
+  if ((st = fmnist_dist_broadcast_hook_new(&hooks[n_hooks])) != CAIRN_OK) {
     ret = report_error("hooks", st, NULL);
     goto out;
   }
-#endif
+  if (hooks[n_hooks]) n_hooks++;
   if (chief && (st = cairn_progress_hook_new(&po, &hooks[n_hooks++])) != CAIRN_OK) {
     ret = report_error("hooks", st, NULL);
     goto out;
@@ -672,7 +637,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   }
   /* This rank's rows of each global batch (all of them on one process). */
   int64_t row0, row1;
-  shard_rows(f->batch, &row0, &row1);
+  fmnist_dist_shard(f->batch, &row0, &row1);
   cairn_tensor xs, ys;
   int64_t xsshape[2] = {row1 - row0, d->features}, ysshape[1] = {row1 - row0};
   if ((st = cairn_tensor_view(&xs, cairn_tensor_f32(xb) + row0 * d->features, CAIRN_DTYPE_F32, 2, xsshape)) !=
@@ -738,15 +703,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
            (long long)(step - start), secs);
   else if (chief && cairn_latest_checkpoint(f->dir, last, sizeof last) == CAIRN_OK)
     printf("done at step %lld: %s (%lld steps in %.1f s)\n", (long long)step, last, (long long)(step - start), secs);
-  if (chief && g_mpi) {
-    /* What data parallelism cost this run: the time in the gradients'
-       allreduce, waiting for the slower ranks included. */
-    cairn_mpi_stats ms_ = cairn_mpi_get_stats(g_mpi);
-    if (ms_.allreduce_calls > 0 && secs > 0)
-      printf("allreduce of gradients: %.2f ms per step, %.0f %% of the %.1f s, %.2f MB per step\n",
-             1e3 * ms_.allreduce_secs / (double)ms_.allreduce_calls, 100.0 * ms_.allreduce_secs / secs, secs,
-             (double)ms_.allreduce_bytes / (double)ms_.allreduce_calls / 1e6);
-  }
+  fmnist_dist_print_stats(secs);
   ret = sig ? 128 + sig : 0;
 out:
   cairn_monitored_session_free(ms);
@@ -823,7 +780,8 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
     int64_t h[CAIRN_MLP_MAX_LAYERS + 1];
     h[0] = f->n_hidden;
     memcpy(h + 1, f->hidden, sizeof f->hidden);
-    if ((st = dist_broadcast(h, sizeof h)) != CAIRN_OK) return report_error("broadcasting the architecture", st, NULL);
+    if ((st = fmnist_dist_broadcast(h, sizeof h)) != CAIRN_OK)
+      return report_error("broadcasting the architecture", st, NULL);
     if (h[0] < 1 || h[0] > CAIRN_MLP_MAX_LAYERS - 1)
       return report_error("broadcasting the architecture", CAIRN_E_FORMAT, "bad layer count");
     f->n_hidden = (int)h[0];
@@ -831,9 +789,7 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
   }
   if (data_load(&d, f->data_dir)) goto out;
   if (model_new(&m, d.features, f->hidden, f->n_hidden, f->seed)) goto out;
-#ifdef CAIRN_HAVE_MPI
-  if (g_mpi) cairn_mlp_set_grads_hook(m.mlp, cairn_mpi_grads_fn, g_mpi);
-#endif
+  fmnist_dist_average_grads(m.mlp);
 
   if (warm_start && !resuming) {
     rc.restore_file = NULL;
@@ -1064,40 +1020,35 @@ int main(int argc, char **argv) {
     return usage("warm-start needs --method init_fn, local_init_op or restore-option");
   if (distributed && !is_train)
     return usage("--distributed is for train only (eval and warm-start run in one process)");
-#ifndef CAIRN_HAVE_MPI
-  if (distributed) {
-    fprintf(stderr, PROG ": --distributed: this cairn was built without MPI (configure --with-mpi; Debian: "
-                         "apt-get install libopenmpi-dev openmpi-bin)\n");
+  if (distributed && !fmnist_dist_available()) {
+    fprintf(stderr, PROG ": --distributed: %s\n", fmnist_dist_missing());
     return 2;
   }
-#endif
   if (f.threads > 0) {
     cairn_status st = cairn_set_num_threads(f.threads);
     if (st) return report_error("--threads", st, NULL);
   }
   if (is_eval) return cmd_eval(&f);
-#ifdef CAIRN_HAVE_MPI
   if (distributed) {
-    cairn_status st = cairn_mpi_init(NULL, &argc, &argv, &g_mpi);
+    cairn_status st = fmnist_dist_init(&argc, &argv);
     if (st) return report_error("--distributed: MPI", st, NULL);
-    g_rank = cairn_mpi_rank(g_mpi);
-    g_size = cairn_mpi_size(g_mpi);
+    g_rank = fmnist_dist_rank();
+    g_size = fmnist_dist_size();
     if (f.batch % g_size != 0) {
       if (g_rank == 0)
         fprintf(stderr, PROG ": --distributed: --batch-size %lld is not a multiple of the %d ranks\n",
                 (long long)f.batch, g_size);
-      cairn_mpi_free(g_mpi);
+      fmnist_dist_free();
       return 2;
     }
     int ret = cmd_train_or_warm(&f, 0);
     if (ret != 0 && g_size > 1) {
       /* The other ranks may be inside a collective: end the whole job. */
       fprintf(stderr, PROG ": rank %d of %d failed: ending the job\n", g_rank, g_size);
-      cairn_mpi_abort(g_mpi, ret);
+      fmnist_dist_abort(ret);
     }
-    cairn_mpi_free(g_mpi);
+    fmnist_dist_free();
     return ret;
   }
-#endif
   return cmd_train_or_warm(&f, is_warm);
 }

@@ -1,5 +1,7 @@
 /* cairn-info: prints the version and the run-time configuration (kernel
- * ISA, OpenBLAS core and threading flavour, thread budget). */
+ * ISA, OpenBLAS core and threading flavour, thread budget), then one line
+ * "mpi: yes|no": whether the library has MPI (cairn_mpi_available), which
+ * scripts ask instead of reading the build's config.h. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,7 +11,8 @@ int main(int argc, char **argv) {
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: cairn-info [--version | --blas-coretype]\n"
            "Prints cairn's run-time configuration: kernel ISA (CAIRN_ISA=ref|avx2 forces one),\n"
-           "OpenBLAS core and threading, and the thread budget (CAIRN_NUM_THREADS, OMP_NUM_THREADS).\n"
+           "OpenBLAS core and threading, and the thread budget (CAIRN_NUM_THREADS, OMP_NUM_THREADS);\n"
+           "then \"mpi: yes\" or \"mpi: no\": whether this cairn has MPI (cairn-fmnist train --distributed).\n"
            "--blas-coretype prints the OPENBLAS_CORETYPE this CPU needs when OpenBLAS fell back to\n"
            "kernels without AVX2 (nothing when its choice is fine or OPENBLAS_CORETYPE is set).\n");
     return 0;
@@ -29,5 +32,6 @@ int main(int argc, char **argv) {
   }
   char buf[512];
   printf("%s\n", cairn_runtime_info(buf, sizeof buf));
+  printf("mpi: %s\n", cairn_mpi_available() ? "yes" : "no");
   return 0;
 }

@@ -7,7 +7,10 @@
 #   sh tools/quickstart.sh test   install what is missing, build, run every test:
 #                                 make check (each Criterion test under the default
 #                                 ISA and CAIRN_ISA=ref), a build with
-#                                 --disable-openmp and its make check, make install
+#                                 --disable-openmp and its make check, a build
+#                                 with --without-mpi (what the demo builds on a
+#                                 machine without Open MPI), its make check and
+#                                 the demo's steps on it in short, make install
 #                                 into a temporary prefix + a program built with
 #                                 pkg-config, make distcheck, and a short
 #                                 libFuzzer run of the checkpoint reader
@@ -15,6 +18,12 @@
 # The test mode ends with one line "N passed, N failed" and exits non-zero
 # if anything failed. Packages are installed with apt-get (as root, or via
 # sudo when not root).
+#
+# A build directory is reused only if it was configured with the same flags
+# and the same answer to "is Open MPI installed?" (the stamp file
+# .quickstart-config in it); otherwise it is cleaned and configured again,
+# so the demo (which installs no MPI) and the test mode (which does) can be
+# run one after the other in either order.
 set -u
 mode=${1:-demo}
 case $mode in demo | test) ;; *) echo "usage: sh tools/quickstart.sh demo|test" >&2; exit 2 ;; esac
@@ -43,11 +52,37 @@ fi
 
 [ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi || exit 1
 
+# What a build directory is configured for: its configure flags and
+# whether configure could find MPI (it builds with MPI when mpicc is there,
+# unless told --without-mpi). CC too, which the fuzzing build sets.
+want_config() { # configure flags...
+  mpi=no
+  case " $* " in
+  *" --without-mpi "*) mpi=off ;;
+  *) command -v mpicc >/dev/null 2>&1 && mpi=yes ;;
+  esac
+  printf 'flags: %s\nmpicc: %s\nCC: %s\n' "$*" "$mpi" "${CC:-}"
+}
+# Configures the current directory unless its stamp says it already is
+# configured as wanted; a directory configured otherwise is cleaned first.
+configure_as() { # configure flags...
+  want=$(want_config "$@")
+  [ -f Makefile ] && [ "$(cat .quickstart-config 2>/dev/null)" = "$want" ] && return 0
+  if [ -f Makefile ]; then
+    one_line() { printf '%s\n' "$1" | paste -sd';' - | sed 's/;/; /g'; }
+    echo "quickstart: $(pwd) was configured for another setup ($(one_line "$(cat .quickstart-config 2>/dev/null || echo 'no record')")); cleaning it and configuring again ($(one_line "$want"))"
+    make distclean >/dev/null 2>&1
+  fi
+  rm -f .quickstart-config
+  "$top/configure" -q "$@" || return 1
+  printf '%s\n' "$want" >.quickstart-config
+}
+
 # Out-of-tree builds, so the checkout stays clean.
 build() { # dir, configure flags...
   dir=$1; shift
   mkdir -p "$dir" && cd "$dir" || exit 1
-  [ -f Makefile ] || "$top/configure" -q "$@" || exit 1
+  configure_as "$@" || exit 1
   make -j"$jobs" >make.out 2>&1 || { tail -40 make.out; exit 1; }
   cd "$top" || exit 1
 }
@@ -78,8 +113,8 @@ count_trs() { # dir
   echo "$1: $p passed, $f failed"
 }
 
-check() { # dir label
-  (cd "$1" && make -j"$jobs" check >check.out 2>&1)
+check() { # dir label [VAR=value... for make check]
+  (d=$1 && shift 2 && cd "$d" && env "$@" make -j"$jobs" check >check.out 2>&1)
   rc=$?
   count_trs "$1"
   if [ $rc -ne 0 ]; then
@@ -99,6 +134,57 @@ else
   bad "build with --disable-openmp"
 fi
 
+echo "== --without-mpi build (what the demo builds where Open MPI is not installed)"
+# Its make check runs every test once more without MPI (fmnist.sh's
+# "built without MPI" error included), the Criterion programs under the
+# default kernels only (CAIRN_TEST_ISAS=default: the kernels are the same
+# as the first build's, whose make check ran them under both); then the
+# demo's steps in short, on
+# the Fashion-MNIST files with a small model: train until a checkpoint
+# past step 0 exists, SIGKILL, the same command resumes and ends at step
+# 300, eval, ckpt-inspect list.
+if (build _build-nompi --without-mpi); then
+  ok "build with --without-mpi"
+  check _build-nompi "make check --without-mpi" CAIRN_TEST_ISAS=default
+  fm=_build-nompi/tools/cairn-fmnist d=_build-nompi/fmnist-short
+  rm -rf "$d"
+  short="train --checkpoint-dir $d --max-steps 300 --hidden 32 --save-checkpoint-steps 50 --log-every 100 --threads 1"
+  $fm $short >_build-nompi/short.out 2>&1 &
+  pid=$!
+  i=0
+  while [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do
+    s=$(sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9]*\)"$/\1/p' "$d/checkpoint" 2>/dev/null)
+    [ -n "$s" ] && [ "$s" -gt 0 ] && break
+    sleep 0.1; i=$((i + 1))
+  done
+  kill -KILL $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  s=$(sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9]*\)"$/\1/p' "$d/checkpoint" 2>/dev/null)
+  if [ -n "$s" ] && [ "$s" -gt 0 ]; then
+    ok "--without-mpi: cairn-fmnist train, SIGKILLed with a checkpoint at step $s"
+  else
+    tail -5 _build-nompi/short.out; bad "--without-mpi: cairn-fmnist train writes a checkpoint before SIGKILL"
+  fi
+  if $fm $short >_build-nompi/short.out 2>&1 && grep -q '^resumed from .* at step [1-9]' _build-nompi/short.out &&
+     grep -q '^done at step 300:' _build-nompi/short.out; then
+    ok "--without-mpi: the same command resumes and ends at step 300"
+  else
+    tail -5 _build-nompi/short.out; bad "--without-mpi: the same command resumes and ends at step 300"
+  fi
+  if $fm eval --checkpoint-dir "$d" --threads 1 >_build-nompi/short.out 2>&1 && grep -q 'test_accuracy=0\.' _build-nompi/short.out; then
+    ok "--without-mpi: cairn-fmnist eval: $(grep -o 'test_accuracy=[0-9.]*' _build-nompi/short.out)"
+  else
+    tail -5 _build-nompi/short.out; bad "--without-mpi: cairn-fmnist eval prints test_accuracy="
+  fi
+  if _build-nompi/tools/ckpt-inspect list "$d" >_build-nompi/short.out 2>&1 && grep -q 'dense/kernel' _build-nompi/short.out; then
+    ok "--without-mpi: ckpt-inspect list"
+  else
+    tail -5 _build-nompi/short.out; bad "--without-mpi: ckpt-inspect list names dense/kernel"
+  fi
+else
+  bad "build with --without-mpi"
+fi
+
 echo "== make install + pkg-config"
 prefix=$(mktemp -d "${TMPDIR:-/tmp}/cairn-prefix.XXXXXX")
 if (cd _build && make install prefix="$prefix" >install.out 2>&1); then
@@ -109,6 +195,8 @@ int main(void) {
   cairn_registry *r; cairn_var *v; char info[512];
   if (cairn_registry_new(1, &r) || cairn_registry_global_step(r, &v)) { puts(cairn_errmsg()); return 1; }
   printf("%s\n%s\n", cairn_runtime_info(info, sizeof info), cairn_var_name(v));
+  /* The installed cairn/build.h and the library agree on MPI. */
+  printf("mpi %d %d\n", CAIRN_WITH_MPI, cairn_mpi_available());
   cairn_registry_free(r);
   return 0;
 }
@@ -117,7 +205,8 @@ PROG
   pc="pkg-config --define-variable=prefix=$prefix"
   export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
   if cc -std=c11 "$prefix/prog.c" -o "$prefix/prog" $($pc --cflags --libs cairn) &&
-     LD_LIBRARY_PATH="$prefix/lib" "$prefix/prog" | grep -q global_step; then
+     LD_LIBRARY_PATH="$prefix/lib" "$prefix/prog" >"$prefix/prog.out" && grep -q global_step "$prefix/prog.out" &&
+     grep -qx 'mpi 0 0\|mpi 1 1' "$prefix/prog.out"; then
     ok "pkg-config program links and runs against the installed library"
   else
     bad "pkg-config program links and runs against the installed library"
@@ -151,7 +240,7 @@ echo "== libFuzzer: checkpoint reader under ASan+UBSan"
 # tests/fuzz/fuzz_ckpt, run for a bounded time on a copy of the seed corpus.
 fuzz_secs=${CAIRN_FUZZ_SECONDS:-60}
 mkdir -p _build-fuzz
-if (cd _build-fuzz && { [ -f Makefile ] || CC=clang "$top/configure" -q --enable-fuzzing --disable-openmp --disable-shared; } &&
+if (cd _build-fuzz && export CC=clang && configure_as --enable-fuzzing --disable-openmp --disable-shared &&
     make -j"$jobs" tests/fuzz/fuzz_ckpt >make.out 2>&1); then
   fuzz_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-fuzz.XXXXXX")
   mkdir "$fuzz_dir/corpus" && cp tests/fuzz/corpus/* "$fuzz_dir/corpus/" 2>/dev/null

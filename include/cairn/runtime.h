@@ -25,6 +25,14 @@ CAIRN_API const char *cairn_version_string(void);
 /* "avx2" or "ref": the kernel path in use (selects it if not yet done). */
 CAIRN_API const char *cairn_isa_name(void);
 
+/* 1 if this library was built with MPI (cairn/mpi.h: data-parallel
+ * training), 0 if not. It answers for the library actually loaded; the
+ * compile-time CAIRN_WITH_MPI (cairn/build.h) answers for the headers a
+ * program was compiled against. A program that can run either way asks
+ * this before using MPI, as cairn-fmnist does for train --distributed.
+ * Thread-safe; needs no initialization. */
+CAIRN_API int cairn_mpi_available(void);
+
 /* Sets the thread budget for cairn and OpenBLAS (n >= 1). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_set_num_threads(int n);
 CAIRN_API int cairn_get_num_threads(void);
