@@ -208,6 +208,12 @@ cairn_status cairn__hook_read_step(cairn_session *s, const char *hook, int64_t *
   return st;
 }
 
+cairn_status cairn__hook_fetch_step(void *self, cairn_run_context *ctx, cairn_run_request *req) {
+  (void)self;
+  (void)ctx;
+  return cairn_run_request_fetch(req, CAIRN__GLOBAL_STEP);
+}
+
 cairn_status cairn__hook_fetched_step(const cairn_run_values *v, int64_t *step) {
   return cairn_run_values_i64(v, CAIRN__GLOBAL_STEP, step);
 }

@@ -85,6 +85,8 @@ cairn_status cairn__hook_end(cairn_hook *h, cairn_session *s);
 cairn_status cairn__hook_need_global_step(cairn_registry *r, const char *hook);
 /* The real global step now; the same message when there is none. */
 cairn_status cairn__hook_read_step(cairn_session *s, const char *hook, int64_t *step);
+/* A before_run that only fetches the (stale) global step. */
+cairn_status cairn__hook_fetch_step(void *self, cairn_run_context *ctx, cairn_run_request *req);
 /* The stale step this hook fetched. */
 cairn_status cairn__hook_fetched_step(const cairn_run_values *v, int64_t *step);
 /* cairn_hook_new(vt, self), calling destroy(self) when that fails. */

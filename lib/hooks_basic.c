@@ -46,12 +46,6 @@ static cairn_status stop_after_create(void *self, cairn_session *s, cairn_coordi
   return CAIRN_OK;
 }
 
-static cairn_status stop_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
-  (void)self;
-  (void)ctx;
-  return cairn_run_request_fetch(req, CAIRN__GLOBAL_STEP);
-}
-
 static cairn_status stop_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
   stop_hook *h = self;
   int64_t stale;
@@ -71,7 +65,7 @@ static cairn_status stop_after_run(void *self, cairn_run_context *ctx, const cai
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable stop_vt = {stop_name, stop_begin, stop_after_create, stop_before_run,
+static const cairn_hook_vtable stop_vt = {stop_name, stop_begin, stop_after_create, cairn__hook_fetch_step,
                                           stop_after_run, NULL, NULL, free};
 
 cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, cairn_hook **out) {
@@ -123,12 +117,6 @@ static cairn_status counter_after_create(void *self, cairn_session *s, cairn_coo
   return CAIRN_OK;
 }
 
-static cairn_status counter_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
-  (void)self;
-  (void)ctx;
-  return cairn_run_request_fetch(req, CAIRN__GLOBAL_STEP);
-}
-
 static cairn_status counter_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
   counter_hook *h = self;
   int64_t stale;
@@ -168,7 +156,7 @@ static cairn_status counter_after_run(void *self, cairn_run_context *ctx, const 
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable counter_vt = {counter_name, counter_begin, counter_after_create, counter_before_run,
+static const cairn_hook_vtable counter_vt = {counter_name, counter_begin, counter_after_create, cairn__hook_fetch_step,
                                              counter_after_run, NULL, NULL, counter_destroy};
 
 cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_secs, cairn_summary_writer *writer,

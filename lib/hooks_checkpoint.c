@@ -175,12 +175,6 @@ static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordi
   return CAIRN_OK;
 }
 
-static cairn_status ckpt_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
-  (void)self;
-  (void)ctx;
-  return cairn_run_request_fetch(req, CAIRN__GLOBAL_STEP);
-}
-
 static cairn_status ckpt_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
   ckpt_hook *h = self;
   int64_t stale;
@@ -225,7 +219,7 @@ static void ckpt_on_error(void *self, cairn_status why) {
   ckpt_unlock(self);
 }
 
-static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, ckpt_before_run,
+static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, cairn__hook_fetch_step,
                                           ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
 
 cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
