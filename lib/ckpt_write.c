@@ -399,6 +399,12 @@ static cairn_status writer_new(const char *path, uint32_t chunk_bytes, uint32_t 
   return CAIRN_OK;
 }
 
+cairn_ckpt_write_options cairn_ckpt_write_options_default(void) {
+  cairn_ckpt_write_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
 cairn_status cairn_ckpt_writer_open(const char *path, const cairn_ckpt_write_options *opts,
                                     cairn_ckpt_writer **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "ckpt_writer_open: out is NULL");

@@ -306,6 +306,12 @@ static cairn_status logging_end(void *self, cairn_session *s) {
 static const cairn_hook_vtable logging_vt = {logging_name, logging_begin, NULL, logging_before_run,
                                              logging_after_run, logging_end, NULL, logging_destroy};
 
+cairn_logging_tensor_hook_options cairn_logging_tensor_hook_options_default(void) {
+  cairn_logging_tensor_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
 cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "logging_tensor_hook_new: out is NULL");
   *out = NULL;

@@ -222,6 +222,12 @@ static void ckpt_on_error(void *self, cairn_status why) {
 static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, cairn__hook_fetch_step,
                                           ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
 
+cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(void) {
+  cairn_checkpoint_saver_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
 cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: out is NULL");
   *out = NULL;

@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "cairn/monitored.h"
 #include "hook_impl.h"
@@ -92,6 +93,12 @@ static cairn_status summary_end(void *self, cairn_session *s) {
 
 static const cairn_hook_vtable summary_vt = {summary_name, summary_begin, NULL, summary_before_run,
                                              summary_after_run, summary_end, NULL, summary_destroy};
+
+cairn_summary_saver_hook_options cairn_summary_saver_hook_options_default(void) {
+  cairn_summary_saver_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
 
 cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "summary_saver_hook_new: out is NULL");

@@ -347,6 +347,12 @@ static int ends_slash(const char *s) {
 /* A prefix side: "/" means the root (""). */
 static const char *pfx(const char *s) { return strcmp(s, "/") == 0 ? "" : s; }
 
+cairn_restore_options cairn_restore_options_default(void) {
+  cairn_restore_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
 static cairn_status check_options(const char *fn, const cairn_restore_options *o) {
   if (o->n_include && !o->include) return cairn__fail(CAIRN_E_NULL, "%s: include is NULL with n_include > 0", fn);
   if (o->n_exclude && !o->exclude) return cairn__fail(CAIRN_E_NULL, "%s: exclude is NULL with n_exclude > 0", fn);

@@ -70,6 +70,15 @@ static double wall_clock(void *ctx) {
 
 static double now(const cairn_saver *s) { return s->clock(s->clock_ctx); }
 
+cairn_saver_options cairn_saver_options_default(void) {
+  cairn_saver_options o;
+  memset(&o, 0, sizeof o);
+  o.max_to_keep = 5;
+  o.keep_checkpoint_every_n_hours = 10000.0;
+  o.write = cairn_ckpt_write_options_default();
+  return o;
+}
+
 /* ---- construction ------------------------------------------------------------- */
 
 static cairn_status check_options(const char *fn, const cairn_saver_options *o) {

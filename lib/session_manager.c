@@ -39,6 +39,20 @@ struct cairn_session_manager {
   char errmsg[CAIRN__ERRBUF];
 };
 
+cairn_session_manager_options cairn_session_manager_options_default(void) {
+  cairn_session_manager_options o;
+  memset(&o, 0, sizeof o);
+  o.recovery_wait_secs = 30.0;
+  return o;
+}
+
+cairn_prepare_options cairn_prepare_options_default(void) {
+  cairn_prepare_options o;
+  memset(&o, 0, sizeof o);
+  o.max_wait_secs = 7200.0;
+  return o;
+}
+
 cairn_status cairn_session_manager_new(cairn_registry *r, const cairn_session_manager_options *opts,
                                        cairn_session_manager **out) {
   static const char fn[] = "session_manager_new";

@@ -1672,3 +1672,11 @@ Test(golden, damaged_golden_files_fail_cleanly) {
   small_src[0] = NULL; /* no value comparison: detection only */
   every_bit_flip(data_path("v1-chunked.crn"), 0);
 }
+
+/* The library owns the writer's defaults; they are the zero-filled struct. */
+Test(options, ckpt_write_default_is_zero_filled) {
+  cairn_ckpt_write_options z, d = cairn_ckpt_write_options_default();
+  memset(&z, 0, sizeof z);
+  cr_assert(memcmp(&d, &z, sizeof z) == 0);
+  cr_assert_eq(d.compress, CAIRN_CKPT_COMPRESS_AUTO);
+}

@@ -1625,3 +1625,19 @@ Test(checkpoint_saver_hook, creates_missing_directories) {
   cr_assert(S_ISREG(sb.st_mode));
   ckpt_fixture_free(&f);
 }
+
+/* The hooks' option defaults are the zero-filled structs. */
+Test(options, hook_defaults_are_zero_filled) {
+  cairn_checkpoint_saver_hook_options c, cz;
+  c = cairn_checkpoint_saver_hook_options_default();
+  memset(&cz, 0, sizeof cz);
+  cr_assert(memcmp(&c, &cz, sizeof cz) == 0, "checkpoint_saver_hook");
+  cairn_logging_tensor_hook_options l, lz;
+  l = cairn_logging_tensor_hook_options_default();
+  memset(&lz, 0, sizeof lz);
+  cr_assert(memcmp(&l, &lz, sizeof lz) == 0, "logging_tensor_hook");
+  cairn_summary_saver_hook_options s, sz;
+  s = cairn_summary_saver_hook_options_default();
+  memset(&sz, 0, sizeof sz);
+  cr_assert(memcmp(&s, &sz, sizeof sz) == 0, "summary_saver_hook");
+}

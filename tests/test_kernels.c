@@ -5,6 +5,8 @@
  * reference for the accuracy contract (sigmoid, softmax, log-softmax and the
  * losses within 1e-6 relative). The optimizer kernels are tested in
  * tests/test_optim.c. */
+#include "config.h"
+
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
@@ -809,4 +811,24 @@ Test(kernels, ref_elementwise_values) {
     }
   }
   cr_assert(R->sum(x, 5) == -2.0 + -0.5 + 0 + 0.5 + 3.0 && R->sumsq(x, 5) == 4 + 0.25 + 0 + 0.25 + 9);
+}
+
+/* Every entry of the one kernel list is filled in both tables, each with
+ * its own ISA's function (a designated initializer left out would be a
+ * NULL pointer found only when that kernel is first called). */
+Test(kernels, every_listed_kernel_is_in_both_tables) {
+  const cairn__kernel_table *R = cairn__kernels_ref(), *A = cairn__kernels_avx2();
+  size_t n = 0;
+#define CHECK_REF(ret, name, params) \
+  cr_assert(R->name == cairn_##name##_ref, "ref table: " #name);                    \
+  n++;
+  CAIRN__KERNELS(CHECK_REF)
+#undef CHECK_REF
+  cr_assert_eq(n, (sizeof *R - sizeof R->isa) / sizeof(void (*)(void)), "the list has every member of the table");
+  if (!A) cr_skip_test("AVX2+FMA kernels not compiled in or not supported by this CPU");
+#ifdef CAIRN_HAVE_AVX2
+#define CHECK_AVX2(ret, name, params) cr_assert(A->name == cairn_##name##_avx2, "avx2 table: " #name);
+  CAIRN__KERNELS(CHECK_AVX2)
+#undef CHECK_AVX2
+#endif
 }

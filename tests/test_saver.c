@@ -2202,3 +2202,20 @@ Test(saver, same_step_replaces_a_damaged_checkpoint) {
   cairn_saver_free(s);
   cairn_registry_free(r);
 }
+
+/* The Saver's defaults come from the library (TF's values); the writer's
+ * part of them is the writer's own default. */
+Test(options, saver_and_restore_defaults) {
+  cairn_saver_options o = cairn_saver_options_default();
+  cr_assert_eq(o.max_to_keep, 5);
+  cr_assert_float_eq(o.keep_checkpoint_every_n_hours, 10000.0, 0);
+  cr_assert_eq(o.allow_empty, 0);
+  cr_assert_eq(o.replace_same_step, 0);
+  cr_assert_null(o.clock);
+  cr_assert_null(o.clock_ctx);
+  cairn_ckpt_write_options w = cairn_ckpt_write_options_default();
+  cr_assert(memcmp(&o.write, &w, sizeof w) == 0);
+  cairn_restore_options z, d = cairn_restore_options_default();
+  memset(&z, 0, sizeof z);
+  cr_assert(memcmp(&d, &z, sizeof z) == 0, "restore options: zero-filled is the default");
+}

@@ -2783,3 +2783,20 @@ Test(partial_restore, local_init_op_overwriting_restored_variables_warns) {
   cairn_op_free(local);
   cairn_registry_free(r);
 }
+
+/* The SessionManager's and prepare's defaults come from the library; the
+ * Scaffold's are the zero-filled struct. */
+Test(options, session_manager_prepare_scaffold_defaults) {
+  cairn_session_manager_options m = cairn_session_manager_options_default();
+  cr_assert_float_eq(m.recovery_wait_secs, 30.0, 0);
+  cr_assert(!m.local_init_op && !m.local_init_feeds && !m.n_local_init_feeds && !m.ready_op &&
+            !m.ready_for_local_init_op && !m.session_flags && !m.env && !m.require_checkpoint);
+  cairn_prepare_options p = cairn_prepare_options_default();
+  cr_assert_float_eq(p.max_wait_secs, 7200.0, 0);
+  cr_assert(!p.init_op && !p.init_feeds && !p.n_init_feeds && !p.init_fn && !p.init_fn_user && !p.init_fn_name &&
+            !p.saver && !p.checkpoint_dir && !p.checkpoint_filename_with_path && !p.wait_for_checkpoint &&
+            !p.restore && !p.warm_start_path && !p.warm_start);
+  cairn_scaffold_options z, d = cairn_scaffold_options_default();
+  memset(&z, 0, sizeof z);
+  cr_assert(memcmp(&d, &z, sizeof z) == 0);
+}

@@ -547,46 +547,99 @@ static int zip64_extra(const unsigned char *x, size_t xlen, int need_u, int need
   return 0;
 }
 
-int npz_reader_open(const char *path, const npz_limits *limits, npz_reader **out, char *err,
-                    size_t errlen) {
-  *out = NULL;
-  npz_reader *r = calloc(1, sizeof *r);
-  unsigned char *tail = NULL, *cd = NULL;
-  npz_member **order = NULL;
-  if (!r) goto nomem;
-  r->fd = -1;
-  r->lim.max_member_bytes = limits && limits->max_member_bytes ? limits->max_member_bytes : (64ull << 30);
-  r->lim.max_members = limits && limits->max_members ? limits->max_members : 1000000u;
-  r->path = strdup(path);
-  if (!r->path) goto nomem;
+/* pread_all with the reader's message on failure. */
+static int read_at(const npz_reader *r, void *buf, uint64_t len, uint64_t off, char *err, size_t errlen) {
+  if (pread_all(r->fd, buf, len, off) == 0) return 0;
+  seterr(err, errlen, "%s: read error: %s", r->path, strerror(errno));
+  return -1;
+}
+
+static int reader_nomem(const char *path, char *err, size_t errlen) {
+  seterr(err, errlen, "%s: out of memory", path);
+  return -1;
+}
+
+/* Where the central directory is, as the end record(s) say. */
+typedef struct zip_dir {
+  uint64_t n_total, cd_size, cd_off;
+} zip_dir;
+
+/* Opens r->path: a regular file of at least one end record's 22 bytes. */
+static int open_regular(npz_reader *r, char *err, size_t errlen) {
+  const char *path = r->path;
   r->fd = open(path, O_RDONLY | O_CLOEXEC);
   if (r->fd < 0) {
     seterr(err, errlen, "%s: %s", path, strerror(errno));
-    goto fail;
+    return -1;
   }
   struct stat st;
   if (fstat(r->fd, &st) != 0) {
     seterr(err, errlen, "%s: %s", path, strerror(errno));
-    goto fail;
+    return -1;
   }
   if (!S_ISREG(st.st_mode)) {
     seterr(err, errlen, "%s: not a regular file", path);
-    goto fail;
+    return -1;
   }
   r->fsize = (uint64_t)st.st_size;
   if (r->fsize < 22) {
     seterr(err, errlen, "%s: not a ZIP (.npz) file: only %llu bytes", path, (unsigned long long)r->fsize);
-    goto fail;
+    return -1;
   }
+  return 0;
+}
 
-  /* End of central directory: the last 22 + comment bytes. */
+/* If a ZIP64 locator sits right before the end record at eocd_off, reads
+ * the ZIP64 end record it points to into *d, and sets *cd_end to where
+ * that record starts (the central directory must end there). */
+static int read_zip64_end(const npz_reader *r, uint64_t eocd_off, uint64_t *n_disk, zip_dir *d, uint64_t *cd_end,
+                          char *err, size_t errlen) {
+  const char *path = r->path;
+  if (eocd_off < 20) return 0;
+  unsigned char L[20];
+  if (read_at(r, L, 20, eocd_off - 20, err, errlen) != 0) return -1;
+  if (rd32(L) != SIG_LOC64) return 0;
+  uint64_t z_off = rd64(L + 8);
+  if (rd32(L + 4) != 0 || rd32(L + 16) > 1) {
+    seterr(err, errlen, "%s: multi-disk ZIP64 archives are not supported", path);
+    return -1;
+  }
+  if (z_off > eocd_off - 20 || eocd_off - 20 - z_off < 56) {
+    seterr(err, errlen, "%s: ZIP64 end record offset %llu is out of bounds", path, (unsigned long long)z_off);
+    return -1;
+  }
+  unsigned char Z[56];
+  if (read_at(r, Z, 56, z_off, err, errlen) != 0) return -1;
+  if (rd32(Z) != SIG_EOCD64 || rd64(Z + 4) != eocd_off - 20 - z_off - 12) {
+    seterr(err, errlen, "%s: bad ZIP64 end-of-central-directory record at offset %llu", path,
+           (unsigned long long)z_off);
+    return -1;
+  }
+  if (rd32(Z + 16) != 0 || rd32(Z + 20) != 0) {
+    seterr(err, errlen, "%s: multi-disk ZIP64 archives are not supported", path);
+    return -1;
+  }
+  *n_disk = rd64(Z + 24);
+  d->n_total = rd64(Z + 32);
+  d->cd_size = rd64(Z + 40);
+  d->cd_off = rd64(Z + 48);
+  *cd_end = z_off;
+  return 0;
+}
+
+/* Finds the end-of-central-directory record (the last 22 + comment bytes),
+ * follows a ZIP64 one if present, and checks that the directory it
+ * describes is one disk, ends where the end record starts and fits the
+ * limits. */
+static int find_end_record(const npz_reader *r, zip_dir *d, char *err, size_t errlen) {
+  const char *path = r->path;
   uint64_t tail_len = r->fsize < 65535 + 22 ? r->fsize : 65535 + 22;
   uint64_t tail_off = r->fsize - tail_len;
-  tail = malloc((size_t)tail_len);
-  if (!tail) goto nomem;
-  if (pread_all(r->fd, tail, tail_len, tail_off) != 0) {
-    seterr(err, errlen, "%s: read error: %s", path, strerror(errno));
-    goto fail;
+  unsigned char *tail = malloc((size_t)tail_len);
+  if (!tail) return reader_nomem(path, err, errlen);
+  if (read_at(r, tail, tail_len, tail_off, err, errlen) != 0) {
+    free(tail);
+    return -1;
   }
   int64_t e = -1;
   for (int64_t p = (int64_t)tail_len - 22; p >= 0; p--) {
@@ -596,252 +649,267 @@ int npz_reader_open(const char *path, const npz_limits *limits, npz_reader **out
     }
   }
   if (e < 0) {
+    free(tail);
     seterr(err, errlen, "%s: not a ZIP (.npz) file: no end-of-central-directory record", path);
-    goto fail;
+    return -1;
   }
   uint64_t eocd_off = tail_off + (uint64_t)e;
   const unsigned char *E = tail + e;
-  uint64_t n_disk = rd16(E + 8), n_total = rd16(E + 10), cd_size = rd32(E + 12), cd_off = rd32(E + 16);
+  uint64_t n_disk = rd16(E + 8);
+  d->n_total = rd16(E + 10);
+  d->cd_size = rd32(E + 12);
+  d->cd_off = rd32(E + 16);
+  int multi_disk = rd16(E + 4) != 0 || rd16(E + 6) != 0;
+  free(tail);
   uint64_t cd_end = eocd_off;
-  if (rd16(E + 4) != 0 || rd16(E + 6) != 0) {
+  if (multi_disk) {
     seterr(err, errlen, "%s: multi-disk ZIP archives are not supported", path);
-    goto fail;
+    return -1;
   }
-  if (eocd_off >= 20) {
-    unsigned char L[20];
-    if (pread_all(r->fd, L, 20, eocd_off - 20) != 0) {
-      seterr(err, errlen, "%s: read error: %s", path, strerror(errno));
-      goto fail;
-    }
-    if (rd32(L) == SIG_LOC64) {
-      uint64_t z_off = rd64(L + 8);
-      if (rd32(L + 4) != 0 || rd32(L + 16) > 1) {
-        seterr(err, errlen, "%s: multi-disk ZIP64 archives are not supported", path);
-        goto fail;
-      }
-      if (z_off > eocd_off - 20 || eocd_off - 20 - z_off < 56) {
-        seterr(err, errlen, "%s: ZIP64 end record offset %llu is out of bounds", path,
-               (unsigned long long)z_off);
-        goto fail;
-      }
-      unsigned char Z[56];
-      if (pread_all(r->fd, Z, 56, z_off) != 0) {
-        seterr(err, errlen, "%s: read error: %s", path, strerror(errno));
-        goto fail;
-      }
-      if (rd32(Z) != SIG_EOCD64 || rd64(Z + 4) != eocd_off - 20 - z_off - 12) {
-        seterr(err, errlen, "%s: bad ZIP64 end-of-central-directory record at offset %llu", path,
-               (unsigned long long)z_off);
-        goto fail;
-      }
-      if (rd32(Z + 16) != 0 || rd32(Z + 20) != 0) {
-        seterr(err, errlen, "%s: multi-disk ZIP64 archives are not supported", path);
-        goto fail;
-      }
-      n_disk = rd64(Z + 24);
-      n_total = rd64(Z + 32);
-      cd_size = rd64(Z + 40);
-      cd_off = rd64(Z + 48);
-      cd_end = z_off;
-    }
-  }
-  if (n_disk != n_total) {
+  if (read_zip64_end(r, eocd_off, &n_disk, d, &cd_end, err, errlen) != 0) return -1;
+  if (n_disk != d->n_total) {
     seterr(err, errlen, "%s: multi-disk ZIP archives are not supported", path);
-    goto fail;
+    return -1;
   }
-  if (cd_off > cd_end || cd_size != cd_end - cd_off) {
+  if (d->cd_off > cd_end || d->cd_size != cd_end - d->cd_off) {
     seterr(err, errlen,
            "%s: central directory (offset %llu, %llu bytes) does not end where the end record "
            "starts (%llu)",
-           path, (unsigned long long)cd_off, (unsigned long long)cd_size, (unsigned long long)cd_end);
-    goto fail;
+           path, (unsigned long long)d->cd_off, (unsigned long long)d->cd_size, (unsigned long long)cd_end);
+    return -1;
   }
-  if (n_total > r->lim.max_members) {
-    seterr(err, errlen, "%s: %llu members exceed the limit of %llu", path, (unsigned long long)n_total,
+  if (d->n_total > r->lim.max_members) {
+    seterr(err, errlen, "%s: %llu members exceed the limit of %llu", path, (unsigned long long)d->n_total,
            (unsigned long long)r->lim.max_members);
-    goto fail;
+    return -1;
   }
-  if (n_total > cd_size / 46) {
+  if (d->n_total > d->cd_size / 46) {
     seterr(err, errlen, "%s: %llu members cannot fit in a %llu-byte central directory", path,
-           (unsigned long long)n_total, (unsigned long long)cd_size);
-    goto fail;
+           (unsigned long long)d->n_total, (unsigned long long)d->cd_size);
+    return -1;
   }
-  if (cd_size > CD_MAX_BYTES) {
+  if (d->cd_size > CD_MAX_BYTES) {
     seterr(err, errlen, "%s: central directory of %llu bytes exceeds the limit", path,
-           (unsigned long long)cd_size);
-    goto fail;
+           (unsigned long long)d->cd_size);
+    return -1;
   }
-  cd = malloc(cd_size ? (size_t)cd_size : 1);
-  r->m = calloc(n_total ? (size_t)n_total : 1, sizeof *r->m);
-  if (!cd || !r->m) goto nomem;
-  if (pread_all(r->fd, cd, cd_size, cd_off) != 0) {
-    seterr(err, errlen, "%s: read error: %s", path, strerror(errno));
-    goto fail;
-  }
+  return 0;
+}
 
+/* Parses central directory entry i, which starts at C with `left` bytes of
+ * the directory from there, into the next member of r; *len receives the
+ * entry's length. The name is checked before anything else of it. */
+static int parse_central_entry(npz_reader *r, const zip_dir *d, uint64_t i, const unsigned char *C, uint64_t left,
+                               uint64_t *len, char *err, size_t errlen) {
+  const char *path = r->path;
+  if (left < 46 || rd32(C) != SIG_CENTRAL) {
+    seterr(err, errlen, "%s: central directory entry %llu is malformed (offset %llu)", path,
+           (unsigned long long)i, (unsigned long long)(d->cd_off + (d->cd_size - left)));
+    return -1;
+  }
+  uint64_t nlen = rd16(C + 28), xlen = rd16(C + 30), clen = rd16(C + 32);
+  if (left - 46 < nlen + xlen + clen) {
+    seterr(err, errlen, "%s: central directory entry %llu runs past the directory", path, (unsigned long long)i);
+    return -1;
+  }
+  npz_member *m = &r->m[r->n];
+  m->name = malloc((size_t)nlen + 1);
+  if (!m->name) return reader_nomem(path, err, errlen);
+  memcpy(m->name, C + 46, (size_t)nlen);
+  m->name[nlen] = '\0';
+  m->name_len = (size_t)nlen;
+  r->n++;
+  m->flags = rd16(C + 8);
+  m->method = rd16(C + 10);
+  m->crc = rd32(C + 16);
+  m->csize = rd32(C + 20);
+  m->usize = rd32(C + 24);
+  m->lh_off = rd32(C + 42);
+  if (memchr(m->name, '\0', (size_t)nlen) || !npz_name_is_safe(m->name, m->name_len)) {
+    seterr(err, errlen,
+           "%s: member %llu has an unsafe name (absolute path, '..', backslash, control "
+           "character or invalid UTF-8)",
+           path, (unsigned long long)i);
+    return -1;
+  }
+  if (m->flags & 0x41) {
+    seterr(err, errlen, "%s: member '%s' is encrypted", path, m->name);
+    return -1;
+  }
+  if (m->method != 0 && m->method != 8) {
+    seterr(err, errlen, "%s: member '%s' uses compression method %u (only stored and deflate are supported)",
+           path, m->name, (unsigned)m->method);
+    return -1;
+  }
+  if (rd16(C + 34) != 0 && rd16(C + 34) != 0xFFFF) {
+    seterr(err, errlen, "%s: member '%s' starts on another disk", path, m->name);
+    return -1;
+  }
+  int found;
+  int nu = m->usize == U32_MAX_, nc = m->csize == U32_MAX_, no = m->lh_off == U32_MAX_;
+  if (zip64_extra(C + 46 + nlen, (size_t)xlen, nu, nc, no, &m->usize, &m->csize, &m->lh_off, &found) != 0 ||
+      ((nu || nc || no) && !found)) {
+    seterr(err, errlen, "%s: member '%s' has a malformed extra field", path, m->name);
+    return -1;
+  }
+  *len = 46 + nlen + xlen + clen;
+  return 0;
+}
+
+/* Reads the central directory d describes into r->m, every byte of it
+ * accounted for by its entries. */
+static int read_central_directory(npz_reader *r, const zip_dir *d, char *err, size_t errlen) {
+  const char *path = r->path;
+  unsigned char *cd = malloc(d->cd_size ? (size_t)d->cd_size : 1);
+  r->m = calloc(d->n_total ? (size_t)d->n_total : 1, sizeof *r->m);
+  int rc = -1;
+  if (!cd || !r->m) {
+    reader_nomem(path, err, errlen);
+    goto done;
+  }
+  if (read_at(r, cd, d->cd_size, d->cd_off, err, errlen) != 0) goto done;
   uint64_t p = 0;
-  for (uint64_t i = 0; i < n_total; i++) {
-    if (cd_size - p < 46 || rd32(cd + p) != SIG_CENTRAL) {
-      seterr(err, errlen, "%s: central directory entry %llu is malformed (offset %llu)", path,
-             (unsigned long long)i, (unsigned long long)(cd_off + p));
-      goto fail;
-    }
-    const unsigned char *C = cd + p;
-    uint64_t nlen = rd16(C + 28), xlen = rd16(C + 30), clen = rd16(C + 32);
-    if (cd_size - p - 46 < nlen + xlen + clen) {
-      seterr(err, errlen, "%s: central directory entry %llu runs past the directory", path,
-             (unsigned long long)i);
-      goto fail;
-    }
-    npz_member *m = &r->m[r->n];
-    m->name = malloc((size_t)nlen + 1);
-    if (!m->name) goto nomem;
-    memcpy(m->name, C + 46, (size_t)nlen);
-    m->name[nlen] = '\0';
-    m->name_len = (size_t)nlen;
-    r->n++;
-    m->flags = rd16(C + 8);
-    m->method = rd16(C + 10);
-    m->crc = rd32(C + 16);
-    m->csize = rd32(C + 20);
-    m->usize = rd32(C + 24);
-    m->lh_off = rd32(C + 42);
-    if (memchr(m->name, '\0', (size_t)nlen) || !npz_name_is_safe(m->name, m->name_len)) {
-      seterr(err, errlen,
-             "%s: member %llu has an unsafe name (absolute path, '..', backslash, control "
-             "character or invalid UTF-8)",
-             path, (unsigned long long)i);
-      goto fail;
-    }
-    if (m->flags & 0x41) {
-      seterr(err, errlen, "%s: member '%s' is encrypted", path, m->name);
-      goto fail;
-    }
-    if (m->method != 0 && m->method != 8) {
-      seterr(err, errlen, "%s: member '%s' uses compression method %u (only stored and deflate are supported)",
-             path, m->name, (unsigned)m->method);
-      goto fail;
-    }
-    if (rd16(C + 34) != 0 && rd16(C + 34) != 0xFFFF) {
-      seterr(err, errlen, "%s: member '%s' starts on another disk", path, m->name);
-      goto fail;
-    }
-    int found;
-    int nu = m->usize == U32_MAX_, nc = m->csize == U32_MAX_, no = m->lh_off == U32_MAX_;
-    if (zip64_extra(C + 46 + nlen, (size_t)xlen, nu, nc, no, &m->usize, &m->csize, &m->lh_off, &found) !=
-            0 ||
-        ((nu || nc || no) && !found)) {
-      seterr(err, errlen, "%s: member '%s' has a malformed extra field", path, m->name);
-      goto fail;
-    }
-    p += 46 + nlen + xlen + clen;
+  for (uint64_t i = 0; i < d->n_total; i++) {
+    uint64_t len;
+    if (parse_central_entry(r, d, i, cd + p, d->cd_size - p, &len, err, errlen) != 0) goto done;
+    p += len;
   }
-  if (p != cd_size) {
+  if (p != d->cd_size) {
     seterr(err, errlen, "%s: %llu stray bytes in the central directory", path,
-           (unsigned long long)(cd_size - p));
+           (unsigned long long)(d->cd_size - p));
+    goto done;
+  }
+  rc = 0;
+done:
+  free(cd);
+  return rc;
+}
+
+/* Whether the local header's name, CRC and sizes agree with the directory
+ * entry m (lx holds the local name and extra field). Local CRC and sizes
+ * are only checked when no data descriptor follows the data. */
+static int local_header_agrees(const npz_member *m, const unsigned char *H, const unsigned char *lx, uint64_t nlen,
+                               uint64_t xlen) {
+  if (memcmp(lx, m->name, (size_t)nlen) != 0) return 0;
+  if (rd16(H + 6) & 8) return 1;
+  uint64_t lc = rd32(H + 18), lu = rd32(H + 22), dummy = 0;
+  int found = 0, ok = 1;
+  if (rd32(H + 14) != m->crc) ok = 0;
+  if (lu == U32_MAX_ || lc == U32_MAX_) {
+    if (zip64_extra(lx + nlen, (size_t)xlen, lu == U32_MAX_, lc == U32_MAX_, 0, &lu, &lc, &dummy, &found) != 0)
+      ok = 0;
+    if (!found) lu = m->usize, lc = m->csize;
+  }
+  if (lu != m->usize || lc != m->csize) ok = 0;
+  return ok;
+}
+
+/* Member m's local header: in bounds before the central directory at
+ * cd_off, consistent with the directory; sets m->data_off and checks the
+ * data's extent and size claims. */
+static int check_local_header(const npz_reader *r, npz_member *m, uint64_t cd_off, char *err, size_t errlen) {
+  const char *path = r->path;
+  unsigned char H[30];
+  if (m->lh_off > cd_off || cd_off - m->lh_off < 30) {
+    seterr(err, errlen, "%s: member '%s': local header offset %llu is out of bounds", path, m->name,
+           (unsigned long long)m->lh_off);
+    return -1;
+  }
+  if (read_at(r, H, 30, m->lh_off, err, errlen) != 0) return -1;
+  uint64_t nlen = rd16(H + 26), xlen = rd16(H + 28);
+  if (rd32(H) != SIG_LOCAL || nlen != m->name_len || rd16(H + 8) != m->method) {
+    seterr(err, errlen, "%s: member '%s': local header at offset %llu does not match the directory", path,
+           m->name, (unsigned long long)m->lh_off);
+    return -1;
+  }
+  if (cd_off - m->lh_off - 30 < nlen + xlen) {
+    seterr(err, errlen, "%s: member '%s': local header runs into the central directory", path, m->name);
+    return -1;
+  }
+  unsigned char *lx = malloc((size_t)(nlen + xlen) + 1);
+  if (!lx) return reader_nomem(path, err, errlen);
+  if (read_at(r, lx, nlen + xlen, m->lh_off + 30, err, errlen) != 0) {
+    free(lx);
+    return -1;
+  }
+  int agrees = local_header_agrees(m, H, lx, nlen, xlen);
+  free(lx);
+  if (!agrees) {
+    seterr(err, errlen, "%s: member '%s': local header at offset %llu does not match the directory", path,
+           m->name, (unsigned long long)m->lh_off);
+    return -1;
+  }
+  m->data_off = m->lh_off + 30 + nlen + xlen;
+  if (m->csize > cd_off - m->data_off) {
+    seterr(err, errlen, "%s: member '%s': %llu bytes of data run into the central directory", path, m->name,
+           (unsigned long long)m->csize);
+    return -1;
+  }
+  if (m->method == 0 && m->csize != m->usize) {
+    seterr(err, errlen, "%s: stored member '%s' has compressed size %llu != size %llu", path, m->name,
+           (unsigned long long)m->csize, (unsigned long long)m->usize);
+    return -1;
+  }
+  if (m->method == 8 && (m->csize == 0 || m->usize / DEFLATE_MAX_RATIO > m->csize)) {
+    seterr(err, errlen, "%s: member '%s' claims %llu bytes from %llu deflated bytes: impossible", path, m->name,
+           (unsigned long long)m->usize, (unsigned long long)m->csize);
+    return -1;
+  }
+  return 0;
+}
+
+/* No two members may share bytes (overlapping members are a zip-bomb
+ * trick), and no two may have the same name. */
+static int check_members_distinct(const npz_reader *r, char *err, size_t errlen) {
+  if (r->n < 2) return 0;
+  const char *path = r->path;
+  npz_member **order = malloc(r->n * sizeof *order);
+  if (!order) return reader_nomem(path, err, errlen);
+  int rc = -1;
+  for (size_t i = 0; i < r->n; i++) order[i] = &r->m[i];
+  qsort(order, r->n, sizeof *order, cmp_off);
+  for (size_t i = 0; i + 1 < r->n; i++) {
+    if (order[i]->data_off + order[i]->csize > order[i + 1]->lh_off) {
+      seterr(err, errlen, "%s: members '%s' and '%s' overlap", path, order[i]->name, order[i + 1]->name);
+      goto done;
+    }
+  }
+  qsort(order, r->n, sizeof *order, cmp_name);
+  for (size_t i = 0; i + 1 < r->n; i++) {
+    if (strcmp(order[i]->name, order[i + 1]->name) == 0) {
+      seterr(err, errlen, "%s: member name '%s' appears twice", path, order[i]->name);
+      goto done;
+    }
+  }
+  rc = 0;
+done:
+  free(order);
+  return rc;
+}
+
+int npz_reader_open(const char *path, const npz_limits *limits, npz_reader **out, char *err,
+                    size_t errlen) {
+  *out = NULL;
+  npz_reader *r = calloc(1, sizeof *r);
+  if (!r) return reader_nomem(path, err, errlen);
+  r->fd = -1;
+  r->lim.max_member_bytes = limits && limits->max_member_bytes ? limits->max_member_bytes : (64ull << 30);
+  r->lim.max_members = limits && limits->max_members ? limits->max_members : 1000000u;
+  r->path = strdup(path);
+  if (!r->path) {
+    reader_nomem(path, err, errlen);
     goto fail;
   }
-
-  /* Local headers: in bounds, consistent with the directory. */
-  for (size_t i = 0; i < r->n; i++) {
-    npz_member *m = &r->m[i];
-    unsigned char H[30];
-    if (m->lh_off > cd_off || cd_off - m->lh_off < 30) {
-      seterr(err, errlen, "%s: member '%s': local header offset %llu is out of bounds", path, m->name,
-             (unsigned long long)m->lh_off);
-      goto fail;
-    }
-    if (pread_all(r->fd, H, 30, m->lh_off) != 0) {
-      seterr(err, errlen, "%s: read error: %s", path, strerror(errno));
-      goto fail;
-    }
-    uint64_t nlen = rd16(H + 26), xlen = rd16(H + 28);
-    if (rd32(H) != SIG_LOCAL || nlen != m->name_len || rd16(H + 8) != m->method) {
-      seterr(err, errlen, "%s: member '%s': local header at offset %llu does not match the directory",
-             path, m->name, (unsigned long long)m->lh_off);
-      goto fail;
-    }
-    if (cd_off - m->lh_off - 30 < nlen + xlen) {
-      seterr(err, errlen, "%s: member '%s': local header runs into the central directory", path, m->name);
-      goto fail;
-    }
-    unsigned char *lx = malloc((size_t)(nlen + xlen) + 1);
-    if (!lx) goto nomem;
-    if (pread_all(r->fd, lx, nlen + xlen, m->lh_off + 30) != 0) {
-      free(lx);
-      seterr(err, errlen, "%s: read error: %s", path, strerror(errno));
-      goto fail;
-    }
-    int same_name = memcmp(lx, m->name, (size_t)nlen) == 0;
-    int sizes_ok = 1;
-    if (!(rd16(H + 6) & 8)) { /* no data descriptor: the local fields must agree */
-      uint64_t lc = rd32(H + 18), lu = rd32(H + 22), dummy = 0;
-      int found = 0;
-      if (rd32(H + 14) != m->crc) sizes_ok = 0;
-      if (lu == U32_MAX_ || lc == U32_MAX_) {
-        if (zip64_extra(lx + nlen, (size_t)xlen, lu == U32_MAX_, lc == U32_MAX_, 0, &lu, &lc, &dummy,
-                        &found) != 0)
-          sizes_ok = 0;
-        if (!found) lu = m->usize, lc = m->csize;
-      }
-      if (lu != m->usize || lc != m->csize) sizes_ok = 0;
-    }
-    free(lx);
-    if (!same_name || !sizes_ok) {
-      seterr(err, errlen, "%s: member '%s': local header at offset %llu does not match the directory",
-             path, m->name, (unsigned long long)m->lh_off);
-      goto fail;
-    }
-    m->data_off = m->lh_off + 30 + nlen + xlen;
-    if (m->csize > cd_off - m->data_off) {
-      seterr(err, errlen, "%s: member '%s': %llu bytes of data run into the central directory", path,
-             m->name, (unsigned long long)m->csize);
-      goto fail;
-    }
-    if (m->method == 0 && m->csize != m->usize) {
-      seterr(err, errlen, "%s: stored member '%s' has compressed size %llu != size %llu", path, m->name,
-             (unsigned long long)m->csize, (unsigned long long)m->usize);
-      goto fail;
-    }
-    if (m->method == 8 && (m->csize == 0 || m->usize / DEFLATE_MAX_RATIO > m->csize)) {
-      seterr(err, errlen, "%s: member '%s' claims %llu bytes from %llu deflated bytes: impossible", path,
-             m->name, (unsigned long long)m->usize, (unsigned long long)m->csize);
-      goto fail;
-    }
-  }
-
-  /* No two members may share bytes (overlapping members are a zip-bomb
-   * trick), and no two may have the same name. */
-  if (r->n > 1) {
-    order = malloc(r->n * sizeof *order);
-    if (!order) goto nomem;
-    for (size_t i = 0; i < r->n; i++) order[i] = &r->m[i];
-    qsort(order, r->n, sizeof *order, cmp_off);
-    for (size_t i = 0; i + 1 < r->n; i++) {
-      if (order[i]->data_off + order[i]->csize > order[i + 1]->lh_off) {
-        seterr(err, errlen, "%s: members '%s' and '%s' overlap", path, order[i]->name, order[i + 1]->name);
-        goto fail;
-      }
-    }
-    qsort(order, r->n, sizeof *order, cmp_name);
-    for (size_t i = 0; i + 1 < r->n; i++) {
-      if (strcmp(order[i]->name, order[i + 1]->name) == 0) {
-        seterr(err, errlen, "%s: member name '%s' appears twice", path, order[i]->name);
-        goto fail;
-      }
-    }
-  }
-  free(order);
-  free(tail);
-  free(cd);
+  zip_dir d;
+  if (open_regular(r, err, errlen) != 0 || find_end_record(r, &d, err, errlen) != 0 ||
+      read_central_directory(r, &d, err, errlen) != 0)
+    goto fail;
+  for (size_t i = 0; i < r->n; i++)
+    if (check_local_header(r, &r->m[i], d.cd_off, err, errlen) != 0) goto fail;
+  if (check_members_distinct(r, err, errlen) != 0) goto fail;
   *out = r;
   return 0;
-nomem:
-  seterr(err, errlen, "%s: out of memory", path);
 fail:
-  free(order);
-  free(tail);
-  free(cd);
   npz_reader_close(r);
   return -1;
 }

@@ -70,6 +70,10 @@ typedef struct cairn_ckpt_write_options {
   int no_fsync;                 /* 1: skip fsync (tests, scratch files); default 0 */
 } cairn_ckpt_write_options;
 
+/* The writer's defaults: every field 0 (a zero-filled struct is the same,
+ * and so is NULL options). */
+CAIRN_API cairn_ckpt_write_options cairn_ckpt_write_options_default(void);
+
 typedef struct cairn_ckpt_writer cairn_ckpt_writer;
 
 /* Starts a checkpoint that will become `path` on commit. opts may be NULL

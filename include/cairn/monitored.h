@@ -258,6 +258,9 @@ typedef struct cairn_worker_session_creator_options {
   cairn_session_manager_options sm;
 } cairn_worker_session_creator_options;
 
+/* A zero-filled struct of either is NOT the default: sm.recovery_wait_secs
+ * 0 is refused and the worker's max_wait_secs 0 waits not at all. Start
+ * from these (every other field's zero is its default). */
 CAIRN_API cairn_chief_session_creator_options cairn_chief_session_creator_options_default(void);
 CAIRN_API cairn_worker_session_creator_options cairn_worker_session_creator_options_default(void);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_chief_session_creator_new(const cairn_chief_session_creator_options *o,
@@ -285,6 +288,9 @@ typedef struct cairn_monitored_session_options {
                                              top); default 0: no handler installed */
 } cairn_monitored_session_options;
 
+/* stop_grace_period_secs 120, max_recoveries 10, every other field 0/NULL.
+ * A zero-filled struct is NOT the default: stop_grace_period_secs 0 never
+ * reports a slow join and max_recoveries 0 allows no re-creation. */
 CAIRN_API cairn_monitored_session_options cairn_monitored_session_options_default(void);
 
 /* TF's MonitoredSession(session_creator, hooks, stop_grace_period_secs):
@@ -311,6 +317,10 @@ typedef struct cairn_singular_monitored_session_options {
   const cairn_env *env;
 } cairn_singular_monitored_session_options;
 
+/* stop_grace_period_secs 120, sm as cairn_session_manager_options_default(),
+ * every other field 0/NULL. A zero-filled struct is NOT the default
+ * (stop_grace_period_secs 0 never reports a slow join;
+ * sm.recovery_wait_secs 0 is refused). */
 CAIRN_API cairn_singular_monitored_session_options cairn_singular_monitored_session_options_default(void);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_singular_monitored_session_new(
     const cairn_singular_monitored_session_options *o, cairn_monitored_session **out);
@@ -366,6 +376,12 @@ typedef struct cairn_monitored_training_session_options {
   int stop_on_signals;            /* as cairn_monitored_session_options; default 0 */
 } cairn_monitored_training_session_options;
 
+/* The values in the field comments above. A zero-filled struct is NOT the
+ * default: is_chief 0 is a worker, a save_* 0 is TF's None (off),
+ * log_step_count_steps 0 is off, max_recoveries 0 allows no re-creation,
+ * stop_grace_period_secs 0 never reports a slow join, a worker's
+ * max_wait_secs 0 waits not at all, and sm.recovery_wait_secs 0 is
+ * refused. Start from this. */
 CAIRN_API cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_training_session_new(
     const cairn_monitored_training_session_options *o, cairn_monitored_session **out);
@@ -480,6 +496,10 @@ typedef struct cairn_checkpoint_saver_hook_options {
   const cairn_env *env;
 } cairn_checkpoint_saver_hook_options;
 
+/* Every field 0/NULL (a zero-filled struct is the same); checkpoint_dir and
+ * one of save_secs, save_steps must then be set. */
+CAIRN_API cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(void);
+
 /* CheckpointSaverHook: saves right after every session creation,
  * then when the timer triggers, and at end() unless that step was just
  * saved.
@@ -528,6 +548,8 @@ typedef struct cairn_logging_tensor_hook_options {
   void *formatter_ctx;
   const cairn_env *env;
 } cairn_logging_tensor_hook_options;
+/* Every field 0/NULL (a zero-filled struct is the same). */
+CAIRN_API cairn_logging_tensor_hook_options cairn_logging_tensor_hook_options_default(void);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o,
                                                                   cairn_hook **out);
 
@@ -548,6 +570,9 @@ typedef struct cairn_summary_saver_hook_options {
   cairn_op *summary_op;
   const cairn_env *env;
 } cairn_summary_saver_hook_options;
+/* Every field 0/NULL (a zero-filled struct is the same); one of
+ * save_steps, save_secs and one of scaffold, summary_op must then be set. */
+CAIRN_API cairn_summary_saver_hook_options cairn_summary_saver_hook_options_default(void);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o,
                                                                  cairn_hook **out);
 

@@ -89,6 +89,9 @@ typedef struct cairn_mpi_options {
                            wait forever); < 0: wait forever */
 } cairn_mpi_options;
 
+/* comm MPI_COMM_NULL, fusion_bytes 0, timeout_secs 0. A zero-filled struct
+ * is NOT the default where MPI_COMM_NULL is not all-zero bytes (Open MPI:
+ * it is the address of a handle object), so start from this. */
 CAIRN_API cairn_mpi_options cairn_mpi_options_default(void);
 
 /* Calls MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED) unless MPI is

@@ -117,22 +117,11 @@ typedef struct cairn_saver_options {
 
 /* TF's defaults: max_to_keep 5, keep_checkpoint_every_n_hours 10000, empty
  * save set refused, default writer options, wall clock. Passing NULL
- * options to a constructor means the same. */
-static inline cairn_saver_options cairn_saver_options_default(void) {
-  cairn_saver_options o;
-  o.max_to_keep = 5;
-  o.keep_checkpoint_every_n_hours = 10000.0;
-  o.allow_empty = 0;
-  o.write.chunk_bytes = 0;
-  o.write.alignment = 0;
-  o.write.raw_layout_min_bytes = 0;
-  o.write.compress = CAIRN_CKPT_COMPRESS_AUTO;
-  o.write.no_fsync = 0;
-  o.clock = NULL;
-  o.clock_ctx = NULL;
-  o.replace_same_step = 0;
-  return o;
-}
+ * options to a constructor means the same. A zero-filled struct is NOT the
+ * default: max_to_keep 0 keeps every checkpoint and
+ * keep_checkpoint_every_n_hours 0 is refused, so start from this function
+ * (every other field's zero is its default). */
+CAIRN_API cairn_saver_options cairn_saver_options_default(void);
 
 /* ---- Construction -------------------------------------------------------- */
 
@@ -337,6 +326,10 @@ typedef struct cairn_restore_options {
      that match, report the rest, return CAIRN_OK. */
   int lenient;
 } cairn_restore_options;
+
+/* Every field 0/NULL: the whole save set, strict, no renames (a
+ * zero-filled struct is the same). */
+CAIRN_API cairn_restore_options cairn_restore_options_default(void);
 
 /* What a partial restore did. The lists: */
 typedef enum cairn_restore_kind {

@@ -392,6 +392,9 @@ typedef struct cairn_scaffold_options {
                                               (NULL: the whole save set, strict) */
 } cairn_scaffold_options;
 
+/* Every field 0/NULL (a zero-filled struct is the same). */
+CAIRN_API cairn_scaffold_options cairn_scaffold_options_default(void);
+
 /* A scaffold over r. Nothing is created (no op, no saver) before
  * cairn_scaffold_finalize(); the getters return what was given (or copied)
  * until then. copy_from_scaffold: each field given here wins, else the
@@ -464,19 +467,9 @@ typedef struct cairn_session_manager_options {
                                               (an evaluator); default 0 (TF) */
 } cairn_session_manager_options;
 
-static inline cairn_session_manager_options cairn_session_manager_options_default(void) {
-  cairn_session_manager_options o;
-  o.local_init_op = NULL;
-  o.local_init_feeds = NULL;
-  o.n_local_init_feeds = 0;
-  o.ready_op = NULL;
-  o.ready_for_local_init_op = NULL;
-  o.recovery_wait_secs = 30.0;
-  o.session_flags = 0;
-  o.env = NULL;
-  o.require_checkpoint = 0;
-  return o;
-}
+/* recovery_wait_secs 30, every other field 0/NULL. A zero-filled struct is
+ * NOT the default (recovery_wait_secs 0 is refused): start from this. */
+CAIRN_API cairn_session_manager_options cairn_session_manager_options_default(void);
 
 /* TF's SessionManager(local_init_op, ready_op, ready_for_local_init_op,
  * recovery_wait_secs). opts NULL: all defaults.
@@ -531,24 +524,9 @@ typedef struct cairn_prepare_options {
   const cairn_restore_options *warm_start;
 } cairn_prepare_options;
 
-static inline cairn_prepare_options cairn_prepare_options_default(void) {
-  cairn_prepare_options o;
-  o.init_op = NULL;
-  o.init_feeds = NULL;
-  o.n_init_feeds = 0;
-  o.init_fn = NULL;
-  o.init_fn_user = NULL;
-  o.init_fn_name = NULL;
-  o.saver = NULL;
-  o.checkpoint_dir = NULL;
-  o.checkpoint_filename_with_path = NULL;
-  o.wait_for_checkpoint = 0;
-  o.max_wait_secs = 7200.0;
-  o.restore = NULL;
-  o.warm_start_path = NULL;
-  o.warm_start = NULL;
-  return o;
-}
+/* max_wait_secs 7200, every other field 0/NULL. A zero-filled struct is
+ * NOT the default (max_wait_secs 0 waits not at all): start from this. */
+CAIRN_API cairn_prepare_options cairn_prepare_options_default(void);
 
 /* The arguments a chief uses for sc (finalized): init_op, its feeds,
  * init_fn (bound), saver, restore, warm start; checkpoint_dir and

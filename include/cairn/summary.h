@@ -95,6 +95,9 @@ typedef struct cairn_event_writer_options {
   const cairn_env *env;      /* monotonic clock of the flush timer; borrowed */
 } cairn_event_writer_options;
 
+/* The values in the field comments above. A zero-filled struct is NOT the
+ * default: is_chief 0 is an inert writer, flush_secs 0 flushes only when
+ * the buffer is full and max_buffer_bytes 0 writes every record at once. */
 CAIRN_API cairn_event_writer_options cairn_event_writer_options_default(void);
 
 /* Creates logdir (and its parents, mode 0777 & ~umask) if needed, then a
@@ -173,6 +176,8 @@ typedef struct cairn_progress_hook_options {
   const cairn_env *env;    /* clock (monotonic); borrowed */
 } cairn_progress_hook_options;
 
+/* every_n_steps 100, every other field 0/NULL. A zero-filled struct is NOT
+ * the default: with both every_n_steps and every_n_secs 0 it is refused. */
 CAIRN_API cairn_progress_hook_options cairn_progress_hook_options_default(void);
 
 /* A hook printing, every N global steps counted from the step the session

@@ -16,28 +16,13 @@
 #include <cpuid.h>
 #endif
 
-#define CAIRN__KERNEL_TABLE(isa_)                                                   \
-  {                                                                                 \
-    .isa = #isa_, .relu_fwd = cairn_relu_fwd_##isa_, .relu_bwd = cairn_relu_bwd_##isa_, \
-    .leaky_relu_fwd = cairn_leaky_relu_fwd_##isa_, .leaky_relu_bwd = cairn_leaky_relu_bwd_##isa_, \
-    .sigmoid_fwd = cairn_sigmoid_fwd_##isa_, .sigmoid_bwd = cairn_sigmoid_bwd_##isa_, \
-    .tanh_fwd = cairn_tanh_fwd_##isa_, .tanh_bwd = cairn_tanh_bwd_##isa_,           \
-    .gelu_fwd = cairn_gelu_fwd_##isa_, .gelu_bwd = cairn_gelu_bwd_##isa_,           \
-    .gelu_tanh_fwd = cairn_gelu_tanh_fwd_##isa_, .gelu_tanh_bwd = cairn_gelu_tanh_bwd_##isa_, \
-    .exp = cairn_exp_##isa_, .log = cairn_log_##isa_,                               \
-    .softmax_row = cairn_softmax_row_##isa_, .log_softmax_row = cairn_log_softmax_row_##isa_, \
-    .softmax_bwd_row = cairn_softmax_bwd_row_##isa_,                                \
-    .log_softmax_bwd_row = cairn_log_softmax_bwd_row_##isa_,                        \
-    .sparse_xent_row = cairn_sparse_xent_row_##isa_, .xent_row = cairn_xent_row_##isa_, \
-    .sigmoid_xent = cairn_sigmoid_xent_##isa_, .mse = cairn_mse_##isa_,             \
-    .sum = cairn_sum_##isa_, .sumsq = cairn_sumsq_##isa_, .add = cairn_add_##isa_,  \
-    .scale = cairn_scale_##isa_, .sgd = cairn_sgd_##isa_, .momentum = cairn_momentum_##isa_, \
-    .adam = cairn_adam_##isa_, .rmsprop = cairn_rmsprop_##isa_, .adagrad = cairn_adagrad_##isa_, \
-  }
+/* One designated initializer per entry of CAIRN__KERNELS. */
+#define KERNEL_REF(ret, name, params) .name = cairn_##name##_ref,
+#define KERNEL_AVX2(ret, name, params) .name = cairn_##name##_avx2,
 
-static const cairn__kernel_table table_ref = CAIRN__KERNEL_TABLE(ref);
+static const cairn__kernel_table table_ref = {.isa = "ref", CAIRN__KERNELS(KERNEL_REF)};
 #ifdef CAIRN_HAVE_AVX2
-static const cairn__kernel_table table_avx2 = CAIRN__KERNEL_TABLE(avx2);
+static const cairn__kernel_table table_avx2 = {.isa = "avx2", CAIRN__KERNELS(KERNEL_AVX2)};
 #endif
 
 const cairn__kernel_table *cairn__kernels_ref(void) { return &table_ref; }

@@ -15,60 +15,73 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Every kernel, once: X(return type, name, (parameters)). This one list
+ * generates the table's members, the declarations of each ISA's
+ * cairn_<name>_<isa> functions and the table each ISA fills
+ * (lib/kernels/dispatch.c), so adding a kernel is one line here plus its
+ * ref and avx2 definitions. */
+#define CAIRN__KERNELS(X)                                                                          \
+  /* ---- activations (in place ok: y may be x, dx may be dy) ---- */                              \
+  X(void, relu_fwd, (const float *x, float *y, size_t n))                                          \
+  X(void, relu_bwd, (const float *x, const float *dy, float *dx, size_t n))                        \
+  X(void, leaky_relu_fwd, (const float *x, float *y, size_t n, float alpha))                       \
+  X(void, leaky_relu_bwd, (const float *x, const float *dy, float *dx, size_t n, float alpha))     \
+  X(void, sigmoid_fwd, (const float *x, float *y, size_t n))                                       \
+  /* dx = dy·y·(1−y) */                                                                            \
+  X(void, sigmoid_bwd, (const float *y, const float *dy, float *dx, size_t n))                     \
+  X(void, tanh_fwd, (const float *x, float *y, size_t n))                                          \
+  /* dx = dy·(1−y²) */                                                                             \
+  X(void, tanh_bwd, (const float *y, const float *dy, float *dx, size_t n))                        \
+  X(void, gelu_fwd, (const float *x, float *y, size_t n))                                          \
+  X(void, gelu_bwd, (const float *x, const float *dy, float *dx, size_t n))                        \
+  X(void, gelu_tanh_fwd, (const float *x, float *y, size_t n))                                     \
+  X(void, gelu_tanh_bwd, (const float *x, const float *dy, float *dx, size_t n))                   \
+                                                                                                   \
+  /* ---- elementwise math (in place ok) ---- */                                                   \
+  X(void, exp, (const float *x, float *y, size_t n))                                               \
+  X(void, log, (const float *x, float *y, size_t n))                                               \
+                                                                                                   \
+  /* ---- one row of length n (in place ok) ---- */                                                \
+  X(void, softmax_row, (const float *x, float *y, size_t n))                                       \
+  X(void, log_softmax_row, (const float *x, float *y, size_t n))                                   \
+  /* dx = y ⊙ (dy − Σ dy⊙y) */                                                                     \
+  X(void, softmax_bwd_row, (const float *y, const float *dy, float *dx, size_t n))                 \
+  /* dx = dy − e^y · Σ dy   (y is the log-softmax output) */                                       \
+  X(void, log_softmax_bwd_row, (const float *y, const float *dy, float *dx, size_t n))             \
+                                                                                                   \
+  /* ---- losses; return the summed loss, write scale·dL/dx to dx if dx != NULL ---- */            \
+  /* one row: lse(x) − x[label];  dx = scale·(softmax(x) − onehot(label)) */                       \
+  X(double, sparse_xent_row, (const float *x, int32_t label, float *dx, size_t n, float scale))    \
+  /* one row: Σ z·(lse(x) − x);  dx = scale·(softmax(x)·Σz − z) */                                 \
+  X(double, xent_row, (const float *x, const float *z, float *dx, size_t n, float scale))          \
+  /* Σ max(x,0) − x·z + log(1+e^−|x|);  dx = scale·(sigmoid(x) − z) */                             \
+  X(double, sigmoid_xent, (const float *x, const float *z, float *dx, size_t n, float scale))      \
+  /* Σ (p − t)²;  dp = scale·2·(p − t) */                                                          \
+  X(double, mse, (const float *p, const float *t, float *dp, size_t n, float scale))               \
+                                                                                                   \
+  /* ---- vector helpers ---- */                                                                   \
+  X(double, sum, (const float *x, size_t n))                                                       \
+  X(double, sumsq, (const float *x, size_t n))                                                     \
+  /* y += x */                                                                                     \
+  X(void, add, (const float *x, float *y, size_t n))                                               \
+  /* x *= a */                                                                                     \
+  X(void, scale, (float a, float *x, size_t n))                                                    \
+                                                                                                   \
+  /* ---- optimizer updates (see include/cairn/optim.h for the rules) ---- */                      \
+  X(void, sgd, (float *w, const float *g, size_t n, float lr))                                     \
+  X(void, momentum, (float *w, float *a, const float *g, size_t n, float lr, float mu, int nesterov)) \
+  /* lr_t already bias-corrected; wd = 0 for Adam, decoupled decay for AdamW */                    \
+  X(void, adam, (float *w, float *m, float *v, const float *g, size_t n, float lr_t, float b1,     \
+                 float b2, float eps, float wd))                                                   \
+  X(void, rmsprop, (float *w, float *ms, float *mom, const float *g, size_t n, float lr, float rho, \
+                    float mu, float eps))                                                          \
+  X(void, adagrad, (float *w, float *acc, const float *g, size_t n, float lr))
+
+#define CAIRN__KERNEL_MEMBER(ret, name, params) ret(*name) params;
+
 typedef struct cairn__kernel_table {
   const char *isa; /* "ref" or "avx2" */
-
-  /* ---- activations (in place ok: y may be x, dx may be dy) ---- */
-  void (*relu_fwd)(const float *x, float *y, size_t n);
-  void (*relu_bwd)(const float *x, const float *dy, float *dx, size_t n);
-  void (*leaky_relu_fwd)(const float *x, float *y, size_t n, float alpha);
-  void (*leaky_relu_bwd)(const float *x, const float *dy, float *dx, size_t n, float alpha);
-  void (*sigmoid_fwd)(const float *x, float *y, size_t n);
-  void (*sigmoid_bwd)(const float *y, const float *dy, float *dx, size_t n); /* dy·y·(1−y) */
-  void (*tanh_fwd)(const float *x, float *y, size_t n);
-  void (*tanh_bwd)(const float *y, const float *dy, float *dx, size_t n);    /* dy·(1−y²) */
-  void (*gelu_fwd)(const float *x, float *y, size_t n);
-  void (*gelu_bwd)(const float *x, const float *dy, float *dx, size_t n);
-  void (*gelu_tanh_fwd)(const float *x, float *y, size_t n);
-  void (*gelu_tanh_bwd)(const float *x, const float *dy, float *dx, size_t n);
-
-  /* ---- elementwise math (in place ok) ---- */
-  void (*exp)(const float *x, float *y, size_t n);
-  void (*log)(const float *x, float *y, size_t n);
-
-  /* ---- one row of length n (in place ok) ---- */
-  void (*softmax_row)(const float *x, float *y, size_t n);
-  void (*log_softmax_row)(const float *x, float *y, size_t n);
-  /* dx = y ⊙ (dy − Σ dy⊙y) */
-  void (*softmax_bwd_row)(const float *y, const float *dy, float *dx, size_t n);
-  /* dx = dy − e^y · Σ dy   (y is the log-softmax output) */
-  void (*log_softmax_bwd_row)(const float *y, const float *dy, float *dx, size_t n);
-
-  /* ---- losses; return the summed loss, write scale·dL/dx to dx if dx != NULL ---- */
-  /* one row: lse(x) − x[label];  dx = scale·(softmax(x) − onehot(label)) */
-  double (*sparse_xent_row)(const float *x, int32_t label, float *dx, size_t n, float scale);
-  /* one row: Σ z·(lse(x) − x);  dx = scale·(softmax(x)·Σz − z) */
-  double (*xent_row)(const float *x, const float *z, float *dx, size_t n, float scale);
-  /* Σ max(x,0) − x·z + log(1+e^−|x|);  dx = scale·(sigmoid(x) − z) */
-  double (*sigmoid_xent)(const float *x, const float *z, float *dx, size_t n, float scale);
-  /* Σ (p − t)²;  dp = scale·2·(p − t) */
-  double (*mse)(const float *p, const float *t, float *dp, size_t n, float scale);
-
-  /* ---- vector helpers ---- */
-  double (*sum)(const float *x, size_t n);
-  double (*sumsq)(const float *x, size_t n);
-  void (*add)(const float *x, float *y, size_t n);             /* y += x */
-  void (*scale)(float a, float *x, size_t n);                   /* x *= a */
-
-  /* ---- optimizer updates (see include/cairn/optim.h for the rules) ---- */
-  void (*sgd)(float *w, const float *g, size_t n, float lr);
-  void (*momentum)(float *w, float *a, const float *g, size_t n, float lr, float mu, int nesterov);
-  /* lr_t already bias-corrected; wd = 0 for Adam, decoupled decay for AdamW */
-  void (*adam)(float *w, float *m, float *v, const float *g, size_t n, float lr_t, float b1, float b2,
-               float eps, float wd);
-  void (*rmsprop)(float *w, float *ms, float *mom, const float *g, size_t n, float lr, float rho,
-                  float mu, float eps);
-  void (*adagrad)(float *w, float *acc, const float *g, size_t n, float lr);
+  CAIRN__KERNELS(CAIRN__KERNEL_MEMBER)
 } cairn__kernel_table;
 
 /* Per thread: nonzero while a kernel's caller writes an output larger than
@@ -91,44 +104,11 @@ int cairn__cpu_has_avx2_fma(void);
 /* AVX-512 F+DQ+BW+VL with the OS saving ZMM state (OpenBLAS's SkylakeX kernels) */
 int cairn__cpu_has_avx512(void);
 
-/* Each ISA's kernels, defined under lib/kernels/<isa>/. */
-#define CAIRN__KERNEL_DECLS(isa)                                                                   \
-  void cairn_relu_fwd_##isa(const float *x, float *y, size_t n);                                   \
-  void cairn_relu_bwd_##isa(const float *x, const float *dy, float *dx, size_t n);                 \
-  void cairn_leaky_relu_fwd_##isa(const float *x, float *y, size_t n, float alpha);                \
-  void cairn_leaky_relu_bwd_##isa(const float *x, const float *dy, float *dx, size_t n, float alpha); \
-  void cairn_sigmoid_fwd_##isa(const float *x, float *y, size_t n);                                \
-  void cairn_sigmoid_bwd_##isa(const float *y, const float *dy, float *dx, size_t n);              \
-  void cairn_tanh_fwd_##isa(const float *x, float *y, size_t n);                                   \
-  void cairn_tanh_bwd_##isa(const float *y, const float *dy, float *dx, size_t n);                 \
-  void cairn_gelu_fwd_##isa(const float *x, float *y, size_t n);                                   \
-  void cairn_gelu_bwd_##isa(const float *x, const float *dy, float *dx, size_t n);                 \
-  void cairn_gelu_tanh_fwd_##isa(const float *x, float *y, size_t n);                              \
-  void cairn_gelu_tanh_bwd_##isa(const float *x, const float *dy, float *dx, size_t n);            \
-  void cairn_exp_##isa(const float *x, float *y, size_t n);                                        \
-  void cairn_log_##isa(const float *x, float *y, size_t n);                                        \
-  void cairn_softmax_row_##isa(const float *x, float *y, size_t n);                                \
-  void cairn_log_softmax_row_##isa(const float *x, float *y, size_t n);                            \
-  void cairn_softmax_bwd_row_##isa(const float *y, const float *dy, float *dx, size_t n);          \
-  void cairn_log_softmax_bwd_row_##isa(const float *y, const float *dy, float *dx, size_t n);      \
-  double cairn_sparse_xent_row_##isa(const float *x, int32_t label, float *dx, size_t n, float scale); \
-  double cairn_xent_row_##isa(const float *x, const float *z, float *dx, size_t n, float scale);   \
-  double cairn_sigmoid_xent_##isa(const float *x, const float *z, float *dx, size_t n, float scale); \
-  double cairn_mse_##isa(const float *p, const float *t, float *dp, size_t n, float scale);        \
-  double cairn_sum_##isa(const float *x, size_t n);                                                \
-  double cairn_sumsq_##isa(const float *x, size_t n);                                              \
-  void cairn_add_##isa(const float *x, float *y, size_t n);                                        \
-  void cairn_scale_##isa(float a, float *x, size_t n);                                             \
-  void cairn_sgd_##isa(float *w, const float *g, size_t n, float lr);                              \
-  void cairn_momentum_##isa(float *w, float *a, const float *g, size_t n, float lr, float mu,      \
-                            int nesterov);                                                         \
-  void cairn_adam_##isa(float *w, float *m, float *v, const float *g, size_t n, float lr_t, float b1, \
-                        float b2, float eps, float wd);                                            \
-  void cairn_rmsprop_##isa(float *w, float *ms, float *mom, const float *g, size_t n, float lr,    \
-                           float rho, float mu, float eps);                                        \
-  void cairn_adagrad_##isa(float *w, float *acc, const float *g, size_t n, float lr);
-
-CAIRN__KERNEL_DECLS(ref)
-CAIRN__KERNEL_DECLS(avx2)
+/* Each ISA's kernels, defined under lib/kernels/<isa>/: cairn_<name>_ref
+ * and cairn_<name>_avx2. */
+#define CAIRN__KERNEL_DECL_REF(ret, name, params) ret cairn_##name##_ref params;
+#define CAIRN__KERNEL_DECL_AVX2(ret, name, params) ret cairn_##name##_avx2 params;
+CAIRN__KERNELS(CAIRN__KERNEL_DECL_REF)
+CAIRN__KERNELS(CAIRN__KERNEL_DECL_AVX2)
 
 #endif
