@@ -31,6 +31,10 @@ cairn_var *cairn__registry_lookup(const cairn_registry *r, const char *name);
  * the call and the argument: "dense_forward: X is NULL". */
 cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t);
 cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_tensor *t, int rank);
+/* Element i of a numeric tensor as a double (f32, f64, bf16, the integer
+ * dtypes, bool). Returns 0 and leaves *out alone for other dtypes (f16) or
+ * i out of range (tensor.c). */
+int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
 
 /* Checks that `init` suits dtype `dt` and its parameters are valid,
  * without generating anything (init.c; var.c checks at creation so that
@@ -56,6 +60,9 @@ long cairn__env_long(const char *name, long dflt, long lo, long hi);
  * stays valid). Large (mapped) blocks grow without a copy on Linux. */
 void *cairn__realloc(void *p, size_t old_bytes, size_t bytes);
 char *cairn__strdup(const char *s);                     /* NULL for NULL */
+/* Grows the malloc'd array *p (elements of `size` bytes, *cap of them) to
+ * hold at least `need`, doubling; 0 when out of memory (*p stays valid). */
+int cairn__grow(void **p, size_t *cap, size_t need, size_t size);
 char *cairn__path_dir(const char *path);                /* "." if none, "/" for "/x" */
 char *cairn__path_join(const char *dir, const char *name); /* no doubled '/' */
 /* mkdir -p: creates dir and every missing parent (mode 0777 less the

@@ -1,10 +1,14 @@
-/* Private interface between lib/monitored.c, lib/monitored_training.c,
- * lib/hooks.c and the tests (which link libcairn_core statically); never
- * installed. */
+/* Private interface of the monitored session (lib/monitored_session.c),
+ * its coordinator (lib/coordinator.c), session creators
+ * (lib/session_creator.c) and signal handlers (lib/stop_signals.c), used by
+ * lib/monitored_training.c and the tests (which link libcairn_core
+ * statically); never installed. The hook objects' own private interface is
+ * lib/hook_impl.h, included here for the tests that drive hooks directly. */
 #ifndef CAIRN_MONITORED_IMPL_H
 #define CAIRN_MONITORED_IMPL_H
 
 #include "cairn/monitored.h"
+#include "hook_impl.h"
 
 /* The registry a creator works on (the chief/worker creators know it;
  * NULL for a custom creator). */
@@ -37,17 +41,10 @@ cairn_status cairn__monitored_session_new(const cairn__monitored_config *cfg, ca
 /* TF's _HookedSession(sess, hooks) on its own, for tests of hooks: runs go
  * through before_run/after_run of hooks on the borrowed session `raw`; no
  * begin(), after_create_session() or end() is called (call them with the
- * helpers below), no coordinator, no recovery. Close does not close raw. */
+ * cairn__hook_* helpers of lib/hook_impl.h), no coordinator, no recovery.
+ * Close does not close raw. */
 cairn_status cairn__hooked_session_new(cairn_session *raw, cairn_hook *const *hooks, size_t n_hooks,
                                        cairn_monitored_session **out);
-
-/* The function table of h (built-in hooks recognise themselves by it). */
-const cairn_hook_vtable *cairn__hook_vtable(const cairn_hook *h);
-
-/* Direct calls of one hook's callbacks (NULL members: CAIRN_OK). */
-cairn_status cairn__hook_begin(cairn_hook *h, cairn_registry *r);
-cairn_status cairn__hook_after_create_session(cairn_hook *h, cairn_session *s, cairn_coordinator *coord);
-cairn_status cairn__hook_end(cairn_hook *h, cairn_session *s);
 
 /* The coordinator of the current session (NULL when closed). */
 cairn_coordinator *cairn__monitored_session_coordinator(const cairn_monitored_session *ms);
@@ -57,6 +54,9 @@ cairn_status cairn__coordinator_new(cairn_coordinator **out);
 /* request_stop, then the registered joins, in order; returns the recorded
  * error (TF's coord.join re-raising it). */
 cairn_status cairn__coordinator_join(cairn_coordinator *c);
+/* The same as TF's coord.join(stop_grace_period_secs): a warning on env's
+ * log when the joins took longer than grace_secs (> 0). */
+cairn_status cairn__coordinator_join_env(cairn_coordinator *c, double grace_secs, const cairn_env *env);
 void cairn__coordinator_free(cairn_coordinator *c);
 
 /* SIGTERM and SIGINT handlers for one monitored session at a time
@@ -69,10 +69,5 @@ void cairn__stop_signals_restore(const void *owner);
 int cairn__stop_signals_caught(void);
 /* "SIGTERM", "SIGINT" ("a signal" otherwise). */
 const char *cairn__signal_name(int sig);
-
-/* Element i of a numeric tensor as a double (f32, f64, bf16, the integer
- * dtypes, bool). Returns 0 and leaves *out alone for other dtypes (f16) or
- * i out of range. */
-int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
 
 #endif

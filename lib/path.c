@@ -1,4 +1,4 @@
-/* Small string and path helpers shared by the checkpoint, saver and session
+/* Small string, array and path helpers shared by the checkpoint, saver and session
  * code. */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
@@ -16,6 +16,17 @@ char *cairn__strdup(const char *s) {
   char *d = malloc(n);
   if (d) memcpy(d, s, n);
   return d;
+}
+
+int cairn__grow(void **p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 1;
+  size_t n = *cap ? *cap * 2 : 8;
+  while (n < need) n *= 2;
+  void *q = realloc(*p, n * size);
+  if (!q) return 0;
+  *p = q;
+  *cap = n;
+  return 1;
 }
 
 char *cairn__path_dir(const char *path) {

@@ -246,6 +246,32 @@ float *cairn_tensor_f32(const cairn_tensor *t) { return t && t->dtype == CAIRN_D
 int32_t *cairn_tensor_i32(const cairn_tensor *t) { return t && t->dtype == CAIRN_DTYPE_I32 ? t->data : NULL; }
 int64_t *cairn_tensor_i64(const cairn_tensor *t) { return t && t->dtype == CAIRN_DTYPE_I64 ? t->data : NULL; }
 
+int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out) {
+  if (!t || !t->data || i < 0 || i >= t->size) return 0;
+  const void *d = t->data;
+  switch (t->dtype) {
+    case CAIRN_DTYPE_F32: *out = ((const float *)d)[i]; return 1;
+    case CAIRN_DTYPE_F64: *out = ((const double *)d)[i]; return 1;
+    case CAIRN_DTYPE_BF16: {
+      uint32_t bits = (uint32_t)((const uint16_t *)d)[i] << 16;
+      float f;
+      memcpy(&f, &bits, sizeof f);
+      *out = f;
+      return 1;
+    }
+    case CAIRN_DTYPE_I8: *out = ((const int8_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_I16: *out = ((const int16_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_I32: *out = ((const int32_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_I64: *out = (double)((const int64_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_U8: *out = ((const uint8_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_BOOL: *out = ((const uint8_t *)d)[i] != 0; return 1;
+    case CAIRN_DTYPE_U16: *out = ((const uint16_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_U32: *out = ((const uint32_t *)d)[i]; return 1;
+    case CAIRN_DTYPE_U64: *out = (double)((const uint64_t *)d)[i]; return 1;
+    default: return 0;
+  }
+}
+
 cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t) {
   if (!t) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, what);
   if (t->dtype != CAIRN_DTYPE_F32)

@@ -1,14 +1,10 @@
 /* Built-in hooks of TF's basic_session_run_hooks.py
- * (doc/session-semantics.md, "Built-in hooks"): StopAtStep,
- * CheckpointSaver (+ listeners), StepCounter, LoggingTensor, NanTensor,
- * SummarySaver, FinalOps, GlobalStepWaiter, FeedFn.
- *
- * The global step. Hooks fetch "global_step" in before_run: the session
- * resolves it to the value read *before* the run's ops (TF's cached read
- * tensor ordered before the increment), so it is stale by the run's own
- * increment. As in TF, a hook that decides something from it predicts
- * stale + 1 and, when the prediction says "act", re-reads the real value
- * (cairn_session_global_step) before acting.
+ * (doc/session-semantics.md, "Built-in hooks"): StopAtStep, StepCounter,
+ * LoggingTensor, NanTensor, FinalOps, GlobalStepWaiter, FeedFn. The
+ * others are in files of their own: lib/hooks_checkpoint.c
+ * (CheckpointSaver), lib/hooks_summary.c (SummarySaver),
+ * lib/hooks_progress.c (ProgressHook). Every hook reads the global step by
+ * the rule written above the helpers in lib/hook_impl.h.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
@@ -18,45 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cairn/monitored.h"
-#include "monitored_impl.h"
-
-#define GLOBAL_STEP "global_step"
-
-/* TF's begin(): "Global step should be created to use X." (RuntimeError).
-   r NULL (custom creator without a registry): checked when the step is
-   first read instead. */
-static cairn_status need_global_step(cairn_registry *r, const char *hook) {
-  if (!r) return CAIRN_OK;
-  cairn_var *v = NULL;
-  if (cairn_registry_find(r, GLOBAL_STEP, &v) != CAIRN_OK)
-    return cairn__fail(CAIRN_E_STATE, "Global step should be created to use %s.", hook);
-  const cairn_tensor *t = cairn_var_tensor(v);
-  if (t->rank != 0 || (t->dtype != CAIRN_DTYPE_I64 && t->dtype != CAIRN_DTYPE_I32))
-    return cairn__fail(CAIRN_E_DTYPE, "%s: the global step must be an integer scalar; 'global_step' is %s of rank %d",
-                       hook, cairn_dtype_name(t->dtype), t->rank);
-  return CAIRN_OK;
-}
-
-/* The real global step now. */
-static cairn_status read_step(cairn_session *s, const char *hook, int64_t *step) {
-  cairn_status st = cairn_session_global_step(s, step);
-  if (st == CAIRN_E_NOT_FOUND) return cairn__fail(CAIRN_E_STATE, "Global step should be created to use %s.", hook);
-  return st;
-}
-
-/* The stale step this hook fetched. */
-static cairn_status fetched_step(const cairn_run_values *v, int64_t *step) {
-  return cairn_run_values_i64(v, GLOBAL_STEP, step);
-}
-
-static cairn_status make_hook(const cairn_hook_vtable *vt, void *self, void (*destroy)(void *), cairn_hook **out) {
-  cairn_status st = cairn_hook_new(vt, self, out);
-  if (st != CAIRN_OK) destroy(self);
-  return st;
-}
+#include "hook_impl.h"
 
 /* ==== StopAtStepHook =============================================================== */
 
@@ -70,7 +30,7 @@ static const char stop_name[] = "StopAtStepHook";
 
 static cairn_status stop_begin(void *self, cairn_registry *r) {
   (void)self;
-  return need_global_step(r, stop_name);
+  return cairn__hook_need_global_step(r, stop_name);
 }
 
 static cairn_status stop_after_create(void *self, cairn_session *s, cairn_coordinator *coord) {
@@ -78,7 +38,7 @@ static cairn_status stop_after_create(void *self, cairn_session *s, cairn_coordi
   stop_hook *h = self;
   if (h->have_last) return CAIRN_OK; /* computed once: not again on recovery */
   int64_t step;
-  cairn_status st = read_step(s, stop_name, &step);
+  cairn_status st = cairn__hook_read_step(s, stop_name, &step);
   if (st != CAIRN_OK) return st;
   /* step + num_steps, saturated: a huge num_steps means "never stop". */
   h->last_step = step > 0 && h->num_steps > INT64_MAX - step ? INT64_MAX : step + h->num_steps;
@@ -86,16 +46,10 @@ static cairn_status stop_after_create(void *self, cairn_session *s, cairn_coordi
   return CAIRN_OK;
 }
 
-static cairn_status stop_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
-  (void)self;
-  (void)ctx;
-  return cairn_run_request_fetch(req, GLOBAL_STEP);
-}
-
 static cairn_status stop_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
   stop_hook *h = self;
   int64_t stale;
-  cairn_status st = fetched_step(v, &stale);
+  cairn_status st = cairn__hook_fetched_step(v, &stale);
   if (st != CAIRN_OK) return st;
   if (!h->have_last) { /* driven without after_create_session */
     st = stop_after_create(self, cairn_run_context_session(ctx), NULL);
@@ -104,14 +58,14 @@ static cairn_status stop_after_run(void *self, cairn_run_context *ctx, const cai
   if (stale + 1 >= h->last_step) {
     /* The read was ordered before this run's increment: check the real one. */
     int64_t step;
-    st = read_step(cairn_run_context_session(ctx), stop_name, &step);
+    st = cairn__hook_read_step(cairn_run_context_session(ctx), stop_name, &step);
     if (st != CAIRN_OK) return st;
     if (step >= h->last_step) cairn_run_context_request_stop(ctx);
   }
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable stop_vt = {stop_name, stop_begin, stop_after_create, stop_before_run,
+static const cairn_hook_vtable stop_vt = {stop_name, stop_begin, stop_after_create, cairn__hook_fetch_step,
                                           stop_after_run, NULL, NULL, free};
 
 cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, cairn_hook **out) {
@@ -125,269 +79,7 @@ cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, c
   h->num_steps = num_steps;
   h->last_step = last_step;
   h->have_last = last_step >= 0;
-  return make_hook(&stop_vt, h, free, out);
-}
-
-/* ==== CheckpointSaverHook ============================================================ */
-
-typedef struct ckpt_hook {
-  char *dir;
-  char *prefix;     /* dir/basename */
-  char *prefix_dir; /* the directory the files go to: dir, or deeper with a basename "sub/name" */
-  cairn_saver *saver;
-  cairn_scaffold *scaffold;
-  cairn_checkpoint_listener *listeners;
-  size_t n_listeners;
-  cairn_summary_writer *writer;
-  const cairn_env *env;
-  cairn_timer *timer;
-  int64_t steps_per_run;
-  cairn_checkpoint_lock *lock; /* the directory's, from begin() (or the first save) to end() */
-  char path[4096];
-} ckpt_hook;
-
-static const char ckpt_name[] = "CheckpointSaverHook";
-
-/* One writer per directory: this hook writes into h->dir, so it holds the
- * directory's lock while its session lives, and clears the temporary files
- * a killed save left there. A directory that does not exist yet is locked
- * as soon as it does (around the first save, which may create it). */
-static cairn_status ckpt_lock(ckpt_hook *h) {
-  if (h->lock) return CAIRN_OK;
-  struct stat sb;
-  if (stat(h->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CAIRN_OK;
-  cairn_status st = cairn_checkpoint_lock_new(h->dir, &h->lock);
-  if (st != CAIRN_OK) return st;
-  size_t files;
-  uint64_t bytes;
-  cairn_checkpoint_lock_removed(h->lock, &files, &bytes);
-  if (files) {
-    double b = (double)bytes;
-    const char *unit = b >= 1e9 ? "GB" : b >= 1e6 ? "MB" : "kB";
-    double scaled = b / (b >= 1e9 ? 1e9 : b >= 1e6 ? 1e6 : 1e3);
-    cairn_env_log(h->env, CAIRN_LOG_INFO, "Removed %zu temporary file%s of unfinished saves (%.1f %s) from %s.",
-                  files, files == 1 ? "" : "s", scaled, unit, h->dir);
-  }
-  return CAIRN_OK;
-}
-
-static void ckpt_unlock(ckpt_hook *h) {
-  cairn_checkpoint_lock_free(h->lock);
-  h->lock = NULL;
-}
-
-static void ckpt_destroy(void *self) {
-  ckpt_hook *h = self;
-  if (!h) return;
-  ckpt_unlock(h);
-  free(h->dir);
-  free(h->prefix);
-  free(h->prefix_dir);
-  free(h->listeners);
-  cairn_timer_free(h->timer);
-  free(h);
-}
-
-/* Explicit saver > scaffold's saver > the single item of "savers". */
-static cairn_status ckpt_saver(ckpt_hook *h, cairn_session *s, cairn_saver **out) {
-  if (h->saver) {
-    *out = h->saver;
-    return CAIRN_OK;
-  }
-  if (h->scaffold && cairn_scaffold_saver(h->scaffold)) {
-    *out = cairn_scaffold_saver(h->scaffold);
-    return CAIRN_OK;
-  }
-  void *items[2];
-  size_t n = cairn_registry_collection_get(cairn_session_registry(s), CAIRN_COLLECTION_SAVERS, items, 2);
-  if (n == 0)
-    return cairn__fail(CAIRN_E_STATE, "No items in collection savers. Please add a saver to the collection or "
-                                      "provide a saver or scaffold.");
-  if (n > 1)
-    return cairn__fail(CAIRN_E_STATE, "More than one item in collection savers. Please indicate which one to use "
-                                      "by passing it to the constructor.");
-  *out = items[0];
-  return CAIRN_OK;
-}
-
-/* before_save of every listener; save; a CHECKPOINT session log;
-   after_save of every listener (all of them, even after one asked to
-   stop). *stop = 1 if one did. */
-static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int *stop) {
-  *stop = 0;
-  cairn_saver *saver = NULL;
-  cairn_status st = ckpt_saver(h, s, &saver);
-  if (st != CAIRN_OK) return st;
-  /* TF's hook creates checkpoint_dir (its summary writer and graph writer
-     call MakeDirs), so a first run into a new directory works; the Saver
-     itself still refuses a missing parent, as TF's Saver.save does. Done at
-     every save, a stat when the directory is there. */
-  if ((st = cairn__make_dirs(ckpt_name, h->prefix_dir)) != CAIRN_OK) return st;
-  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
-  cairn_env_log(h->env, CAIRN_LOG_INFO, "Saving checkpoints for %" PRId64 " into %s.", step, h->prefix);
-  for (size_t i = 0; i < h->n_listeners; i++) {
-    const cairn_checkpoint_listener *l = &h->listeners[i];
-    if (l->before_save && (st = l->before_save(l->self, s, step)) != CAIRN_OK) return st;
-  }
-  st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path);
-  if (st != CAIRN_OK) return st;
-  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
-  if (cairn_saver_last_save_unchanged(saver))
-    cairn_env_log(h->env, CAIRN_LOG_INFO, "%s already holds exactly these values: not rewritten.", h->path);
-  /* TF logs the prefix as checkpoint_path; the file actually written is
-     more useful and is what cairn logs. */
-  if (h->writer && h->writer->session_log &&
-      (st = h->writer->session_log(h->writer->self, CAIRN_SESSION_LOG_CHECKPOINT, h->path, step)) != CAIRN_OK)
-    return st;
-  for (size_t i = 0; i < h->n_listeners; i++) {
-    const cairn_checkpoint_listener *l = &h->listeners[i];
-    int want = 0;
-    if (l->after_save && (st = l->after_save(l->self, s, step, &want)) != CAIRN_OK) return st;
-    if (want) {
-      cairn_env_log(h->env, CAIRN_LOG_INFO,
-                    "A CheckpointSaverListener requested that training be stopped. listener: %zu", i);
-      *stop = 1;
-    }
-  }
-  return CAIRN_OK;
-}
-
-static cairn_status ckpt_begin(void *self, cairn_registry *r) {
-  ckpt_hook *h = self;
-  cairn_status st = need_global_step(r, ckpt_name);
-  if (st != CAIRN_OK) return st;
-  /* before the session is created: a second trainer refuses before it restores anything */
-  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
-  for (size_t i = 0; i < h->n_listeners; i++)
-    if (h->listeners[i].begin && (st = h->listeners[i].begin(h->listeners[i].self)) != CAIRN_OK) return st;
-  return CAIRN_OK;
-}
-
-/* A checkpoint right after the session is created (restored or
-   initialized), before any training; the listeners' stop request of this
-   save is ignored. TF also writes graph.pbtxt and the meta graph here;
-   cairn has no graph to write. */
-static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordinator *coord) {
-  (void)coord;
-  ckpt_hook *h = self;
-  int64_t step;
-  cairn_status st = read_step(s, ckpt_name, &step);
-  if (st != CAIRN_OK) return st;
-  int stop;
-  st = ckpt_save(h, s, step, &stop);
-  if (st == CAIRN_E_EXISTS) {
-    /* Right after a restore, the model differs from the checkpoint of its
-       own step: something changed the restored variables in between. */
-    char why[CAIRN__ERRMSG_LEN];
-    snprintf(why, sizeof why, "%s", cairn_errmsg());
-    return cairn__fail(st,
-                       "%s after session creation: %s [cairn: at step %" PRId64 " the session's variables differ "
-                       "from the checkpoint of that step: something changed them after the restore, typically a "
-                       "local_init_op that loads pretrained weights (see the WARNING logged above, if any)]",
-                       ckpt_name, why, step);
-  }
-  if (st != CAIRN_OK) return st;
-  cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
-  return CAIRN_OK;
-}
-
-static cairn_status ckpt_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
-  (void)self;
-  (void)ctx;
-  return cairn_run_request_fetch(req, GLOBAL_STEP);
-}
-
-static cairn_status ckpt_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
-  ckpt_hook *h = self;
-  int64_t stale;
-  cairn_status st = fetched_step(v, &stale);
-  if (st != CAIRN_OK) return st;
-  if (!cairn_timer_should_trigger_for_step(h->timer, stale + h->steps_per_run)) return CAIRN_OK;
-  cairn_session *s = cairn_run_context_session(ctx);
-  int64_t step;
-  if ((st = read_step(s, ckpt_name, &step)) != CAIRN_OK) return st;
-  if (!cairn_timer_should_trigger_for_step(h->timer, step)) return CAIRN_OK;
-  cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
-  int stop;
-  if ((st = ckpt_save(h, s, step, &stop)) != CAIRN_OK) return st;
-  if (stop) cairn_run_context_request_stop(ctx);
-  return CAIRN_OK;
-}
-
-static cairn_status ckpt_end_saves(ckpt_hook *h, cairn_session *s) {
-  if (!s) return CAIRN_OK; /* no session left (closed after a failed recovery) */
-  int64_t step, last;
-  cairn_status st = read_step(s, ckpt_name, &step);
-  if (st != CAIRN_OK) return st;
-  if (!cairn_timer_last_triggered_step(h->timer, &last) || last != step) {
-    int stop;
-    if ((st = ckpt_save(h, s, step, &stop)) != CAIRN_OK) return st;
-  }
-  for (size_t i = 0; i < h->n_listeners; i++)
-    if (h->listeners[i].end && (st = h->listeners[i].end(h->listeners[i].self, s, step)) != CAIRN_OK) return st;
-  return CAIRN_OK;
-}
-
-/* The session's last save; the directory is free for the next trainer. */
-static cairn_status ckpt_end(void *self, cairn_session *s) {
-  ckpt_hook *h = self;
-  cairn_status st = ckpt_end_saves(h, s);
-  ckpt_unlock(h);
-  return st;
-}
-
-static void ckpt_on_error(void *self, cairn_status why) {
-  (void)why;
-  ckpt_unlock(self);
-}
-
-static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, ckpt_before_run,
-                                          ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
-
-cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(void) {
-  cairn_checkpoint_saver_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
-
-cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: out is NULL");
-  *out = NULL;
-  if (!o || !o->checkpoint_dir)
-    return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: %s is NULL", o ? "checkpoint_dir" : "options");
-  if (o->n_listeners && !o->listeners) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: listeners is NULL");
-  if (o->saver && o->scaffold) return cairn__fail(CAIRN_E_INVALID, "You cannot provide both saver and scaffold.");
-  cairn_timer *timer = NULL;
-  cairn_status st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &timer);
-  if (st != CAIRN_OK) return st;
-  ckpt_hook *h = calloc(1, sizeof *h);
-  if (!h) {
-    cairn_timer_free(timer);
-    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
-  }
-  h->timer = timer;
-  h->saver = o->saver;
-  h->scaffold = o->scaffold;
-  h->writer = o->summary_writer;
-  h->env = o->env;
-  h->steps_per_run = 1;
-  const char *base = o->checkpoint_basename ? o->checkpoint_basename : "model.ckpt";
-  size_t len = strlen(o->checkpoint_dir) + 1 + strlen(base) + 1;
-  h->dir = cairn__strdup(o->checkpoint_dir);
-  h->prefix = malloc(len);
-  if (o->n_listeners) h->listeners = malloc(o->n_listeners * sizeof *h->listeners);
-  if (!h->dir || !h->prefix || (o->n_listeners && !h->listeners)) {
-    ckpt_destroy(h);
-    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
-  }
-  snprintf(h->prefix, len, "%s/%s", o->checkpoint_dir, base);
-  if (!(h->prefix_dir = cairn__path_dir(h->prefix))) {
-    ckpt_destroy(h);
-    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
-  }
-  if (o->n_listeners) memcpy(h->listeners, o->listeners, o->n_listeners * sizeof *h->listeners);
-  h->n_listeners = o->n_listeners;
-  return make_hook(&ckpt_vt, h, ckpt_destroy, out);
+  return cairn__hook_make(&stop_vt, h, free, out);
 }
 
 /* ==== StepCounterHook ================================================================== */
@@ -414,7 +106,7 @@ static void counter_destroy(void *self) {
 
 static cairn_status counter_begin(void *self, cairn_registry *r) {
   (void)self;
-  return need_global_step(r, counter_name);
+  return cairn__hook_need_global_step(r, counter_name);
 }
 
 static cairn_status counter_after_create(void *self, cairn_session *s, cairn_coordinator *coord) {
@@ -425,20 +117,14 @@ static cairn_status counter_after_create(void *self, cairn_session *s, cairn_coo
   return CAIRN_OK;
 }
 
-static cairn_status counter_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
-  (void)self;
-  (void)ctx;
-  return cairn_run_request_fetch(req, GLOBAL_STEP);
-}
-
 static cairn_status counter_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
   counter_hook *h = self;
   int64_t stale;
-  cairn_status st = fetched_step(v, &stale);
+  cairn_status st = cairn__hook_fetched_step(v, &stale);
   if (st != CAIRN_OK) return st;
   if (cairn_timer_should_trigger_for_step(h->timer, stale + h->steps_per_run)) {
     int64_t step;
-    if ((st = read_step(cairn_run_context_session(ctx), counter_name, &step)) != CAIRN_OK) return st;
+    if ((st = cairn__hook_read_step(cairn_run_context_session(ctx), counter_name, &step)) != CAIRN_OK) return st;
     if (cairn_timer_should_trigger_for_step(h->timer, step)) {
       double secs = 0;
       int64_t steps = 0;
@@ -470,7 +156,7 @@ static cairn_status counter_after_run(void *self, cairn_run_context *ctx, const 
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable counter_vt = {counter_name, counter_begin, counter_after_create, counter_before_run,
+static const cairn_hook_vtable counter_vt = {counter_name, counter_begin, counter_after_create, cairn__hook_fetch_step,
                                              counter_after_run, NULL, NULL, counter_destroy};
 
 cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_secs, cairn_summary_writer *writer,
@@ -489,7 +175,7 @@ cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_s
   h->writer = writer;
   h->env = env;
   h->steps_per_run = 1;
-  return make_hook(&counter_vt, h, counter_destroy, out);
+  return cairn__hook_make(&counter_vt, h, counter_destroy, out);
 }
 
 /* ==== LoggingTensorHook ================================================================== */
@@ -669,7 +355,7 @@ cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_optio
     }
     h->n_names = i + 1;
   }
-  return make_hook(&logging_vt, h, logging_destroy, out);
+  return cairn__hook_make(&logging_vt, h, logging_destroy, out);
 }
 
 /* ==== NanTensorHook ======================================================================== */
@@ -719,118 +405,7 @@ cairn_status cairn_nan_tensor_hook_new(const char *loss_name, int fail_on_nan_lo
     return cairn__fail(CAIRN_E_NOMEM, "nan_tensor_hook_new: out of memory");
   }
   h->fail = fail_on_nan_loss != 0;
-  return make_hook(&nan_vt, h, nan_destroy, out);
-}
-
-/* ==== SummarySaverHook ==================================================================== */
-
-typedef struct summary_hook {
-  cairn_timer *timer;
-  cairn_summary_writer *writer;
-  cairn_scaffold *scaffold;
-  cairn_op *summary_op; /* referenced */
-  int have_next;
-  int64_t next_step;
-  int request;
-} summary_hook;
-
-static const char summary_name[] = "SummarySaverHook";
-
-static void summary_destroy(void *self) {
-  summary_hook *h = self;
-  if (!h) return;
-  cairn_timer_free(h->timer);
-  cairn_op_free(h->summary_op);
-  free(h);
-}
-
-static cairn_op *summary_op_of(const summary_hook *h) {
-  return h->summary_op ? h->summary_op : h->scaffold ? cairn_scaffold_summary_op(h->scaffold) : NULL;
-}
-
-static cairn_status summary_begin(void *self, cairn_registry *r) {
-  summary_hook *h = self;
-  h->have_next = 0;
-  return need_global_step(r, summary_name);
-}
-
-static cairn_status summary_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
-  (void)ctx;
-  summary_hook *h = self;
-  /* No writer: TF's after_run returns at once; cairn also skips running
-     the summary op for nothing. */
-  if (!h->writer) return CAIRN_OK;
-  h->request = !h->have_next || cairn_timer_should_trigger_for_step(h->timer, h->next_step);
-  cairn_status st = cairn_run_request_fetch(req, GLOBAL_STEP);
-  if (st != CAIRN_OK) return st;
-  cairn_op *op = summary_op_of(h);
-  if (h->request && op) {
-    if ((st = cairn_run_request_op(req, op)) != CAIRN_OK) return st;
-    if ((st = cairn_run_request_summaries(req)) != CAIRN_OK) return st;
-  }
-  return CAIRN_OK;
-}
-
-static cairn_status summary_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
-  summary_hook *h = self;
-  if (!h->writer) return CAIRN_OK;
-  int64_t step;
-  cairn_status st = fetched_step(v, &step);
-  if (st != CAIRN_OK) return st;
-  step += 1;
-  if (!h->have_next || h->request)
-    if ((st = read_step(cairn_run_context_session(ctx), summary_name, &step)) != CAIRN_OK) return st;
-  if (!h->have_next && h->writer->session_log &&
-      (st = h->writer->session_log(h->writer->self, CAIRN_SESSION_LOG_START, NULL, step)) != CAIRN_OK)
-    return st;
-  if (h->request) {
-    cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
-    size_t n = cairn_run_values_summary_count(v);
-    for (size_t i = 0; i < n && h->writer->scalar; i++) {
-      const char *tag;
-      double value;
-      if ((st = cairn_run_values_summary_at(v, i, &tag, &value)) != CAIRN_OK) return st;
-      if ((st = h->writer->scalar(h->writer->self, tag, value, step)) != CAIRN_OK) return st;
-    }
-  }
-  h->next_step = step + 1;
-  h->have_next = 1;
-  return CAIRN_OK;
-}
-
-static cairn_status summary_end(void *self, cairn_session *s) {
-  (void)s;
-  summary_hook *h = self;
-  if (h->writer && h->writer->flush) return h->writer->flush(h->writer->self);
-  return CAIRN_OK;
-}
-
-static const cairn_hook_vtable summary_vt = {summary_name, summary_begin, NULL, summary_before_run,
-                                             summary_after_run, summary_end, NULL, summary_destroy};
-
-cairn_summary_saver_hook_options cairn_summary_saver_hook_options_default(void) {
-  cairn_summary_saver_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
-
-cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "summary_saver_hook_new: out is NULL");
-  *out = NULL;
-  if (!o) return cairn__fail(CAIRN_E_NULL, "summary_saver_hook_new: options are NULL");
-  if ((o->scaffold == NULL) == (o->summary_op == NULL))
-    return cairn__fail(CAIRN_E_INVALID, "Exactly one of scaffold or summary_op must be provided.");
-  summary_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "summary_saver_hook_new: out of memory");
-  cairn_status st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &h->timer);
-  if (st != CAIRN_OK) {
-    free(h);
-    return st;
-  }
-  h->writer = o->writer;
-  h->scaffold = o->scaffold;
-  h->summary_op = o->summary_op ? cairn_op_ref(o->summary_op) : NULL;
-  return make_hook(&summary_vt, h, summary_destroy, out);
+  return cairn__hook_make(&nan_vt, h, nan_destroy, out);
 }
 
 /* ==== FinalOpsHook ======================================================================= */
@@ -924,7 +499,7 @@ cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *nam
     return cairn__fail(CAIRN_E_NOMEM, "final_ops_hook_new: out of memory");
   }
   h->op = final_op ? cairn_op_ref(final_op) : NULL;
-  return make_hook(&final_vt, h, final_destroy, out);
+  return cairn__hook_make(&final_vt, h, final_destroy, out);
 }
 
 cairn_status cairn_final_ops_hook_value(const cairn_hook *hook, const char *name, cairn_value *out) {
@@ -955,7 +530,7 @@ static const char waiter_name[] = "_GlobalStepWaiterHook";
 static cairn_status waiter_begin(void *self, cairn_registry *r) {
   waiter_hook *h = self;
   h->started = 0;
-  return need_global_step(r, waiter_name);
+  return cairn__hook_need_global_step(r, waiter_name);
 }
 
 static cairn_status waiter_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
@@ -970,7 +545,7 @@ static cairn_status waiter_before_run(void *self, cairn_run_context *ctx, cairn_
   int64_t last_logged = 0;
   for (;;) {
     int64_t step;
-    cairn_status st = read_step(cairn_run_context_session(ctx), waiter_name, &step);
+    cairn_status st = cairn__hook_read_step(cairn_run_context_session(ctx), waiter_name, &step);
     if (st != CAIRN_OK) return st;
     if (step >= h->wait_until) {
       h->started = 1;
@@ -995,7 +570,7 @@ cairn_status cairn_global_step_waiter_hook_new(int64_t wait_until_step, const ca
   if (!h) return cairn__fail(CAIRN_E_NOMEM, "global_step_waiter_hook_new: out of memory");
   h->wait_until = wait_until_step;
   h->env = env;
-  return make_hook(&waiter_vt, h, free, out);
+  return cairn__hook_make(&waiter_vt, h, free, out);
 }
 
 /* ==== FeedFnHook ========================================================================= */
@@ -1020,5 +595,5 @@ cairn_status cairn_feed_fn_hook_new(cairn_feed_fn fn, void *user, cairn_hook **o
   if (!h) return cairn__fail(CAIRN_E_NOMEM, "feed_fn_hook_new: out of memory");
   h->fn = fn;
   h->user = user;
-  return make_hook(&feed_vt, h, free, out);
+  return cairn__hook_make(&feed_vt, h, free, out);
 }

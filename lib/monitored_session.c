@@ -1,6 +1,7 @@
 /* MonitoredSession and SingularMonitoredSession: the wrapper stack of TF's
- * monitored_session.py (doc/session-semantics.md, "MonitoredSession"),
- * the coordinator, hook objects, run requests/values, session creators.
+ * monitored_session.py (doc/session-semantics.md, "MonitoredSession").
+ * It is built from a session creator (lib/session_creator.c), a
+ * coordinator (lib/coordinator.c) and hook objects (lib/hook.c).
  *
  * TF builds the stack as objects, outermost first:
  *   _RecoverableSession → _CoordinatedSession → _HookedSession → raw session.
@@ -13,537 +14,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cairn/monitored.h"
+#include "hook_impl.h"
 #include "monitored_impl.h"
 
 static int is_preemption(cairn_status st) { return st == CAIRN_E_ABORTED || st == CAIRN_E_UNAVAILABLE; }
-
-/* Grows *p (elements of `size` bytes) to hold at least `need`. */
-static int grow(void **p, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap) return 1;
-  size_t n = *cap ? *cap * 2 : 8;
-  while (n < need) n *= 2;
-  void *q = realloc(*p, n * size);
-  if (!q) return 0;
-  *p = q;
-  *cap = n;
-  return 1;
-}
-
-int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out) {
-  if (!t || !t->data || i < 0 || i >= t->size) return 0;
-  const void *d = t->data;
-  switch (t->dtype) {
-    case CAIRN_DTYPE_F32: *out = ((const float *)d)[i]; return 1;
-    case CAIRN_DTYPE_F64: *out = ((const double *)d)[i]; return 1;
-    case CAIRN_DTYPE_BF16: {
-      uint32_t bits = (uint32_t)((const uint16_t *)d)[i] << 16;
-      float f;
-      memcpy(&f, &bits, sizeof f);
-      *out = f;
-      return 1;
-    }
-    case CAIRN_DTYPE_I8: *out = ((const int8_t *)d)[i]; return 1;
-    case CAIRN_DTYPE_I16: *out = ((const int16_t *)d)[i]; return 1;
-    case CAIRN_DTYPE_I32: *out = ((const int32_t *)d)[i]; return 1;
-    case CAIRN_DTYPE_I64: *out = (double)((const int64_t *)d)[i]; return 1;
-    case CAIRN_DTYPE_U8: *out = ((const uint8_t *)d)[i]; return 1;
-    case CAIRN_DTYPE_BOOL: *out = ((const uint8_t *)d)[i] != 0; return 1;
-    case CAIRN_DTYPE_U16: *out = ((const uint16_t *)d)[i]; return 1;
-    case CAIRN_DTYPE_U32: *out = ((const uint32_t *)d)[i]; return 1;
-    case CAIRN_DTYPE_U64: *out = (double)((const uint64_t *)d)[i]; return 1;
-    default: return 0;
-  }
-}
-
-/* ==== Coordinator ============================================================ */
-
-typedef struct join_entry {
-  void (*join)(void *ctx);
-  void *ctx;
-} join_entry;
-
-struct cairn_coordinator {
-  pthread_mutex_t mu;
-  atomic_int stop;
-  cairn_status err; /* under mu; set once */
-  char msg[CAIRN__ERRMSG_LEN]; /* as long as cairn_errmsg(), which re-raises it */
-  join_entry *joins;
-  size_t n_joins, cap_joins;
-};
-
-cairn_status cairn__coordinator_new(cairn_coordinator **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "coordinator_new: out is NULL");
-  *out = NULL;
-  cairn_coordinator *c = calloc(1, sizeof *c);
-  if (!c) return cairn__fail(CAIRN_E_NOMEM, "coordinator_new: out of memory");
-  if (pthread_mutex_init(&c->mu, NULL) != 0) {
-    free(c);
-    return cairn__fail(CAIRN_E_NOMEM, "coordinator_new: pthread_mutex_init failed");
-  }
-  atomic_init(&c->stop, 0);
-  c->err = CAIRN_OK;
-  *out = c;
-  return CAIRN_OK;
-}
-
-void cairn__coordinator_free(cairn_coordinator *c) {
-  if (!c) return;
-  pthread_mutex_destroy(&c->mu);
-  free(c->joins);
-  free(c);
-}
-
-/* As TF's Coordinator.request_stop(ex): the error is recorded only by the
- * request that sets the stop flag (a later request_stop(ex) after a plain
- * request_stop() records nothing), so "the first one wins". */
-void cairn_coordinator_request_stop(cairn_coordinator *c, cairn_status err, const char *fmt, ...) {
-  if (!c) return;
-  pthread_mutex_lock(&c->mu);
-  if (!atomic_load(&c->stop)) {
-    if (err != CAIRN_OK && c->err == CAIRN_OK) {
-      c->err = err;
-      if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(c->msg, sizeof c->msg, fmt, ap);
-        va_end(ap);
-        if (n >= (int)sizeof c->msg) memcpy(c->msg + sizeof c->msg - 4, "...", 4); /* cut: say so */
-      } else {
-        snprintf(c->msg, sizeof c->msg, "%s", cairn_status_str(err));
-      }
-    }
-    atomic_store(&c->stop, 1);
-  }
-  pthread_mutex_unlock(&c->mu);
-}
-
-int cairn_coordinator_should_stop(const cairn_coordinator *c) {
-  if (!c) return 1;
-  return atomic_load(&((cairn_coordinator *)c)->stop) != 0;
-}
-
-cairn_status cairn_coordinator_error(const cairn_coordinator *c, const char **msg) {
-  if (msg) *msg = NULL;
-  if (!c) return CAIRN_OK;
-  cairn_coordinator *m = (cairn_coordinator *)c;
-  pthread_mutex_lock(&m->mu);
-  cairn_status st = m->err;
-  if (msg && st != CAIRN_OK) *msg = m->msg; /* never changes once set */
-  pthread_mutex_unlock(&m->mu);
-  return st;
-}
-
-cairn_status cairn_coordinator_register_join(cairn_coordinator *c, void (*join)(void *ctx), void *ctx) {
-  if (!c || !join) return cairn__fail(CAIRN_E_NULL, "coordinator_register_join: %s is NULL", c ? "join" : "c");
-  pthread_mutex_lock(&c->mu);
-  int ok = grow((void **)&c->joins, &c->cap_joins, c->n_joins + 1, sizeof *c->joins);
-  if (ok) c->joins[c->n_joins++] = (join_entry){join, ctx};
-  pthread_mutex_unlock(&c->mu);
-  return ok ? CAIRN_OK : cairn__fail(CAIRN_E_NOMEM, "coordinator_register_join: out of memory");
-}
-
-/* TF's coord.join(stop_grace_period_secs, ignore_live_threads=True). A
- * join callback cannot be abandoned half-way as a Python thread can, so
- * the grace period is not enforced: joins that take longer are reported. */
-static cairn_status coordinator_join_env(cairn_coordinator *c, double grace_secs, const cairn_env *env) {
-  if (!c) return CAIRN_OK;
-  cairn_coordinator_request_stop(c, CAIRN_OK, NULL);
-  /* The joins run without the lock (a thread being joined may still call
-     request_stop, which then records nothing: the stop is already set);
-     each entry is read under it, since a join may register another. */
-  double t0 = cairn_env_now(env);
-  for (size_t i = 0;; i++) {
-    pthread_mutex_lock(&c->mu);
-    join_entry e = {NULL, NULL};
-    if (i < c->n_joins) e = c->joins[i];
-    pthread_mutex_unlock(&c->mu);
-    if (!e.join) break;
-    e.join(e.ctx);
-  }
-  double took = cairn_env_now(env) - t0;
-  if (grace_secs > 0 && took > grace_secs)
-    cairn_env_log(env, CAIRN_LOG_WARN,
-                  "Coordinator stopped with threads still running after the grace period of %g s: joining "
-                  "them took %g s",
-                  grace_secs, took);
-  const char *msg;
-  cairn_status st = cairn_coordinator_error(c, &msg);
-  if (st != CAIRN_OK) return cairn__fail(st, "%s", msg ? msg : cairn_status_str(st));
-  return CAIRN_OK;
-}
-
-cairn_status cairn__coordinator_join(cairn_coordinator *c) { return coordinator_join_env(c, 0, NULL); }
-
-/* ==== Hooks ====================================================================== */
-
-struct cairn_hook {
-  const cairn_hook_vtable *vt;
-  void *self;
-};
-
-cairn_status cairn_hook_new(const cairn_hook_vtable *vt, void *self, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new: out is NULL");
-  *out = NULL;
-  if (!vt) return cairn__fail(CAIRN_E_NULL, "hook_new: vt is NULL");
-  cairn_hook *h = malloc(sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new: out of memory");
-  h->vt = vt;
-  h->self = self;
-  *out = h;
-  return CAIRN_OK;
-}
-
-void cairn_hook_free(cairn_hook *h) {
-  if (!h) return;
-  if (h->vt->destroy) h->vt->destroy(h->self);
-  free(h);
-}
-
-void *cairn_hook_self(const cairn_hook *h) { return h ? h->self : NULL; }
-const char *cairn_hook_name(const cairn_hook *h) {
-  return h && h->vt->name ? h->vt->name : "hook";
-}
-
-const cairn_hook_vtable *cairn__hook_vtable(const cairn_hook *h) { return h ? h->vt : NULL; }
-
-cairn_status cairn__hook_begin(cairn_hook *h, cairn_registry *r) {
-  return h && h->vt->begin ? h->vt->begin(h->self, r) : CAIRN_OK;
-}
-cairn_status cairn__hook_after_create_session(cairn_hook *h, cairn_session *s, cairn_coordinator *coord) {
-  return h && h->vt->after_create_session ? h->vt->after_create_session(h->self, s, coord) : CAIRN_OK;
-}
-cairn_status cairn__hook_end(cairn_hook *h, cairn_session *s) {
-  return h && h->vt->end ? h->vt->end(h->self, s) : CAIRN_OK;
-}
-
-/* ==== Run context, request, values ================================================ */
-
-struct cairn_run_context {
-  cairn_session *session;
-  const cairn_run_args *args;
-  int stop_requested;
-};
-
-cairn_session *cairn_run_context_session(const cairn_run_context *ctx) { return ctx ? ctx->session : NULL; }
-const cairn_run_args *cairn_run_context_args(const cairn_run_context *ctx) { return ctx ? ctx->args : NULL; }
-void cairn_run_context_request_stop(cairn_run_context *ctx) {
-  if (ctx) ctx->stop_requested = 1;
-}
-int cairn_run_context_stop_requested(const cairn_run_context *ctx) { return ctx ? ctx->stop_requested : 0; }
-
-typedef struct req_feed {
-  size_t name; /* offset in arena */
-  const cairn_tensor *value;
-} req_feed;
-
-/* A hook's request. Names live in one arena (offsets, since it may move),
- * reused from run to run: steady-state runs allocate nothing. */
-struct cairn_run_request {
-  char *arena;
-  size_t arena_len, arena_cap;
-  size_t *fetch;
-  size_t n_fetch, cap_fetch;
-  req_feed *feed;
-  size_t n_feed, cap_feed;
-  const cairn_op **ops;
-  size_t n_ops, cap_ops;
-  int summaries;
-};
-
-static void req_reset(cairn_run_request *r) {
-  for (size_t i = 0; i < r->n_ops; i++) cairn_op_free((cairn_op *)r->ops[i]);
-  r->arena_len = 0;
-  r->n_fetch = r->n_feed = r->n_ops = 0;
-  r->summaries = 0;
-}
-
-static void req_free(cairn_run_request *r) {
-  req_reset(r);
-  free(r->arena);
-  free(r->fetch);
-  free(r->feed);
-  free(r->ops);
-}
-
-static const char *req_str(const cairn_run_request *r, size_t off) { return r->arena + off; }
-
-static int req_intern(cairn_run_request *r, const char *name, size_t *off) {
-  size_t n = strlen(name) + 1;
-  if (!grow((void **)&r->arena, &r->arena_cap, r->arena_len + n, 1)) return 0;
-  memcpy(r->arena + r->arena_len, name, n);
-  *off = r->arena_len;
-  r->arena_len += n;
-  return 1;
-}
-
-cairn_status cairn_run_request_fetch(cairn_run_request *req, const char *name) {
-  if (!req || !name) return cairn__fail(CAIRN_E_NULL, "run_request_fetch: %s is NULL", req ? "name" : "req");
-  if (!*name) return cairn__fail(CAIRN_E_INVALID, "run_request_fetch: empty name");
-  for (size_t i = 0; i < req->n_fetch; i++)
-    if (!strcmp(req_str(req, req->fetch[i]), name)) return CAIRN_OK;
-  size_t off;
-  if (!grow((void **)&req->fetch, &req->cap_fetch, req->n_fetch + 1, sizeof *req->fetch) ||
-      !req_intern(req, name, &off))
-    return cairn__fail(CAIRN_E_NOMEM, "run_request_fetch: out of memory");
-  req->fetch[req->n_fetch++] = off;
-  return CAIRN_OK;
-}
-
-cairn_status cairn_run_request_feed(cairn_run_request *req, const char *name, const cairn_tensor *value) {
-  if (!req || !name || !value)
-    return cairn__fail(CAIRN_E_NULL, "run_request_feed: %s is NULL", !req ? "req" : !name ? "name" : "value");
-  if (!*name) return cairn__fail(CAIRN_E_INVALID, "run_request_feed: empty name");
-  for (size_t i = 0; i < req->n_feed; i++)
-    if (!strcmp(req_str(req, req->feed[i].name), name)) { /* a dict key set twice */
-      req->feed[i].value = value;
-      return CAIRN_OK;
-    }
-  size_t off;
-  if (!grow((void **)&req->feed, &req->cap_feed, req->n_feed + 1, sizeof *req->feed) ||
-      !req_intern(req, name, &off))
-    return cairn__fail(CAIRN_E_NOMEM, "run_request_feed: out of memory");
-  req->feed[req->n_feed++] = (req_feed){off, value};
-  return CAIRN_OK;
-}
-
-cairn_status cairn_run_request_op(cairn_run_request *req, const cairn_op *op) {
-  if (!req || !op) return cairn__fail(CAIRN_E_NULL, "run_request_op: %s is NULL", req ? "op" : "req");
-  if (!grow((void **)&req->ops, &req->cap_ops, req->n_ops + 1, sizeof *req->ops))
-    return cairn__fail(CAIRN_E_NOMEM, "run_request_op: out of memory");
-  req->ops[req->n_ops++] = cairn_op_ref((cairn_op *)op);
-  return CAIRN_OK;
-}
-
-cairn_status cairn_run_request_summaries(cairn_run_request *req) {
-  if (!req) return cairn__fail(CAIRN_E_NULL, "run_request_summaries: req is NULL");
-  req->summaries = 1;
-  return CAIRN_OK;
-}
-
-typedef struct summary_rec {
-  size_t tag; /* offset in the session's summary arena */
-  double value;
-} summary_rec;
-
-struct cairn_run_values {
-  const cairn_run_request *req;
-  const cairn_fetch *merged; /* the merged fetches of the run */
-  const size_t *idx;         /* idx[i]: merged index of req->fetch[i] */
-  const summary_rec *sums;   /* NULL unless req->summaries */
-  size_t n_sums;
-  const char *sum_arena;
-};
-
-cairn_status cairn_run_values_get(const cairn_run_values *v, const char *name, cairn_value *out) {
-  if (!v || !name || !out) return cairn__fail(CAIRN_E_NULL, "run_values_get: an argument is NULL");
-  if (v->req)
-    for (size_t i = 0; i < v->req->n_fetch; i++)
-      if (!strcmp(req_str(v->req, v->req->fetch[i]), name)) {
-        *out = v->merged[v->idx[i]].value;
-        return CAIRN_OK;
-      }
-  return cairn__fail(CAIRN_E_NOT_FOUND, "run_values: '%s' was not requested by this hook in before_run", name);
-}
-
-static cairn_status value_to_f64(const char *name, const cairn_value *val, double *out) {
-  switch (val->kind) {
-    case CAIRN_VALUE_F64: *out = val->f64; return CAIRN_OK;
-    case CAIRN_VALUE_I64: *out = (double)val->i64; return CAIRN_OK;
-    case CAIRN_VALUE_TENSOR:
-      if (val->tensor && val->tensor->size == 1 && cairn__tensor_get_f64(val->tensor, 0, out)) return CAIRN_OK;
-      return cairn__fail(CAIRN_E_DTYPE, "run_values: '%s' is not a 1-element numeric tensor", name);
-    default: return cairn__fail(CAIRN_E_DTYPE, "run_values: '%s' has no value", name);
-  }
-}
-
-cairn_status cairn_run_values_f64(const cairn_run_values *v, const char *name, double *out) {
-  cairn_value val;
-  cairn_status st = cairn_run_values_get(v, name, &val);
-  if (st != CAIRN_OK) return st;
-  return value_to_f64(name, &val, out);
-}
-
-cairn_status cairn_run_values_i64(const cairn_run_values *v, const char *name, int64_t *out) {
-  cairn_value val;
-  cairn_status st = cairn_run_values_get(v, name, &val);
-  if (st != CAIRN_OK) return st;
-  if (val.kind == CAIRN_VALUE_I64) {
-    *out = val.i64;
-    return CAIRN_OK;
-  }
-  if (val.kind == CAIRN_VALUE_TENSOR && val.tensor && val.tensor->size == 1 &&
-      val.tensor->dtype == CAIRN_DTYPE_I64) {
-    *out = ((const int64_t *)val.tensor->data)[0];
-    return CAIRN_OK;
-  }
-  double d;
-  st = value_to_f64(name, &val, &d);
-  if (st != CAIRN_OK) return st;
-  *out = (int64_t)d;
-  return CAIRN_OK;
-}
-
-size_t cairn_run_values_summary_count(const cairn_run_values *v) { return v && v->sums ? v->n_sums : 0; }
-
-cairn_status cairn_run_values_summary_at(const cairn_run_values *v, size_t i, const char **tag, double *value) {
-  if (!v || !tag || !value) return cairn__fail(CAIRN_E_NULL, "run_values_summary_at: an argument is NULL");
-  if (!v->sums || i >= v->n_sums)
-    return cairn__fail(CAIRN_E_NOT_FOUND, "run_values_summary_at: no summary %zu (have %zu)", i,
-                       cairn_run_values_summary_count(v));
-  *tag = v->sum_arena + v->sums[i].tag;
-  *value = v->sums[i].value;
-  return CAIRN_OK;
-}
-
-/* ==== Session creators ============================================================ */
-
-struct cairn_session_creator {
-  const cairn_session_creator_vtable *vt;
-  void *self;
-  cairn_registry *registry;
-};
-
-cairn_status cairn_session_creator_new(const cairn_session_creator_vtable *vt, void *self,
-                                       cairn_session_creator **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "session_creator_new: out is NULL");
-  *out = NULL;
-  if (!vt || !vt->create_session)
-    return cairn__fail(CAIRN_E_NULL, "session_creator_new: %s is NULL", vt ? "vt->create_session" : "vt");
-  cairn_session_creator *c = calloc(1, sizeof *c);
-  if (!c) return cairn__fail(CAIRN_E_NOMEM, "session_creator_new: out of memory");
-  c->vt = vt;
-  c->self = self;
-  *out = c;
-  return CAIRN_OK;
-}
-
-cairn_status cairn_session_creator_create(cairn_session_creator *c, cairn_session **out) {
-  if (!c || !out) return cairn__fail(CAIRN_E_NULL, "session_creator_create: %s is NULL", c ? "out" : "c");
-  *out = NULL;
-  cairn_status st = c->vt->create_session(c->self, out);
-  if (st == CAIRN_OK && !*out)
-    return cairn__fail(CAIRN_E_STATE, "session_creator_create: the creator returned no session");
-  return st;
-}
-
-void cairn_session_creator_free(cairn_session_creator *c) {
-  if (!c) return;
-  if (c->vt->destroy) c->vt->destroy(c->self);
-  free(c);
-}
-
-cairn_registry *cairn__session_creator_registry(const cairn_session_creator *c) { return c ? c->registry : NULL; }
-
-/* The chief and the worker creators share one implementation. */
-typedef struct std_creator {
-  int worker;
-  cairn_scaffold *scaffold;
-  int own_scaffold;
-  char *checkpoint_dir;
-  char *checkpoint_file;
-  double max_wait_secs;
-  cairn_session_manager_options sm_opts;
-  cairn_session_manager *sm; /* built on first use (TF's _get_session_manager) */
-} std_creator;
-
-static cairn_status std_create(void *self, cairn_session **out) {
-  std_creator *c = self;
-  cairn_status st = cairn_scaffold_finalize(c->scaffold);
-  if (st != CAIRN_OK) return st;
-  if (!c->sm) {
-    st = cairn_session_manager_new_from_scaffold(c->scaffold, &c->sm_opts, &c->sm);
-    if (st != CAIRN_OK) return st;
-  }
-  if (c->worker) return cairn_session_manager_wait_for_session(c->sm, c->max_wait_secs, out);
-  cairn_prepare_options po = cairn_prepare_options_from_scaffold(c->scaffold, c->checkpoint_dir, c->checkpoint_file);
-  return cairn_session_manager_prepare_session(c->sm, &po, out);
-}
-
-static void std_destroy(void *self) {
-  std_creator *c = self;
-  if (!c) return;
-  cairn_session_manager_free(c->sm);
-  if (c->own_scaffold) cairn_scaffold_free(c->scaffold);
-  free(c->checkpoint_dir);
-  free(c->checkpoint_file);
-  free(c);
-}
-
-static const cairn_session_creator_vtable std_creator_vt = {std_create, std_destroy};
-
-static cairn_status std_creator_new(const char *fn, int worker, cairn_registry *r, cairn_scaffold *sc,
-                                    const char *dir, const char *file, double max_wait,
-                                    const cairn_session_manager_options *smo, cairn_session_creator **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  *out = NULL;
-  if (!r && !sc) return cairn__fail(CAIRN_E_NULL, "%s: registry and scaffold are both NULL", fn);
-  if (sc && r && cairn_scaffold_registry(sc) != r)
-    return cairn__fail(CAIRN_E_INVALID, "%s: the scaffold belongs to another registry", fn);
-  std_creator *c = calloc(1, sizeof *c);
-  if (!c) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  c->worker = worker;
-  c->max_wait_secs = max_wait;
-  c->sm_opts = smo ? *smo : cairn_session_manager_options_default();
-  cairn_status st = CAIRN_OK;
-  if ((dir && !(c->checkpoint_dir = cairn__strdup(dir))) || (file && !(c->checkpoint_file = cairn__strdup(file)))) {
-    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  } else if (sc) {
-    c->scaffold = sc;
-  } else {
-    cairn_scaffold_options so;
-    memset(&so, 0, sizeof so);
-    st = cairn_scaffold_new(r, &so, &c->scaffold);
-    c->own_scaffold = (st == CAIRN_OK);
-  }
-  cairn_session_creator *cr = NULL;
-  if (st == CAIRN_OK) st = cairn_session_creator_new(&std_creator_vt, c, &cr);
-  if (st != CAIRN_OK) {
-    std_destroy(c);
-    return st;
-  }
-  cr->registry = cairn_scaffold_registry(c->scaffold);
-  *out = cr;
-  return CAIRN_OK;
-}
-
-cairn_chief_session_creator_options cairn_chief_session_creator_options_default(void) {
-  cairn_chief_session_creator_options o;
-  memset(&o, 0, sizeof o);
-  o.sm = cairn_session_manager_options_default();
-  return o;
-}
-
-cairn_worker_session_creator_options cairn_worker_session_creator_options_default(void) {
-  cairn_worker_session_creator_options o;
-  memset(&o, 0, sizeof o);
-  o.max_wait_secs = 1800.0;
-  o.sm = cairn_session_manager_options_default();
-  return o;
-}
-
-cairn_status cairn_chief_session_creator_new(const cairn_chief_session_creator_options *o,
-                                             cairn_session_creator **out) {
-  if (!o) return cairn__fail(CAIRN_E_NULL, "chief_session_creator_new: options are NULL");
-  return std_creator_new("chief_session_creator_new", 0, o->registry, o->scaffold, o->checkpoint_dir,
-                         o->checkpoint_filename_with_path, 0, &o->sm, out);
-}
-
-cairn_status cairn_worker_session_creator_new(const cairn_worker_session_creator_options *o,
-                                              cairn_session_creator **out) {
-  if (!o) return cairn__fail(CAIRN_E_NULL, "worker_session_creator_new: options are NULL");
-  return std_creator_new("worker_session_creator_new", 1, o->registry, o->scaffold, NULL, NULL, o->max_wait_secs,
-                         &o->sm, out);
-}
-
-/* ==== The monitored session ======================================================= */
 
 typedef struct hook_slot {
   cairn_run_request req;
@@ -588,7 +67,7 @@ struct cairn_monitored_session {
   size_t cap_fetches;
   const cairn_op **ops;
   size_t cap_ops;
-  summary_rec *sums;
+  cairn__summary_rec *sums;
   size_t n_sums, cap_sums;
   char *sum_arena;
   size_t sum_len, sum_cap;
@@ -610,13 +89,13 @@ static void collect_summary(void *ctx, const char *tag, double value) {
   cairn_monitored_session *ms = ctx;
   if (ms->user_sum_fn) ms->user_sum_fn(ms->user_sum_ctx, tag, value);
   size_t n = strlen(tag) + 1;
-  if (!grow((void **)&ms->sums, &ms->cap_sums, ms->n_sums + 1, sizeof *ms->sums) ||
-      !grow((void **)&ms->sum_arena, &ms->sum_cap, ms->sum_len + n, 1)) {
+  if (!cairn__grow((void **)&ms->sums, &ms->cap_sums, ms->n_sums + 1, sizeof *ms->sums) ||
+      !cairn__grow((void **)&ms->sum_arena, &ms->sum_cap, ms->sum_len + n, 1)) {
     ms->sum_failed = 1;
     return;
   }
   memcpy(ms->sum_arena + ms->sum_len, tag, n);
-  ms->sums[ms->n_sums++] = (summary_rec){ms->sum_len, value};
+  ms->sums[ms->n_sums++] = (cairn__summary_rec){ms->sum_len, value};
   ms->sum_len += n;
 }
 
@@ -640,7 +119,7 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
   cairn_run_context ctx = {ms->raw, args, 0};
   char conflicts[CAIRN__ERRMSG_LEN - 128]; /* + the text around it: fits cairn_errmsg() */
 
-  for (size_t i = 0; i < ms->n_hooks; i++) req_reset(&ms->slots[i].req);
+  for (size_t i = 0; i < ms->n_hooks; i++) cairn__run_request_reset(&ms->slots[i].req);
   /* 3. before_run of every hook, in order; merge their feeds as we go. */
   size_t n_hook_feeds = 0;
   for (size_t i = 0; i < ms->n_hooks; i++) {
@@ -655,8 +134,8 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
       for (size_t j = 0; j < i; j++) {
         const cairn_run_request *o = &ms->slots[j].req;
         for (size_t g = 0; g < o->n_feed; g++)
-          if (!strcmp(req_str(req, req->feed[f].name), req_str(o, o->feed[g].name)))
-            conflict_add(conflicts, sizeof conflicts, req_str(req, req->feed[f].name));
+          if (!strcmp(cairn__run_request_name(req, req->feed[f].name), cairn__run_request_name(o, o->feed[g].name)))
+            conflict_add(conflicts, sizeof conflicts, cairn__run_request_name(req, req->feed[f].name));
       }
     if (conflicts[0])
       return cairn__fail(CAIRN_E_INVALID, "Same tensor is fed by two hooks. Conflict(s): [%s]", conflicts);
@@ -669,7 +148,7 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
     const cairn_run_request *req = &ms->slots[i].req;
     for (size_t f = 0; f < req->n_feed; f++)
       for (size_t u = 0; u < args->n_feeds; u++)
-        if (args->feeds[u].name && !strcmp(args->feeds[u].name, req_str(req, req->feed[f].name)))
+        if (args->feeds[u].name && !strcmp(args->feeds[u].name, cairn__run_request_name(req, req->feed[f].name)))
           conflict_add(conflicts, sizeof conflicts, args->feeds[u].name);
   }
   if (conflicts[0])
@@ -682,9 +161,9 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
     max_fetch += ms->slots[i].req.n_fetch;
     max_ops += ms->slots[i].req.n_ops;
   }
-  if (!grow((void **)&ms->feeds, &ms->cap_feeds, n_feeds ? n_feeds : 1, sizeof *ms->feeds) ||
-      !grow((void **)&ms->fetches, &ms->cap_fetches, max_fetch ? max_fetch : 1, sizeof *ms->fetches) ||
-      !grow((void **)&ms->ops, &ms->cap_ops, max_ops ? max_ops : 1, sizeof *ms->ops))
+  if (!cairn__grow((void **)&ms->feeds, &ms->cap_feeds, n_feeds ? n_feeds : 1, sizeof *ms->feeds) ||
+      !cairn__grow((void **)&ms->fetches, &ms->cap_fetches, max_fetch ? max_fetch : 1, sizeof *ms->fetches) ||
+      !cairn__grow((void **)&ms->ops, &ms->cap_ops, max_ops ? max_ops : 1, sizeof *ms->ops))
     return cairn__fail(CAIRN_E_NOMEM, "run: out of memory");
 
   size_t k = 0;
@@ -692,7 +171,7 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
   for (size_t i = 0; i < ms->n_hooks; i++) {
     const cairn_run_request *req = &ms->slots[i].req;
     for (size_t f = 0; f < req->n_feed; f++)
-      ms->feeds[k++] = (cairn_feed){req_str(req, req->feed[f].name), req->feed[f].value};
+      ms->feeds[k++] = (cairn_feed){cairn__run_request_name(req, req->feed[f].name), req->feed[f].value};
   }
   /* Ops: the caller's, then each hook's (an op already in the list runs
      once, as TF fetching the same op twice). */
@@ -715,10 +194,10 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
   }
   for (size_t i = 0; i < ms->n_hooks; i++) {
     hook_slot *sl = &ms->slots[i];
-    if (!grow((void **)&sl->idx, &sl->cap_idx, sl->req.n_fetch ? sl->req.n_fetch : 1, sizeof *sl->idx))
+    if (!cairn__grow((void **)&sl->idx, &sl->cap_idx, sl->req.n_fetch ? sl->req.n_fetch : 1, sizeof *sl->idx))
       return cairn__fail(CAIRN_E_NOMEM, "run: out of memory");
     for (size_t f = 0; f < sl->req.n_fetch; f++) {
-      const char *name = req_str(&sl->req, sl->req.fetch[f]);
+      const char *name = cairn__run_request_name(&sl->req, sl->req.fetch[f]);
       size_t q = 0;
       while (q < n_fetch && !(ms->fetches[q].name && !strcmp(ms->fetches[q].name, name))) q++;
       if (q == n_fetch) {
@@ -825,7 +304,7 @@ static cairn_status create_stack(cairn_monitored_session *ms) {
 static cairn_status close_stack(cairn_monitored_session *ms) {
   cairn_status st = CAIRN_OK;
   if (ms->coord) {
-    st = coordinator_join_env(ms->coord, ms->grace_secs, ms->env);
+    st = cairn__coordinator_join_env(ms->coord, ms->grace_secs, ms->env);
     cairn__coordinator_free(ms->coord);
     ms->coord = NULL;
   }
@@ -1077,7 +556,7 @@ void cairn_monitored_session_free(cairn_monitored_session *ms) {
   if (!ms->closed) (void)close_internal(ms, 0, CAIRN_E_CANCELLED);
   if (ms->slots)
     for (size_t i = 0; i < ms->n_hooks; i++) {
-      req_free(&ms->slots[i].req);
+      cairn__run_request_free(&ms->slots[i].req);
       free(ms->slots[i].idx);
     }
   free(ms->slots);
@@ -1279,70 +758,4 @@ cairn_status cairn_singular_monitored_session_new(const cairn_singular_monitored
   cfg.max_recoveries = 0;
   cfg.env = o->env;
   return cairn__monitored_session_new(&cfg, out);
-}
-
-/* ==== SecondOrStepTimer ============================================================= */
-
-struct cairn_timer {
-  double every_secs;
-  int64_t every_steps;
-  const cairn_env *env;
-  int triggered;
-  double last_time;
-  int64_t last_step;
-};
-
-cairn_status cairn_timer_new(double every_secs, int64_t every_steps, const cairn_env *env, cairn_timer **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "timer_new: out is NULL");
-  *out = NULL;
-  int has_secs = every_secs > 0, has_steps = every_steps > 0;
-  if (!has_secs && !has_steps)
-    return cairn__fail(CAIRN_E_INVALID, "Either every_secs or every_steps should be provided.");
-  if (has_secs && has_steps) return cairn__fail(CAIRN_E_INVALID, "Can not provide both every_secs and every_steps.");
-  cairn_timer *t = calloc(1, sizeof *t);
-  if (!t) return cairn__fail(CAIRN_E_NOMEM, "timer_new: out of memory");
-  t->every_secs = has_secs ? every_secs : 0;
-  t->every_steps = has_steps ? every_steps : 0;
-  t->env = env;
-  *out = t;
-  return CAIRN_OK;
-}
-
-void cairn_timer_free(cairn_timer *t) { free(t); }
-
-int cairn_timer_should_trigger_for_step(const cairn_timer *t, int64_t step) {
-  if (!t) return 0;
-  if (!t->triggered) return 1;
-  if (step == t->last_step) return 0;
-  if (t->every_secs > 0) return cairn_env_now(t->env) >= t->last_time + t->every_secs;
-  /* TF's step >= last + every, as a difference: the sum overflows for a
-     huge interval (every_steps = INT64_MAX means "never again"). An older
-     step (a restore went back) has not reached the interval. */
-  if (step < t->last_step) return 0;
-  return (uint64_t)step - (uint64_t)t->last_step >= (uint64_t)t->every_steps;
-}
-
-int cairn_timer_update_last_triggered_step(cairn_timer *t, int64_t step, double *elapsed_secs,
-                                           int64_t *elapsed_steps) {
-  if (!t) return 0;
-  double now = cairn_env_now(t->env);
-  int had = t->triggered;
-  if (had) {
-    if (elapsed_secs) *elapsed_secs = now - t->last_time;
-    if (elapsed_steps) *elapsed_steps = step - t->last_step;
-  }
-  t->triggered = 1;
-  t->last_time = now;
-  t->last_step = step;
-  return had;
-}
-
-int cairn_timer_last_triggered_step(const cairn_timer *t, int64_t *step) {
-  if (!t || !t->triggered) return 0;
-  if (step) *step = t->last_step;
-  return 1;
-}
-
-void cairn_timer_reset(cairn_timer *t) {
-  if (t) t->triggered = 0;
 }

@@ -1,7 +1,7 @@
 /* The progress hook (cairn/summary.h): one line every N steps or seconds
  * with the step, the loss, steps/s, examples/s and the ETA.
  *
- * The global step follows the hooks' rule (lib/hooks.c): the fetched
+ * The global step follows the hooks' rule (lib/hook_impl.h): the fetched
  * "global_step" is read before the run's increment, so the hook predicts
  * the next step, fetches the loss only on runs predicted to print, and
  * re-reads the real step before printing. */
@@ -15,8 +15,7 @@
 #include <string.h>
 
 #include "cairn/summary.h"
-
-#define GLOBAL_STEP "global_step"
+#include "hook_impl.h"
 
 static const char progress_name[] = "ProgressHook";
 
@@ -92,15 +91,9 @@ static void progress_destroy(void *self) {
 static cairn_status progress_begin(void *self, cairn_registry *r) {
   (void)self;
   cairn_var *v = NULL;
-  if (r && cairn_registry_find(r, GLOBAL_STEP, &v) != CAIRN_OK)
+  if (r && cairn_registry_find(r, CAIRN__GLOBAL_STEP, &v) != CAIRN_OK)
     return cairn__fail(CAIRN_E_STATE, "Global step should be created to use %s.", progress_name);
   return CAIRN_OK;
-}
-
-static cairn_status read_step(cairn_session *s, int64_t *step) {
-  cairn_status st = cairn_session_global_step(s, step);
-  if (st == CAIRN_E_NOT_FOUND) return cairn__fail(CAIRN_E_STATE, "Global step should be created to use %s.", progress_name);
-  return st;
 }
 
 /* The baseline: rates of the first line count only this session's steps. */
@@ -108,7 +101,7 @@ static cairn_status progress_after_create(void *self, cairn_session *s, cairn_co
   (void)coord;
   progress_hook *h = self;
   int64_t step;
-  cairn_status st = read_step(s, &step);
+  cairn_status st = cairn__hook_read_step(s, progress_name, &step);
   if (st != CAIRN_OK) return st;
   cairn_timer_reset(h->timer);
   cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
@@ -120,7 +113,7 @@ static cairn_status progress_after_create(void *self, cairn_session *s, cairn_co
 static cairn_status progress_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
   (void)ctx;
   progress_hook *h = self;
-  cairn_status st = cairn_run_request_fetch(req, GLOBAL_STEP);
+  cairn_status st = cairn_run_request_fetch(req, CAIRN__GLOBAL_STEP);
   if (st != CAIRN_OK) return st;
   h->request = h->have_next && cairn_timer_should_trigger_for_step(h->timer, h->next_step);
   if (h->request && h->loss_name) st = cairn_run_request_fetch(req, h->loss_name);
@@ -141,14 +134,14 @@ static void emit(progress_hook *h, const cairn_progress *p) {
 static cairn_status progress_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
   progress_hook *h = self;
   int64_t stale;
-  cairn_status st = cairn_run_values_i64(v, GLOBAL_STEP, &stale);
+  cairn_status st = cairn__hook_fetched_step(v, &stale);
   if (st != CAIRN_OK) return st;
   int64_t step = stale + 1;
   if (!h->have_next) { /* driven without after_create_session: baseline now */
-    if ((st = read_step(cairn_run_context_session(ctx), &step)) != CAIRN_OK) return st;
+    if ((st = cairn__hook_read_step(cairn_run_context_session(ctx), progress_name, &step)) != CAIRN_OK) return st;
     cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
   } else if (h->request) {
-    if ((st = read_step(cairn_run_context_session(ctx), &step)) != CAIRN_OK) return st;
+    if ((st = cairn__hook_read_step(cairn_run_context_session(ctx), progress_name, &step)) != CAIRN_OK) return st;
     if (cairn_timer_should_trigger_for_step(h->timer, step)) {
       cairn_progress p;
       memset(&p, 0, sizeof p);
@@ -206,7 +199,5 @@ cairn_status cairn_progress_hook_new(const cairn_progress_hook_options *o, cairn
   h->fn = o->fn;
   h->fn_ctx = o->fn_ctx;
   h->env = o->env;
-  st = cairn_hook_new(&progress_vt, h, out);
-  if (st != CAIRN_OK) progress_destroy(h);
-  return st;
+  return cairn__hook_make(&progress_vt, h, progress_destroy, out);
 }

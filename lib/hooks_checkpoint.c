@@ -1,0 +1,269 @@
+/* TF's CheckpointSaverHook with its CheckpointSaverListeners
+ * (cairn/monitored.h; doc/session-semantics.md, "Built-in hooks"): a save
+ * after every session creation, on its timer, and at end(), by the one
+ * writer of the checkpoint directory (it holds the directory's lock). */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cairn/monitored.h"
+#include "hook_impl.h"
+
+typedef struct ckpt_hook {
+  char *dir;
+  char *prefix;     /* dir/basename */
+  char *prefix_dir; /* the directory the files go to: dir, or deeper with a basename "sub/name" */
+  cairn_saver *saver;
+  cairn_scaffold *scaffold;
+  cairn_checkpoint_listener *listeners;
+  size_t n_listeners;
+  cairn_summary_writer *writer;
+  const cairn_env *env;
+  cairn_timer *timer;
+  int64_t steps_per_run;
+  cairn_checkpoint_lock *lock; /* the directory's, from begin() (or the first save) to end() */
+  char path[4096];
+} ckpt_hook;
+
+static const char ckpt_name[] = "CheckpointSaverHook";
+
+/* One writer per directory: this hook writes into h->dir, so it holds the
+ * directory's lock while its session lives, and clears the temporary files
+ * a killed save left there. A directory that does not exist yet is locked
+ * as soon as it does (around the first save, which may create it). */
+static cairn_status ckpt_lock(ckpt_hook *h) {
+  if (h->lock) return CAIRN_OK;
+  struct stat sb;
+  if (stat(h->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CAIRN_OK;
+  cairn_status st = cairn_checkpoint_lock_new(h->dir, &h->lock);
+  if (st != CAIRN_OK) return st;
+  size_t files;
+  uint64_t bytes;
+  cairn_checkpoint_lock_removed(h->lock, &files, &bytes);
+  if (files) {
+    double b = (double)bytes;
+    const char *unit = b >= 1e9 ? "GB" : b >= 1e6 ? "MB" : "kB";
+    double scaled = b / (b >= 1e9 ? 1e9 : b >= 1e6 ? 1e6 : 1e3);
+    cairn_env_log(h->env, CAIRN_LOG_INFO, "Removed %zu temporary file%s of unfinished saves (%.1f %s) from %s.",
+                  files, files == 1 ? "" : "s", scaled, unit, h->dir);
+  }
+  return CAIRN_OK;
+}
+
+static void ckpt_unlock(ckpt_hook *h) {
+  cairn_checkpoint_lock_free(h->lock);
+  h->lock = NULL;
+}
+
+static void ckpt_destroy(void *self) {
+  ckpt_hook *h = self;
+  if (!h) return;
+  ckpt_unlock(h);
+  free(h->dir);
+  free(h->prefix);
+  free(h->prefix_dir);
+  free(h->listeners);
+  cairn_timer_free(h->timer);
+  free(h);
+}
+
+/* Explicit saver > scaffold's saver > the single item of "savers". */
+static cairn_status ckpt_saver(ckpt_hook *h, cairn_session *s, cairn_saver **out) {
+  if (h->saver) {
+    *out = h->saver;
+    return CAIRN_OK;
+  }
+  if (h->scaffold && cairn_scaffold_saver(h->scaffold)) {
+    *out = cairn_scaffold_saver(h->scaffold);
+    return CAIRN_OK;
+  }
+  void *items[2];
+  size_t n = cairn_registry_collection_get(cairn_session_registry(s), CAIRN_COLLECTION_SAVERS, items, 2);
+  if (n == 0)
+    return cairn__fail(CAIRN_E_STATE, "No items in collection savers. Please add a saver to the collection or "
+                                      "provide a saver or scaffold.");
+  if (n > 1)
+    return cairn__fail(CAIRN_E_STATE, "More than one item in collection savers. Please indicate which one to use "
+                                      "by passing it to the constructor.");
+  *out = items[0];
+  return CAIRN_OK;
+}
+
+/* before_save of every listener; save; a CHECKPOINT session log;
+   after_save of every listener (all of them, even after one asked to
+   stop). *stop = 1 if one did. */
+static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int *stop) {
+  *stop = 0;
+  cairn_saver *saver = NULL;
+  cairn_status st = ckpt_saver(h, s, &saver);
+  if (st != CAIRN_OK) return st;
+  /* TF's hook creates checkpoint_dir (its summary writer and graph writer
+     call MakeDirs), so a first run into a new directory works; the Saver
+     itself still refuses a missing parent, as TF's Saver.save does. Done at
+     every save, a stat when the directory is there. */
+  if ((st = cairn__make_dirs(ckpt_name, h->prefix_dir)) != CAIRN_OK) return st;
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
+  cairn_env_log(h->env, CAIRN_LOG_INFO, "Saving checkpoints for %" PRId64 " into %s.", step, h->prefix);
+  for (size_t i = 0; i < h->n_listeners; i++) {
+    const cairn_checkpoint_listener *l = &h->listeners[i];
+    if (l->before_save && (st = l->before_save(l->self, s, step)) != CAIRN_OK) return st;
+  }
+  st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path);
+  if (st != CAIRN_OK) return st;
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
+  if (cairn_saver_last_save_unchanged(saver))
+    cairn_env_log(h->env, CAIRN_LOG_INFO, "%s already holds exactly these values: not rewritten.", h->path);
+  /* TF logs the prefix as checkpoint_path; the file actually written is
+     more useful and is what cairn logs. */
+  if (h->writer && h->writer->session_log &&
+      (st = h->writer->session_log(h->writer->self, CAIRN_SESSION_LOG_CHECKPOINT, h->path, step)) != CAIRN_OK)
+    return st;
+  for (size_t i = 0; i < h->n_listeners; i++) {
+    const cairn_checkpoint_listener *l = &h->listeners[i];
+    int want = 0;
+    if (l->after_save && (st = l->after_save(l->self, s, step, &want)) != CAIRN_OK) return st;
+    if (want) {
+      cairn_env_log(h->env, CAIRN_LOG_INFO,
+                    "A CheckpointSaverListener requested that training be stopped. listener: %zu", i);
+      *stop = 1;
+    }
+  }
+  return CAIRN_OK;
+}
+
+static cairn_status ckpt_begin(void *self, cairn_registry *r) {
+  ckpt_hook *h = self;
+  cairn_status st = cairn__hook_need_global_step(r, ckpt_name);
+  if (st != CAIRN_OK) return st;
+  /* before the session is created: a second trainer refuses before it restores anything */
+  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
+  for (size_t i = 0; i < h->n_listeners; i++)
+    if (h->listeners[i].begin && (st = h->listeners[i].begin(h->listeners[i].self)) != CAIRN_OK) return st;
+  return CAIRN_OK;
+}
+
+/* A checkpoint right after the session is created (restored or
+   initialized), before any training; the listeners' stop request of this
+   save is ignored. TF also writes graph.pbtxt and the meta graph here;
+   cairn has no graph to write. */
+static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordinator *coord) {
+  (void)coord;
+  ckpt_hook *h = self;
+  int64_t step;
+  cairn_status st = cairn__hook_read_step(s, ckpt_name, &step);
+  if (st != CAIRN_OK) return st;
+  int stop;
+  st = ckpt_save(h, s, step, &stop);
+  if (st == CAIRN_E_EXISTS) {
+    /* Right after a restore, the model differs from the checkpoint of its
+       own step: something changed the restored variables in between. */
+    char why[CAIRN__ERRMSG_LEN];
+    snprintf(why, sizeof why, "%s", cairn_errmsg());
+    return cairn__fail(st,
+                       "%s after session creation: %s [cairn: at step %" PRId64 " the session's variables differ "
+                       "from the checkpoint of that step: something changed them after the restore, typically a "
+                       "local_init_op that loads pretrained weights (see the WARNING logged above, if any)]",
+                       ckpt_name, why, step);
+  }
+  if (st != CAIRN_OK) return st;
+  cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
+  return CAIRN_OK;
+}
+
+static cairn_status ckpt_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
+  ckpt_hook *h = self;
+  int64_t stale;
+  cairn_status st = cairn__hook_fetched_step(v, &stale);
+  if (st != CAIRN_OK) return st;
+  if (!cairn_timer_should_trigger_for_step(h->timer, stale + h->steps_per_run)) return CAIRN_OK;
+  cairn_session *s = cairn_run_context_session(ctx);
+  int64_t step;
+  if ((st = cairn__hook_read_step(s, ckpt_name, &step)) != CAIRN_OK) return st;
+  if (!cairn_timer_should_trigger_for_step(h->timer, step)) return CAIRN_OK;
+  cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
+  int stop;
+  if ((st = ckpt_save(h, s, step, &stop)) != CAIRN_OK) return st;
+  if (stop) cairn_run_context_request_stop(ctx);
+  return CAIRN_OK;
+}
+
+static cairn_status ckpt_end_saves(ckpt_hook *h, cairn_session *s) {
+  if (!s) return CAIRN_OK; /* no session left (closed after a failed recovery) */
+  int64_t step, last;
+  cairn_status st = cairn__hook_read_step(s, ckpt_name, &step);
+  if (st != CAIRN_OK) return st;
+  if (!cairn_timer_last_triggered_step(h->timer, &last) || last != step) {
+    int stop;
+    if ((st = ckpt_save(h, s, step, &stop)) != CAIRN_OK) return st;
+  }
+  for (size_t i = 0; i < h->n_listeners; i++)
+    if (h->listeners[i].end && (st = h->listeners[i].end(h->listeners[i].self, s, step)) != CAIRN_OK) return st;
+  return CAIRN_OK;
+}
+
+/* The session's last save; the directory is free for the next trainer. */
+static cairn_status ckpt_end(void *self, cairn_session *s) {
+  ckpt_hook *h = self;
+  cairn_status st = ckpt_end_saves(h, s);
+  ckpt_unlock(h);
+  return st;
+}
+
+static void ckpt_on_error(void *self, cairn_status why) {
+  (void)why;
+  ckpt_unlock(self);
+}
+
+static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, cairn__hook_fetch_step,
+                                          ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
+
+cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(void) {
+  cairn_checkpoint_saver_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
+cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: out is NULL");
+  *out = NULL;
+  if (!o || !o->checkpoint_dir)
+    return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: %s is NULL", o ? "checkpoint_dir" : "options");
+  if (o->n_listeners && !o->listeners) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: listeners is NULL");
+  if (o->saver && o->scaffold) return cairn__fail(CAIRN_E_INVALID, "You cannot provide both saver and scaffold.");
+  cairn_timer *timer = NULL;
+  cairn_status st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &timer);
+  if (st != CAIRN_OK) return st;
+  ckpt_hook *h = calloc(1, sizeof *h);
+  if (!h) {
+    cairn_timer_free(timer);
+    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
+  }
+  h->timer = timer;
+  h->saver = o->saver;
+  h->scaffold = o->scaffold;
+  h->writer = o->summary_writer;
+  h->env = o->env;
+  h->steps_per_run = 1;
+  const char *base = o->checkpoint_basename ? o->checkpoint_basename : "model.ckpt";
+  size_t len = strlen(o->checkpoint_dir) + 1 + strlen(base) + 1;
+  h->dir = cairn__strdup(o->checkpoint_dir);
+  h->prefix = malloc(len);
+  if (o->n_listeners) h->listeners = malloc(o->n_listeners * sizeof *h->listeners);
+  if (!h->dir || !h->prefix || (o->n_listeners && !h->listeners)) {
+    ckpt_destroy(h);
+    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
+  }
+  snprintf(h->prefix, len, "%s/%s", o->checkpoint_dir, base);
+  if (!(h->prefix_dir = cairn__path_dir(h->prefix))) {
+    ckpt_destroy(h);
+    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
+  }
+  if (o->n_listeners) memcpy(h->listeners, o->listeners, o->n_listeners * sizeof *h->listeners);
+  h->n_listeners = o->n_listeners;
+  return cairn__hook_make(&ckpt_vt, h, ckpt_destroy, out);
+}
