@@ -339,48 +339,29 @@ static cairn_fetch *find_fetch(const cairn_session *s, const char *name) {
 
 int cairn_session_wants(const cairn_session *s, const char *name) { return find_fetch(s, name) != NULL; }
 
-static cairn_status output_check(cairn_session *s, const char *name, const char *fn) {
+/* Publishes v under name if the run fetches it (else drops it: TF's ops
+ * compute outputs nobody asked for too). */
+static cairn_status output_set(cairn_session *s, const char *name, const char *fn, cairn_value v) {
   if (!s) return cairn__fail(CAIRN_E_NULL, "%s: session is NULL", fn);
   if (!name) return cairn_session_fail(s, CAIRN_E_NULL, "%s: name is NULL", fn);
   if (!s->run) return cairn_session_fail(s, CAIRN_E_STATE, "%s: '%s': no run in progress", fn, name);
+  cairn_fetch *f = find_fetch(s, name);
+  if (f) f->value = v;
   return CAIRN_OK;
 }
 
 cairn_status cairn_session_output_f64(cairn_session *s, const char *name, double v) {
-  cairn_status st = output_check(s, name, "session_output_f64");
-  if (st) return st;
-  cairn_fetch *f = find_fetch(s, name);
-  if (f) {
-    memset(&f->value, 0, sizeof f->value);
-    f->value.kind = CAIRN_VALUE_F64;
-    f->value.f64 = v;
-  }
-  return CAIRN_OK;
+  return output_set(s, name, "session_output_f64", (cairn_value){.kind = CAIRN_VALUE_F64, .f64 = v});
 }
 
 cairn_status cairn_session_output_i64(cairn_session *s, const char *name, int64_t v) {
-  cairn_status st = output_check(s, name, "session_output_i64");
-  if (st) return st;
-  cairn_fetch *f = find_fetch(s, name);
-  if (f) {
-    memset(&f->value, 0, sizeof f->value);
-    f->value.kind = CAIRN_VALUE_I64;
-    f->value.i64 = v;
-  }
-  return CAIRN_OK;
+  return output_set(s, name, "session_output_i64", (cairn_value){.kind = CAIRN_VALUE_I64, .i64 = v});
 }
 
 cairn_status cairn_session_output_tensor(cairn_session *s, const char *name, const cairn_tensor *t) {
-  cairn_status st = output_check(s, name, "session_output_tensor");
-  if (st) return st;
-  if (!t) return cairn_session_fail(s, CAIRN_E_NULL, "session_output_tensor: '%s': tensor is NULL", name);
-  cairn_fetch *f = find_fetch(s, name);
-  if (f) {
-    memset(&f->value, 0, sizeof f->value);
-    f->value.kind = CAIRN_VALUE_TENSOR;
-    f->value.tensor = t;
-  }
-  return CAIRN_OK;
+  static const char fn[] = "session_output_tensor";
+  if (s && name && s->run && !t) return cairn_session_fail(s, CAIRN_E_NULL, "%s: '%s': tensor is NULL", fn, name);
+  return output_set(s, name, fn, (cairn_value){.kind = CAIRN_VALUE_TENSOR, .tensor = t});
 }
 
 void cairn_session_summary_scalar(cairn_session *s, const char *tag, double value) {
