@@ -63,7 +63,7 @@ enum {
 
 /* Prints "train_resume: WHAT: <status text>: <detail>" and returns 1. The
  * detail is the handle's message when there is one (sessions and managers
- * keep the whole text, up to 4 KiB), else the thread's cairn_errmsg(). */
+ * keep the whole text, up to 16 KiB), else the thread's cairn_errmsg(). */
 static int report_error(const char *what, cairn_status st, const char *handle_msg) {
   const char *detail = handle_msg && *handle_msg ? handle_msg : cairn_errmsg();
   fprintf(stderr, PROG ": %s: %s%s%s\n", what, cairn_status_str(st), *detail ? ": " : "", detail);

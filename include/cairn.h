@@ -16,6 +16,7 @@
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
 #include "cairn/session.h"
+#include "cairn/scaffold.h"
 #include "cairn/monitored.h"
 #include "cairn/summary.h"
 

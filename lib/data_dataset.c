@@ -8,7 +8,7 @@
  * permutation buffer is allocated once by _new and refilled when a batch is
  * first served from a new epoch, so next() allocates nothing.
  */
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

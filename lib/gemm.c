@@ -11,7 +11,7 @@
  * same bits for any thread count. This also is the "one thread budget":
  * BLAS never spawns threads of its own under cairn's loops. */
 #define _POSIX_C_SOURCE 200809L
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include <cblas.h>
 #include <string.h>

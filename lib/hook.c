@@ -11,6 +11,7 @@
 
 #include "cairn/monitored.h"
 #include "hook_impl.h"
+#include "tensor_impl.h"
 
 /* ==== Hooks ====================================================================== */
 

@@ -17,6 +17,7 @@
 
 #include "cairn/monitored.h"
 #include "hook_impl.h"
+#include "tensor_impl.h"
 
 /* ==== StopAtStepHook =============================================================== */
 

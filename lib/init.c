@@ -18,7 +18,7 @@
  *                (VarianceScaling(2, fan_in, truncated_normal), TF ≥ 1.13; the
  *                constant is the stddev of a standard normal truncated to ±2)
  */
-#include "internal.h"
+#include "var_impl.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,19 +1,26 @@
-/* Private helpers shared by the lib sources; never installed. */
+/* The base every lib source builds on, and nothing above it: errors and
+ * their buffers, environment knobs, allocation, strings and paths, the
+ * parallel loops. Never installed. The layers above have their own private
+ * headers: tensor_impl.h (tensor checks, GEMM), var_impl.h (variables and
+ * the registry), then ckpt_impl.h, session_impl.h, monitored_impl.h. */
 #ifndef CAIRN_INTERNAL_H
 #define CAIRN_INTERNAL_H
 
 #include "config.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cairn/status.h"
-#include "cairn/tensor.h"
-#include "cairn/var.h"
 
-/* Bytes of the per-thread error detail (cairn_errmsg), NUL included: room
- * for a restore that lists every variable it cannot restore. */
-#define CAIRN__ERRMSG_LEN 4096
+/* Bytes of every error-message buffer, NUL included: the per-thread detail
+ * (cairn_errmsg) and the whole-message buffers on handles (sessions,
+ * session managers, coordinators) alike, so that a message arrives whole
+ * through every layer. Room for a restore or a ready check that lists
+ * hundreds of variables. A longer message is cut visibly: it ends with
+ * "...". */
+#define CAIRN__ERRMSG_LEN 16384
 
 /* Sets the calling thread's error detail (printf-style) and returns s. */
 cairn_status cairn__fail(cairn_status s, const char *fmt, ...)
@@ -23,35 +30,35 @@ cairn_status cairn__fail(cairn_status s, const char *fmt, ...)
     ;
 void cairn__clear_error(void);
 
-/* The variable named `name`, or NULL — without touching cairn_errmsg()
- * (cairn_registry_find reports a missing name as an error). var.c */
-cairn_var *cairn__registry_lookup(const cairn_registry *r, const char *name);
+/* Formats the message into buf (CAIRN__ERRMSG_LEN bytes), copies it into
+ * the calling thread's cairn_errmsg(), and returns st (status.c). */
+cairn_status cairn__errbuf_fail(char *buf, cairn_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+cairn_status cairn__errbuf_vfail(char *buf, cairn_status st, const char *fmt, va_list ap);
 
-/* Argument checks that produce the standard messages. `fn` and `what` name
- * the call and the argument: "dense_forward: X is NULL". */
-cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t);
-cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_tensor *t, int rank);
-/* Element i of a numeric tensor as a double (f32, f64, bf16, the integer
- * dtypes, bool). Returns 0 and leaves *out alone for other dtypes (f16) or
- * i out of range (tensor.c). */
-int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
+/* Copies `detail` (NULL: the calling thread's cairn_errmsg()) into buf
+ * and returns st: keeps the message of an error raised deeper down. */
+cairn_status cairn__errbuf_keep(char *buf, cairn_status st, const char *detail);
 
-/* Checks that `init` suits dtype `dt` and its parameters are valid,
- * without generating anything (init.c; var.c checks at creation so that
- * initializing later cannot fail). Messages start with "fn: 'name': ". */
-cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
-
-/* C = alpha·op(A)·op(B) + beta·C, row-major, through cblas_sgemm in
- * shape-determined blocks: same bits for any thread count (gemm.c). With
- * bias (N floats) non-NULL, beta must be 0 and every row of C starts as
- * bias instead: C = alpha·op(A)·op(B) + bias. */
-void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                  const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
+/* Appends printf-style text to a NUL-terminated buffer of cap bytes,
+ * cutting with "..." when full. */
+void cairn__strbuf_append(char *buf, size_t cap, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* The integer value of environment variable `name` when it is set to a
  * whole decimal number in [lo, hi]; dflt otherwise (unset, empty, garbage
- * or out of range: a typo never turns a knob to an extreme). runtime.c. */
+ * or out of range: a typo never turns a knob to an extreme). env.c. */
 long cairn__env_long(const char *name, long dflt, long lo, long hi);
+/* A thread count from environment variable `name` (OMP_NUM_THREADS's
+ * form: the first number of a comma-separated list), 1 to 4096; 0 when
+ * unset or anything else. env.c. */
+int cairn__env_threads(const char *name);
 
 /* String and path helpers (path.c); the char * results are malloc'd, NULL
  * when out of memory. */
@@ -79,11 +86,6 @@ int cairn__fsync_dir(const char *dir);
  * why[0..len) (saver_corrupt.c; cairn_latest_checkpoint skips such files). */
 struct stat;
 int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len);
-
-/* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
- * instead of adding to them (the model's step, which saves a zeroing pass). */
-cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,
-                                   cairn_tensor *dX, cairn_tensor *dW, cairn_tensor *db, int accumulate);
 
 /* ---- Parallel loops -----------------------------------------------------
  * [0, n) is cut into chunks whose size depends on n only (never on the

@@ -1,6 +1,6 @@
 /* Sequential MLP: forward through dense layers and one activation, a loss,
  * backward, and the optimizer — with workspace reused across steps. */
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * error instead of a hang, naming the rank(s) that stopped answering. Compiled
  * only when configure found MPI. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include <limits.h>
 #include <math.h>

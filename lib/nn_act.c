@@ -1,6 +1,6 @@
 /* Activations: shape checks, then the chosen kernels over chunks (elementwise)
  * or whole rows (softmax, log-softmax). */
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include "cairn/nn.h"
 #include "kernels/kernels.h"

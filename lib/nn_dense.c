@@ -1,5 +1,5 @@
 /* Dense layer on cblas_sgemm (through cairn__sgemm): Y = X·W + b and its backward pass. */
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include <string.h>
 

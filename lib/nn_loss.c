@@ -1,7 +1,7 @@
 /* Losses (mean over the batch) and the accuracy metric. Row losses are
  * summed per fixed chunk of rows and the chunks added in order
  * (cairn__par_rows_sum), so the loss has the same bits for any thread count. */
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include "cairn/nn.h"
 #include "kernels/kernels.h"

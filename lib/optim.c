@@ -4,7 +4,7 @@
  * pointers to them. The element-wise updates are the kernels of the chosen
  * table (lib/kernels/{ref,avx2}/optim_*.c), split into thread-count-
  * independent chunks by cairn__par_for. */
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -25,23 +25,6 @@ const char *cairn_isa_name(void) { return cairn__kernels()->isa; }
 static int budget = 1;
 static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
 
-long cairn__env_long(const char *name, long dflt, long lo, long hi) {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  char *end;
-  errno = 0;
-  long n = strtol(v, &end, 10);
-  return *end == '\0' && errno == 0 && n >= lo && n <= hi ? n : dflt;
-}
-
-static int env_threads(const char *name) {
-  const char *v = getenv(name);
-  if (!v || !*v) return 0;
-  char *end;
-  long n = strtol(v, &end, 10);
-  return (*end == '\0' || *end == ',') && n >= 1 && n <= 4096 ? (int)n : 0;
-}
-
 /* Pushes n into both pools. cairn's loops use n OpenMP threads, and its
  * GEMMs run single-threaded BLAS on shape-determined blocks inside those
  * loops (gemm.c). Debian's OpenMP flavour of OpenBLAS shares libgomp's pool
@@ -65,8 +48,8 @@ static void apply_budget(int n) {
 }
 
 static void budget_init(void) {
-  int n = env_threads("CAIRN_NUM_THREADS");
-  if (!n) n = env_threads("OMP_NUM_THREADS");
+  int n = cairn__env_threads("CAIRN_NUM_THREADS");
+  if (!n) n = cairn__env_threads("OMP_NUM_THREADS");
 #ifdef CAIRN_HAVE_OPENMP
   if (!n) n = omp_get_num_procs();
 #endif

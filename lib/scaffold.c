@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cairn/saver.h"
+#include "cairn/scaffold.h"
 #include "cairn/session.h"
 
 struct cairn_scaffold {

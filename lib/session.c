@@ -1,439 +1,19 @@
-/* Sessions, runs, ops and ready ops (cairn/session.h): the environment
- * (clock, sleep, log), name lists, the session handle over a registry,
- * cairn_session_run with named feeds and fetches, and the built-in ops.
+/* Sessions and runs (cairn/session.h): the session handle over a
+ * registry, cairn_session_run with named feeds and fetches, and what an op
+ * sees of the run it is in. The ops themselves are built in op.c.
  * TF behaviour and its sources: doc/session-semantics.md ("Terms",
  * "Scaffold", "SessionManager"). */
-#define _POSIX_C_SOURCE 200809L
 #include "session_impl.h"
 
-#include <errno.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "op_impl.h"
 #include "cairn/session.h"
 #include "cairn/var.h"
-
-/* ==== error buffers ================================================================ */
-
-cairn_status cairn__errbuf_vfail(char *buf, cairn_status st, const char *fmt, va_list ap) {
-  int n = vsnprintf(buf, CAIRN__ERRBUF, fmt, ap);
-  if (n >= CAIRN__ERRBUF) memcpy(buf + CAIRN__ERRBUF - 4, "...", 4); /* cut: say so */
-  return cairn__fail(st, "%s", buf);
-}
-
-cairn_status cairn__errbuf_fail(char *buf, cairn_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  cairn__errbuf_vfail(buf, st, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
-cairn_status cairn__errbuf_keep(char *buf, cairn_status st, const char *detail) {
-  if (!detail) detail = cairn_errmsg();
-  if (detail != buf) {
-    size_t n = strlen(detail);
-    if (n >= CAIRN__ERRBUF) n = CAIRN__ERRBUF - 1;
-    memmove(buf, detail, n);
-    buf[n] = '\0';
-  }
-  return st;
-}
-
-void cairn__strbuf_append(char *buf, size_t cap, const char *fmt, ...) {
-  size_t used = strlen(buf);
-  if (used + 1 >= cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf + used, cap - used, fmt, ap);
-  va_end(ap);
-  if (n >= 0 && (size_t)n >= cap - used && cap >= 4) memcpy(buf + cap - 4, "...", 4);
-}
-
-/* ==== environment ===================================================================== */
-
-static double default_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void default_sleep(double secs) {
-  if (!(secs > 0)) return;
-  struct timespec ts;
-  ts.tv_sec = (time_t)secs;
-  ts.tv_nsec = (long)((secs - (double)ts.tv_sec) * 1e9);
-  if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-double cairn_env_now(const cairn_env *env) {
-  if (env && env->now) return env->now(env->ctx);
-  return default_now();
-}
-
-void cairn_env_sleep(const cairn_env *env, double secs) {
-  if (env && env->sleep) {
-    env->sleep(env->ctx, secs);
-    return;
-  }
-  default_sleep(secs);
-}
-
-void cairn_env_log(const cairn_env *env, cairn_log_level level, const char *fmt, ...) {
-  cairn_log_level min = env ? env->min_level : CAIRN_LOG_INFO;
-  if (!(env && env->log) && level < min) return;
-  char msg[CAIRN__ERRBUF];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (env && env->log) {
-    env->log(env->ctx, level, msg);
-    return;
-  }
-  static const char *const names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
-  int li = (int)level;
-  if (li < 0) li = 0;
-  if (li > 3) li = 3;
-  fprintf(stderr, "cairn %s: %s\n", names[li], msg);
-}
-
-/* ==== name lists ====================================================================== */
-
-struct cairn_names {
-  char **v;
-  size_t n, cap;
-};
-
-cairn_status cairn_names_new(cairn_names **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "names_new: out is NULL");
-  *out = calloc(1, sizeof **out);
-  return *out ? CAIRN_OK : cairn__fail(CAIRN_E_NOMEM, "names_new: cannot allocate the list");
-}
-
-void cairn_names_clear(cairn_names *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-  l->n = 0;
-}
-
-void cairn_names_free(cairn_names *l) {
-  if (!l) return;
-  cairn_names_clear(l);
-  free(l->v);
-  free(l);
-}
-
-cairn_status cairn_names_add(cairn_names *l, const char *name) {
-  if (!l) return cairn__fail(CAIRN_E_NULL, "names_add: list is NULL");
-  if (!name) return cairn__fail(CAIRN_E_NULL, "names_add: name is NULL");
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 8;
-    char **v = realloc(l->v, cap * sizeof *v);
-    if (!v) return cairn__fail(CAIRN_E_NOMEM, "names_add: cannot grow the list");
-    l->v = v;
-    l->cap = cap;
-  }
-  size_t len = strlen(name);
-  char *c = malloc(len + 1);
-  if (!c) return cairn__fail(CAIRN_E_NOMEM, "names_add: cannot copy '%s'", name);
-  memcpy(c, name, len + 1);
-  l->v[l->n++] = c;
-  return CAIRN_OK;
-}
-
-size_t cairn_names_count(const cairn_names *l) { return l ? l->n : 0; }
-
-const char *cairn_names_at(const cairn_names *l, size_t i) { return l && i < l->n ? l->v[i] : NULL; }
-
-size_t cairn_names_join(const cairn_names *l, const char *sep, char *buf, size_t len) {
-  if (!sep) sep = ", ";
-  size_t total = 0, seplen = strlen(sep);
-  if (buf && len) buf[0] = '\0';
-  for (size_t i = 0; l && i < l->n; i++) {
-    const char *parts[2] = {i ? sep : "", l->v[i]};
-    size_t plen[2] = {i ? seplen : 0, strlen(l->v[i])};
-    for (int k = 0; k < 2; k++) {
-      if (buf && total + 1 < len) {
-        size_t room = len - 1 - total;
-        size_t c = plen[k] < room ? plen[k] : room;
-        memcpy(buf + total, parts[k], c);
-        buf[total + c] = '\0';
-      }
-      total += plen[k];
-    }
-  }
-  return total;
-}
-
-/* ==== ops ============================================================================== */
-
-typedef enum op_kind { OP_USER, OP_INIT_VARS, OP_GROUP, OP_NOOP } op_kind;
-
-struct cairn_op {
-  atomic_int refs;
-  char *name;
-  op_kind kind;
-  cairn_op_fn fn;
-  void *user;
-  cairn_user_free_fn free_user;
-  cairn_var **vars; /* OP_INIT_VARS */
-  cairn_op **ops;   /* OP_GROUP (referenced) */
-  size_t n;
-};
-
-typedef enum ready_kind { READY_USER, READY_UNINIT_VARS } ready_kind;
-
-struct cairn_ready_op {
-  atomic_int refs;
-  char *name;
-  ready_kind kind;
-  cairn_ready_fn fn;
-  void *user;
-  cairn_user_free_fn free_user;
-  cairn_var **vars;
-  size_t n;
-};
-
-/* Allocates an op of `kind` named name; NULL on NOMEM (message set). */
-static cairn_status op_alloc(const char *fn, const char *name, op_kind kind, cairn_op **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  *out = NULL;
-  if (!name) return cairn__fail(CAIRN_E_NULL, "%s: name is NULL", fn);
-  if (!*name) return cairn__fail(CAIRN_E_INVALID, "%s: name is empty", fn);
-  cairn_op *op = calloc(1, sizeof *op);
-  if (op) op->name = cairn__strdup(name);
-  if (!op || !op->name) {
-    free(op);
-    return cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot allocate the op", fn, name);
-  }
-  atomic_init(&op->refs, 1);
-  op->kind = kind;
-  *out = op;
-  return CAIRN_OK;
-}
-
-cairn_status cairn_op_new(const char *name, cairn_op_fn fn, void *user, cairn_user_free_fn free_user,
-                          cairn_op **out) {
-  if (!fn) {
-    if (out) *out = NULL;
-    return cairn__fail(CAIRN_E_NULL, "op_new: fn is NULL");
-  }
-  cairn_status s = op_alloc("op_new", name, OP_USER, out);
-  if (s) return s;
-  (*out)->fn = fn;
-  (*out)->user = user;
-  (*out)->free_user = free_user;
-  return CAIRN_OK;
-}
-
-static cairn_status copy_vars(const char *fn, const char *name, cairn_var *const *vars, size_t n,
-                              cairn_var ***dst) {
-  *dst = NULL;
-  if (n == 0) return CAIRN_OK;
-  if (!vars) return cairn__fail(CAIRN_E_NULL, "%s: '%s': vars is NULL", fn, name);
-  for (size_t i = 0; i < n; i++)
-    if (!vars[i]) return cairn__fail(CAIRN_E_NULL, "%s: '%s': vars[%zu] is NULL", fn, name, i);
-  *dst = malloc(n * sizeof **dst);
-  if (!*dst) return cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot copy %zu variables", fn, name, n);
-  memcpy(*dst, vars, n * sizeof **dst);
-  return CAIRN_OK;
-}
-
-cairn_status cairn_op_new_init_vars(const char *name, cairn_var *const *vars, size_t n, cairn_op **out) {
-  static const char fn[] = "op_new_init_vars";
-  cairn_status s = op_alloc(fn, name, OP_INIT_VARS, out);
-  if (s) return s;
-  s = copy_vars(fn, name, vars, n, &(*out)->vars);
-  if (s) {
-    cairn_op_free(*out);
-    *out = NULL;
-    return s;
-  }
-  (*out)->n = n;
-  return CAIRN_OK;
-}
-
-/* The variables of r in mask now, in creation order (malloc'd; *n count). */
-static cairn_status list_mask(const char *fn, const char *name, cairn_registry *r, unsigned mask,
-                              cairn_var ***vars, size_t *n) {
-  *vars = NULL;
-  *n = cairn_registry_count(r, mask);
-  if (*n == 0) return CAIRN_OK;
-  *vars = malloc(*n * sizeof **vars);
-  if (!*vars) return cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot list %zu variables", fn, name, *n);
-  cairn_registry_list(r, mask, *vars, *n);
-  return CAIRN_OK;
-}
-
-cairn_status cairn_op_new_init(const char *name, cairn_registry *r, unsigned mask, cairn_op **out) {
-  static const char fn[] = "op_new_init";
-  if (!r) {
-    if (out) *out = NULL;
-    return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
-  }
-  cairn_status s = op_alloc(fn, name, OP_INIT_VARS, out);
-  if (s) return s;
-  s = list_mask(fn, name, r, mask, &(*out)->vars, &(*out)->n);
-  if (s) {
-    cairn_op_free(*out);
-    *out = NULL;
-  }
-  return s;
-}
-
-cairn_status cairn_op_new_group(const char *name, cairn_op *const *ops, size_t n, cairn_op **out) {
-  static const char fn[] = "op_new_group";
-  cairn_status s = op_alloc(fn, name, OP_GROUP, out);
-  if (s) return s;
-  if (n == 0) return CAIRN_OK;
-  if (!ops) {
-    cairn_op_free(*out);
-    *out = NULL;
-    return cairn__fail(CAIRN_E_NULL, "%s: '%s': ops is NULL", fn, name);
-  }
-  cairn_op *g = *out;
-  g->ops = malloc(n * sizeof *g->ops);
-  if (!g->ops) {
-    cairn_op_free(g);
-    *out = NULL;
-    return cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot allocate %zu ops", fn, name, n);
-  }
-  for (size_t i = 0; i < n; i++)
-    if (ops[i]) g->ops[g->n++] = cairn_op_ref(ops[i]);
-  return CAIRN_OK;
-}
-
-cairn_status cairn_op_new_noop(const char *name, cairn_op **out) {
-  return op_alloc("op_new_noop", name, OP_NOOP, out);
-}
-
-cairn_op *cairn_op_ref(cairn_op *op) {
-  if (op) atomic_fetch_add_explicit(&op->refs, 1, memory_order_relaxed);
-  return op;
-}
-
-void cairn_op_free(cairn_op *op) {
-  if (!op) return;
-  if (atomic_fetch_sub_explicit(&op->refs, 1, memory_order_acq_rel) != 1) return;
-  if (op->free_user) op->free_user(op->user);
-  for (size_t i = 0; op->kind == OP_GROUP && i < op->n; i++) cairn_op_free(op->ops[i]);
-  free(op->ops);
-  free(op->vars);
-  free(op->name);
-  free(op);
-}
-
-const char *cairn_op_name(const cairn_op *op) { return op ? op->name : NULL; }
-
-static cairn_status ready_alloc(const char *fn, const char *name, ready_kind kind, cairn_ready_op **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  *out = NULL;
-  if (!name) return cairn__fail(CAIRN_E_NULL, "%s: name is NULL", fn);
-  if (!*name) return cairn__fail(CAIRN_E_INVALID, "%s: name is empty", fn);
-  cairn_ready_op *op = calloc(1, sizeof *op);
-  if (op) op->name = cairn__strdup(name);
-  if (!op || !op->name) {
-    free(op);
-    return cairn__fail(CAIRN_E_NOMEM, "%s: '%s': cannot allocate the op", fn, name);
-  }
-  atomic_init(&op->refs, 1);
-  op->kind = kind;
-  *out = op;
-  return CAIRN_OK;
-}
-
-cairn_status cairn_ready_op_new(const char *name, cairn_ready_fn fn, void *user, cairn_user_free_fn free_user,
-                                cairn_ready_op **out) {
-  if (!fn) {
-    if (out) *out = NULL;
-    return cairn__fail(CAIRN_E_NULL, "ready_op_new: fn is NULL");
-  }
-  cairn_status s = ready_alloc("ready_op_new", name, READY_USER, out);
-  if (s) return s;
-  (*out)->fn = fn;
-  (*out)->user = user;
-  (*out)->free_user = free_user;
-  return CAIRN_OK;
-}
-
-cairn_status cairn_ready_op_new_uninitialized_vars(const char *name, cairn_var *const *vars, size_t n,
-                                                   cairn_ready_op **out) {
-  static const char fn[] = "ready_op_new_uninitialized_vars";
-  cairn_status s = ready_alloc(fn, name, READY_UNINIT_VARS, out);
-  if (s) return s;
-  s = copy_vars(fn, name, vars, n, &(*out)->vars);
-  if (s) {
-    cairn_ready_op_free(*out);
-    *out = NULL;
-    return s;
-  }
-  (*out)->n = n;
-  return CAIRN_OK;
-}
-
-cairn_status cairn_ready_op_new_uninitialized(const char *name, cairn_registry *r, unsigned mask,
-                                              cairn_ready_op **out) {
-  static const char fn[] = "ready_op_new_uninitialized";
-  if (!r) {
-    if (out) *out = NULL;
-    return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
-  }
-  cairn_status s = ready_alloc(fn, name, READY_UNINIT_VARS, out);
-  if (s) return s;
-  s = list_mask(fn, name, r, mask, &(*out)->vars, &(*out)->n);
-  if (s) {
-    cairn_ready_op_free(*out);
-    *out = NULL;
-  }
-  return s;
-}
-
-cairn_ready_op *cairn_ready_op_ref(cairn_ready_op *op) {
-  if (op) atomic_fetch_add_explicit(&op->refs, 1, memory_order_relaxed);
-  return op;
-}
-
-void cairn_ready_op_free(cairn_ready_op *op) {
-  if (!op) return;
-  if (atomic_fetch_sub_explicit(&op->refs, 1, memory_order_acq_rel) != 1) return;
-  if (op->free_user) op->free_user(op->user);
-  free(op->vars);
-  free(op->name);
-  free(op);
-}
-
-const char *cairn_ready_op_name(const cairn_ready_op *op) { return op ? op->name : NULL; }
-
-/* ---- registry collections of ops and savers ---- */
-
-static void free_op_item(void *p) { cairn_op_free(p); }
-static void free_ready_item(void *p) { cairn_ready_op_free(p); }
-static void free_saver_item(void *p) { cairn_saver_free(p); }
-
-cairn_status cairn_registry_add_op(cairn_registry *r, const char *key, cairn_op *op) {
-  if (!op) return cairn__fail(CAIRN_E_NULL, "registry_add_op: op is NULL");
-  cairn_status s = cairn_registry_collection_add(r, key, cairn_op_ref(op), free_op_item);
-  if (s) cairn_op_free(op);
-  return s;
-}
-
-cairn_status cairn_registry_add_ready_op(cairn_registry *r, const char *key, cairn_ready_op *op) {
-  if (!op) return cairn__fail(CAIRN_E_NULL, "registry_add_ready_op: op is NULL");
-  cairn_status s = cairn_registry_collection_add(r, key, cairn_ready_op_ref(op), free_ready_item);
-  if (s) cairn_ready_op_free(op);
-  return s;
-}
-
-cairn_status cairn_registry_add_saver(cairn_registry *r, cairn_saver *saver) {
-  if (!saver) return cairn__fail(CAIRN_E_NULL, "registry_add_saver: saver is NULL");
-  return cairn_registry_collection_add(r, CAIRN_COLLECTION_SAVERS, saver, free_saver_item);
-}
 
 /* ==== sessions =========================================================================== */
 
@@ -451,7 +31,7 @@ struct cairn_session {
   struct run_frame *run;
   char *restored_path;             /* the checkpoint the SessionManager restored, or NULL */
   cairn_saver_meta *restored_meta; /* its metadata, read in the same pass as the variables */
-  char errmsg[CAIRN__ERRBUF];
+  char errmsg[CAIRN__ERRMSG_LEN];
 };
 
 static atomic_uint_fast64_t next_session_id = 1;
@@ -530,7 +110,7 @@ cairn_status cairn_session_fail(cairn_session *s, cairn_status st, const char *f
     s->fail_gen++;
     cairn__errbuf_vfail(s->errmsg, st, fmt, ap);
   } else {
-    char buf[CAIRN__ERRBUF];
+    char buf[CAIRN__ERRMSG_LEN];
     cairn__errbuf_vfail(buf, st, fmt, ap);
   }
   va_end(ap);
@@ -552,31 +132,31 @@ static cairn_status check_open(cairn_session *s, const char *fn) {
 
 /* Runs one op, with the session's message describing any failure. */
 static cairn_status op_invoke(cairn_session *s, const cairn_op *op) {
-  switch (op->kind) {
-  case OP_USER: {
+  switch ((cairn__op_kind)op->b.kind) {
+  case CAIRN__OP_USER: {
     unsigned gen = s->fail_gen;
-    cairn_status st = op->fn(s, op->user);
+    cairn_status st = op->fn(s, op->b.user);
     /* An op that failed through cairn__fail (or another cairn call) has
        its message in the thread's buffer only: copy it. */
     if (st && gen == s->fail_gen) session_keep(s, st);
     return st;
   }
-  case OP_INIT_VARS:
-    for (size_t i = 0; i < op->n; i++) {
-      cairn_status st = cairn_var_initialize(op->vars[i]);
+  case CAIRN__OP_INIT_VARS:
+    for (size_t i = 0; i < op->b.n_vars; i++) {
+      cairn_status st = cairn_var_initialize(op->b.vars[i]);
       if (st) return session_keep(s, st);
     }
     return CAIRN_OK;
-  case OP_GROUP:
-    for (size_t i = 0; i < op->n; i++) {
+  case CAIRN__OP_GROUP:
+    for (size_t i = 0; i < op->n_ops; i++) {
       cairn_status st = op_invoke(s, op->ops[i]);
       if (st) return st;
     }
     return CAIRN_OK;
-  case OP_NOOP:
+  case CAIRN__OP_NOOP:
     return CAIRN_OK;
   }
-  return cairn_session_fail(s, CAIRN_E_INVALID, "run: op '%s' has an unknown kind", op->name);
+  return cairn_session_fail(s, CAIRN_E_INVALID, "run: op '%s' has an unknown kind", op->b.name);
 }
 
 /* The value a variable holds now, as a fetch sees it. */
@@ -675,7 +255,7 @@ cairn_status cairn_session_run(cairn_session *s, const cairn_run_args *args) {
     if (!v) {
       char ops[256] = "";
       for (size_t k = 0; k < args->n_ops; k++)
-        cairn__strbuf_append(ops, sizeof ops, "%s'%s'", k ? ", " : "", args->ops[k]->name);
+        cairn__strbuf_append(ops, sizeof ops, "%s'%s'", k ? ", " : "", args->ops[k]->b.name);
       return cairn_session_fail(s, CAIRN_E_NOT_FOUND,
                                 "%s: fetch '%s' was not produced by the ops run (%s) and names no variable", fn,
                                 f->name, args->n_ops ? ops : "none");
@@ -709,16 +289,16 @@ cairn_status cairn_session_run_ready(cairn_session *s, const cairn_ready_op *op,
   if (st) return st;
   if (!op || !not_ready) return cairn_session_fail(s, CAIRN_E_NULL, "%s: op or list is NULL", fn);
   cairn_names_clear(not_ready);
-  if (op->kind == READY_UNINIT_VARS) {
-    for (size_t i = 0; i < op->n; i++)
-      if (!cairn_var_is_initialized(op->vars[i])) {
-        st = cairn_names_add(not_ready, cairn_var_name(op->vars[i]));
+  if (op->b.kind == CAIRN__READY_UNINIT_VARS) {
+    for (size_t i = 0; i < op->b.n_vars; i++)
+      if (!cairn_var_is_initialized(op->b.vars[i])) {
+        st = cairn_names_add(not_ready, cairn_var_name(op->b.vars[i]));
         if (st) return session_keep(s, st);
       }
     return CAIRN_OK;
   }
   unsigned gen = s->fail_gen;
-  st = op->fn(s, not_ready, op->user);
+  st = op->fn(s, not_ready, op->b.user);
   if (st && gen == s->fail_gen) session_keep(s, st);
   return st;
 }
@@ -759,48 +339,29 @@ static cairn_fetch *find_fetch(const cairn_session *s, const char *name) {
 
 int cairn_session_wants(const cairn_session *s, const char *name) { return find_fetch(s, name) != NULL; }
 
-static cairn_status output_check(cairn_session *s, const char *name, const char *fn) {
+/* Publishes v under name if the run fetches it (else drops it: TF's ops
+ * compute outputs nobody asked for too). */
+static cairn_status output_set(cairn_session *s, const char *name, const char *fn, cairn_value v) {
   if (!s) return cairn__fail(CAIRN_E_NULL, "%s: session is NULL", fn);
   if (!name) return cairn_session_fail(s, CAIRN_E_NULL, "%s: name is NULL", fn);
   if (!s->run) return cairn_session_fail(s, CAIRN_E_STATE, "%s: '%s': no run in progress", fn, name);
+  cairn_fetch *f = find_fetch(s, name);
+  if (f) f->value = v;
   return CAIRN_OK;
 }
 
 cairn_status cairn_session_output_f64(cairn_session *s, const char *name, double v) {
-  cairn_status st = output_check(s, name, "session_output_f64");
-  if (st) return st;
-  cairn_fetch *f = find_fetch(s, name);
-  if (f) {
-    memset(&f->value, 0, sizeof f->value);
-    f->value.kind = CAIRN_VALUE_F64;
-    f->value.f64 = v;
-  }
-  return CAIRN_OK;
+  return output_set(s, name, "session_output_f64", (cairn_value){.kind = CAIRN_VALUE_F64, .f64 = v});
 }
 
 cairn_status cairn_session_output_i64(cairn_session *s, const char *name, int64_t v) {
-  cairn_status st = output_check(s, name, "session_output_i64");
-  if (st) return st;
-  cairn_fetch *f = find_fetch(s, name);
-  if (f) {
-    memset(&f->value, 0, sizeof f->value);
-    f->value.kind = CAIRN_VALUE_I64;
-    f->value.i64 = v;
-  }
-  return CAIRN_OK;
+  return output_set(s, name, "session_output_i64", (cairn_value){.kind = CAIRN_VALUE_I64, .i64 = v});
 }
 
 cairn_status cairn_session_output_tensor(cairn_session *s, const char *name, const cairn_tensor *t) {
-  cairn_status st = output_check(s, name, "session_output_tensor");
-  if (st) return st;
-  if (!t) return cairn_session_fail(s, CAIRN_E_NULL, "session_output_tensor: '%s': tensor is NULL", name);
-  cairn_fetch *f = find_fetch(s, name);
-  if (f) {
-    memset(&f->value, 0, sizeof f->value);
-    f->value.kind = CAIRN_VALUE_TENSOR;
-    f->value.tensor = t;
-  }
-  return CAIRN_OK;
+  static const char fn[] = "session_output_tensor";
+  if (s && name && s->run && !t) return cairn_session_fail(s, CAIRN_E_NULL, "%s: '%s': tensor is NULL", fn, name);
+  return output_set(s, name, fn, (cairn_value){.kind = CAIRN_VALUE_TENSOR, .tensor = t});
 }
 
 void cairn_session_summary_scalar(cairn_session *s, const char *tag, double value) {

@@ -1,39 +1,12 @@
-/* Private helpers of the session subsystem (session.c, scaffold.c,
- * session_manager.c and the monitored-session files); never installed. */
+/* Private helpers of the session subsystem (session.c, op.c, scaffold.c,
+ * session_manager.c and the monitored-session files); never installed.
+ * The message buffers they keep are CAIRN__ERRMSG_LEN bytes (internal.h). */
 #ifndef CAIRN_SESSION_IMPL_H
 #define CAIRN_SESSION_IMPL_H
 
-#include "internal.h"
-
-#include <stdarg.h>
+#include "var_impl.h"
 
 #include "cairn/session.h"
-
-/* Size of the whole-message buffers kept on handles (sessions, session
- * managers); cairn_errmsg() keeps the first 4095 bytes. A longer message
- * is cut visibly: it ends with "...". */
-#define CAIRN__ERRBUF 16384
-
-/* Formats the message into buf (CAIRN__ERRBUF bytes), copies it into the
- * calling thread's cairn_errmsg(), and returns st. */
-cairn_status cairn__errbuf_fail(char *buf, cairn_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-cairn_status cairn__errbuf_vfail(char *buf, cairn_status st, const char *fmt, va_list ap);
-
-/* Copies `detail` (NULL: the calling thread's cairn_errmsg()) into buf
- * and returns st: keeps the message of an error raised deeper down. */
-cairn_status cairn__errbuf_keep(char *buf, cairn_status st, const char *detail);
-
-/* Appends printf-style text to a NUL-terminated buffer of cap bytes,
- * cutting with "..." when full. */
-void cairn__strbuf_append(char *buf, size_t cap, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
 
 /* The session's whole-message buffer (for session_manager.c and the
  * monitored files to copy an op's error from). */

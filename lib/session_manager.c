@@ -15,6 +15,7 @@
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
+#include "cairn/scaffold.h"
 #include "cairn/session.h"
 
 /* Room for one readiness message ("Variables not initialized: a, b, ..."). */
@@ -36,7 +37,7 @@ struct cairn_session_manager {
   char msg_local[MSG_CAP]; /* the last not-ready messages */
   char msg_ready[MSG_CAP];
   char restored_from[1024];
-  char errmsg[CAIRN__ERRBUF];
+  char errmsg[CAIRN__ERRMSG_LEN];
 };
 
 cairn_session_manager_options cairn_session_manager_options_default(void) {

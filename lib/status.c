@@ -1,4 +1,5 @@
-/* Status messages and the per-thread error detail. */
+/* Status messages, the per-thread error detail, and the whole-message
+ * buffers that handles (sessions, session managers) keep. */
 #include "internal.h"
 
 #include <stdarg.h>
@@ -30,3 +31,40 @@ cairn_status cairn__fail(cairn_status s, const char *fmt, ...) {
 }
 
 void cairn__clear_error(void) { errmsg[0] = '\0'; }
+
+/* ==== whole-message buffers on handles =================================================== */
+
+cairn_status cairn__errbuf_vfail(char *buf, cairn_status st, const char *fmt, va_list ap) {
+  int n = vsnprintf(buf, CAIRN__ERRMSG_LEN, fmt, ap);
+  if (n >= CAIRN__ERRMSG_LEN) memcpy(buf + CAIRN__ERRMSG_LEN - 4, "...", 4); /* cut: say so */
+  return cairn__fail(st, "%s", buf);
+}
+
+cairn_status cairn__errbuf_fail(char *buf, cairn_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cairn__errbuf_vfail(buf, st, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+cairn_status cairn__errbuf_keep(char *buf, cairn_status st, const char *detail) {
+  if (!detail) detail = cairn_errmsg();
+  if (detail != buf) {
+    size_t n = strlen(detail);
+    if (n >= CAIRN__ERRMSG_LEN) n = CAIRN__ERRMSG_LEN - 1;
+    memmove(buf, detail, n);
+    buf[n] = '\0';
+  }
+  return st;
+}
+
+void cairn__strbuf_append(char *buf, size_t cap, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  if (used + 1 >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + used, cap - used, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n >= cap - used && cap >= 4) memcpy(buf + cap - 4, "...", 4);
+}

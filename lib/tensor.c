@@ -1,7 +1,7 @@
 /* Tensors: allocation, views, shape helpers and argument checks. */
 #define _DEFAULT_SOURCE /* mmap, madvise(MADV_HUGEPAGE), posix_memalign */
 #define _GNU_SOURCE     /* mremap (Linux), for cairn__realloc */
-#include "internal.h"
+#include "tensor_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

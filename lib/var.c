@@ -1,7 +1,7 @@
 /* The variable registry (TF's graph collections): names, collections,
  * initialization state, and TF's get_or_create_global_step and
  * report_uninitialized_variables. The values are generated in init.c. */
-#include "internal.h"
+#include "var_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

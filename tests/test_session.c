@@ -77,6 +77,7 @@
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
+#include "cairn/scaffold.h"
 #include "cairn/session.h"
 #include "cairn/tensor.h"
 #include "cairn/var.h"
@@ -1440,7 +1441,8 @@ Test(session_manager, options_are_checked) {
   cairn_registry_free(r);
 }
 
-/* A message longer than cairn_errmsg()'s 4096 bytes is whole on the handle. */
+/* A message of 7 KiB (400 names; more than the 4 KiB cairn_errmsg() once
+ * held) is whole on the handle and in cairn_errmsg(). */
 Test(session_manager, long_not_ready_message_is_whole_on_the_handle) {
   cairn_registry *r = new_reg();
   char name[32];
@@ -1456,7 +1458,7 @@ Test(session_manager, long_not_ready_message_is_whole_on_the_handle) {
   cairn_session *s;
   cr_assert_eq(cairn_session_manager_prepare_session(sm, &o, &s), CAIRN_E_NOT_READY);
   HAS(cairn_session_manager_errmsg(sm), "layer_399/kernel");
-  cr_assert_null(strstr(cairn_errmsg(), "layer_399/kernel"));
+  HAS(cairn_errmsg(), "layer_399/kernel");
   HAS(cairn_errmsg(), "Init operations did not make model ready.  Init op: no_op");
   cairn_session_manager_free(sm);
   cairn_op_free(noop);

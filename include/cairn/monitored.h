@@ -89,6 +89,7 @@
 #include <stdint.h>
 
 #include "cairn/saver.h"
+#include "cairn/scaffold.h"
 #include "cairn/session.h"
 #include "cairn/status.h"
 #include "cairn/var.h"
@@ -433,7 +434,7 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_exit(cairn_monito
 /* The current raw session (NULL when closed): TF's raw_session() of
  * SingularMonitoredSession, available on every monitored session. */
 CAIRN_API cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms);
-/* Detail of the last failed call on ms, whole up to 4095 bytes like
+/* Detail of the last failed call on ms, whole up to 16383 bytes like
  * cairn_errmsg() (a longer one is cut and ends with "..."). */
 CAIRN_API const char *cairn_monitored_session_errmsg(const cairn_monitored_session *ms);
 /* stop_on_signals: the signal (SIGTERM, SIGINT) that made should_stop()

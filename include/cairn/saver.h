@@ -293,7 +293,7 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_state(const cairn_saver_
  *   restore 'd/m-3': 2 of 4 variables cannot be restored (nothing was
  *   changed): 'v2' not found in checkpoint; 'dense/kernel': checkpoint has
  *   shape (784, 256), variable has (784, 512)
- * cut with "..." if it exceeds cairn_errmsg's buffer (4096 bytes); the
+ * cut with "..." if it exceeds cairn_errmsg's buffer (16384 bytes); the
  * report of cairn_saver_restore_partial always has every name. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_restore(cairn_saver *s, const char *path,
                                                         cairn_saver_meta **meta);

@@ -1,11 +1,12 @@
-/* cairn/session.h — sessions, ops, Scaffold and SessionManager with
- * TensorFlow 1.x semantics (tf.compat.v1.train.Scaffold / SessionManager).
+/* cairn/session.h — sessions, ops and SessionManager with TensorFlow 1.x
+ * semantics (tf.compat.v1.Session / tf.compat.v1.train.SessionManager).
  *
  * doc/session-semantics.md describes the TF behaviour reproduced here, the
  * TF source each part comes from, and where cairn differs; users who know
  * TF 1.x find its behaviour and its error texts here.
- * MonitoredSession, its session creators and the hooks are in
- * cairn/monitored.h.
+ * The Scaffold (what a SessionManager prepares a session with) is in
+ * cairn/scaffold.h; MonitoredSession, its session creators and the hooks
+ * are in cairn/monitored.h.
  *
  * ---- What a session is ----------------------------------------------------
  * The registry (cairn/var.h) plays TF's server: variable values and their
@@ -55,11 +56,12 @@
  * cairn's detail after it, e.g.
  *   Init operations did not make model ready for local_init.  Init op: init,
  *   init fn: None, error: Variables not initialized: a, b
- * The text is in cairn_errmsg() (per thread, up to 4095 bytes) and, whole
- * up to 16383 bytes, on the handle: cairn_session_errmsg(),
- * cairn_session_manager_errmsg(). Messages up to those sizes arrive whole
- * through every layer (session manager, session creators, monitored
- * sessions, hooks); a longer one is cut visibly: it ends with "...".
+ * The text is in cairn_errmsg() (per thread) and on the handle:
+ * cairn_session_errmsg(), cairn_session_manager_errmsg(), whole up to
+ * 16383 bytes in both (one size for every message buffer). Messages up to
+ * that size arrive whole through every layer (session manager, session
+ * creators, monitored sessions, hooks); a longer one is cut visibly: it
+ * ends with "...".
  *
  * ---- Time and logging -----------------------------------------------------------
  * Every waiting loop reads a cairn_env: an injectable clock, sleep and log
@@ -352,103 +354,13 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_add_ready_op(cairn_registr
                                                                 cairn_ready_op *op);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_add_saver(cairn_registry *r, cairn_saver *saver);
 
-/* ==== Scaffold ==================================================================================== */
+/* ==== SessionManager ============================================================================= */
 
+/* The Scaffold (cairn/scaffold.h) a SessionManager can be made from. */
 typedef struct cairn_scaffold cairn_scaffold;
 
-/* TF's init_fn(scaffold, session): extra initialization after init_op (a
- * warm start), run by the chief only, and only when nothing was restored. */
-typedef cairn_status (*cairn_scaffold_init_cb)(cairn_scaffold *sc, cairn_session *s, void *user);
 /* The SessionManager's one-argument form (the Scaffold binds itself). */
 typedef cairn_status (*cairn_session_init_fn)(cairn_session *s, void *user);
-
-/* Every field may be left 0/NULL (zero-filled options are the defaults).
- * Ops given here are referenced (the caller keeps its own references); the
- * saver, the feeds, the restore options and copy_from_scaffold are
- * borrowed and must outlive the scaffold. */
-typedef struct cairn_scaffold_options {
-  cairn_op *init_op;                 /* TF's init_op */
-  const cairn_feed *init_feeds;      /* TF's init_feed_dict: fed to init_op only */
-  size_t n_init_feeds;
-  cairn_scaffold_init_cb init_fn;    /* TF's init_fn */
-  void *init_fn_user;
-  const char *init_fn_name;          /* for messages ("init fn: warm_start"); NULL: "<init_fn>" */
-  cairn_ready_op *ready_op;
-  cairn_ready_op *ready_for_local_init_op;
-  cairn_op *local_init_op;
-  const cairn_feed *local_init_feeds; /* TF 2.x's local_init_feed_dict */
-  size_t n_local_init_feeds;
-  cairn_op *summary_op;
-  cairn_saver *saver;
-  const cairn_scaffold *copy_from_scaffold; /* unset fields are taken from it */
-
-  /* cairn's first-class partial restore (TF has no equivalent; see
-     cairn_prepare_options for the exact semantics): */
-  const cairn_restore_options *restore; /* restore from checkpoint_dir partially,
-                                           initialize the other GLOBAL variables */
-  const char *warm_start_path;          /* chief, nothing restored: after init_op,
-                                           restore from this checkpoint file... */
-  const cairn_restore_options *warm_start; /* ...the variables these options select
-                                              (NULL: the whole save set, strict) */
-} cairn_scaffold_options;
-
-/* Every field 0/NULL (a zero-filled struct is the same). */
-CAIRN_API cairn_scaffold_options cairn_scaffold_options_default(void);
-
-/* A scaffold over r. Nothing is created (no op, no saver) before
- * cairn_scaffold_finalize(); the getters return what was given (or copied)
- * until then. copy_from_scaffold: each field given here wins, else the
- * source's current value is taken (NULL if the source was never finalized,
- * its default op if it was); init_fn is the source's original function,
- * re-bound to the new scaffold; its registry must be r.
- * Errors: CAIRN_E_NULL (r or out), CAIRN_E_INVALID (copy_from_scaffold of
- * another registry; warm_start without warm_start_path), CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_scaffold_new(cairn_registry *r, const cairn_scaffold_options *opts,
-                                                       cairn_scaffold **out);
-CAIRN_API void cairn_scaffold_free(cairn_scaffold *sc);
-
-/* TF's Scaffold.finalize(), in TF's order (doc/session-semantics.md,
- * "Scaffold"): for each field still NULL, in this
- * order, reuse the single item of its registry collection, else build the
- * default and add it to the collection:
- *   init_op                  "init": initialize every GLOBAL variable
- *   ready_op                 "ready": uninitialized GLOBAL and LOCAL variables
- *   ready_for_local_init_op  "ready_for_local_init": uninitialized GLOBAL variables
- *   local_init_op            "local_init": initialize every LOCAL variable
- *   summary_op               the collection's item, else none
- *   saver                    the single "savers" item, else a new default
- *                            Saver (every GLOBAL variable, max_to_keep 5,
- *                            allow_empty) added to "savers"
- * then finalizes the registry (cairn_registry_finalize: no more variables).
- * Finalizing twice is a no-op. Errors: CAIRN_E_STATE ("More than one item
- * in the collection \"init_op\". ..."; "More than one item in collection
- * savers. Please indicate which one to use by passing it to the
- * constructor."; a default to build while the registry is already
- * finalized: "Graph is finalized and cannot be modified."), CAIRN_E_NOMEM.
- * On error the fields already filled stay filled. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_scaffold_finalize(cairn_scaffold *sc);
-CAIRN_API int cairn_scaffold_is_finalized(const cairn_scaffold *sc);
-
-/* Getters (borrowed; NULL when unset). */
-CAIRN_API cairn_registry *cairn_scaffold_registry(const cairn_scaffold *sc);
-CAIRN_API cairn_op *cairn_scaffold_init_op(const cairn_scaffold *sc);
-CAIRN_API const cairn_feed *cairn_scaffold_init_feeds(const cairn_scaffold *sc, size_t *n);
-CAIRN_API cairn_ready_op *cairn_scaffold_ready_op(const cairn_scaffold *sc);
-CAIRN_API cairn_ready_op *cairn_scaffold_ready_for_local_init_op(const cairn_scaffold *sc);
-CAIRN_API cairn_op *cairn_scaffold_local_init_op(const cairn_scaffold *sc);
-CAIRN_API const cairn_feed *cairn_scaffold_local_init_feeds(const cairn_scaffold *sc, size_t *n);
-CAIRN_API cairn_op *cairn_scaffold_summary_op(const cairn_scaffold *sc);
-CAIRN_API cairn_saver *cairn_scaffold_saver(const cairn_scaffold *sc);
-CAIRN_API const cairn_restore_options *cairn_scaffold_restore(const cairn_scaffold *sc);
-CAIRN_API const char *cairn_scaffold_warm_start_path(const cairn_scaffold *sc);
-CAIRN_API const cairn_restore_options *cairn_scaffold_warm_start(const cairn_scaffold *sc);
-/* The init_fn bound to sc, in the SessionManager's form: *fn and *user
- * (a trampoline calling the user's function with sc) and *name; all NULL
- * when the scaffold has no init_fn. Returns 1 if there is one. */
-CAIRN_API int cairn_scaffold_bound_init_fn(const cairn_scaffold *sc, cairn_session_init_fn *fn, void **user,
-                                           const char **name);
-
-/* ==== SessionManager ============================================================================= */
 
 typedef struct cairn_session_manager cairn_session_manager;
 

@@ -6,7 +6,9 @@
  *   "dense_forward: X is (32, 784) but W is (512, 10): X.cols != W.rows".
  * The detail is per thread: it describes the last failed call made by the
  * calling thread and stays valid until that thread's next failing call. It
- * holds up to 4095 bytes; longer details end with "...".
+ * holds up to 16383 bytes, the size of every message buffer in cairn
+ * (the handles' cairn_session_errmsg() and the like too); longer details
+ * end with "...".
  */
 #ifndef CAIRN_STATUS_H
 #define CAIRN_STATUS_H

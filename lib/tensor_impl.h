@@ -1,0 +1,32 @@
+/* Private helpers of the tensor layer and the layers' math (tensor.c,
+ * gemm.c, nn_*.c, model.c, optim.c, ...): argument checks on tensors and the
+ * GEMM the dense layer is made of. Never installed. */
+#ifndef CAIRN_TENSOR_IMPL_H
+#define CAIRN_TENSOR_IMPL_H
+
+#include "internal.h"
+
+#include "cairn/tensor.h"
+
+/* Argument checks that produce the standard messages. `fn` and `what` name
+ * the call and the argument: "dense_forward: X is NULL". */
+cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tensor *t);
+cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_tensor *t, int rank);
+/* Element i of a numeric tensor as a double (f32, f64, bf16, the integer
+ * dtypes, bool). Returns 0 and leaves *out alone for other dtypes (f16) or
+ * i out of range (tensor.c). */
+int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
+
+/* C = alpha·op(A)·op(B) + beta·C, row-major, through cblas_sgemm in
+ * shape-determined blocks: same bits for any thread count (gemm.c). With
+ * bias (N floats) non-NULL, beta must be 0 and every row of C starts as
+ * bias instead: C = alpha·op(A)·op(B) + bias. */
+void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
+
+/* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
+ * instead of adding to them (the model's step, which saves a zeroing pass). */
+cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,
+                                   cairn_tensor *dX, cairn_tensor *dW, cairn_tensor *db, int accumulate);
+
+#endif
