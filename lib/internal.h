@@ -33,7 +33,7 @@ cairn_status cairn__check_f32(const char *fn, const char *what, const cairn_tens
 cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_tensor *t, int rank);
 
 /* Checks that `init` suits dtype `dt` and its parameters are valid,
- * without generating anything (init.c; var.c checks at creation so that
+ * without generating anything (var_init.c; var.c checks at creation so that
  * initializing later cannot fail). Messages start with "fn: 'name': ". */
 cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
 
@@ -69,7 +69,7 @@ int cairn__fsync_dir(const char *dir);
 
 /* 1 if the file stat() described in *sb was marked with
  * cairn_checkpoint_mark_corrupt in this process, and then the reason in
- * why[0..len) (saver_corrupt.c; cairn_latest_checkpoint skips such files). */
+ * why[0..len) (checkpoint_corrupt.c; cairn_latest_checkpoint skips such files). */
 struct stat;
 int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len);
 
