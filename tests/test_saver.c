@@ -2066,6 +2066,8 @@ Test(dir_lock, removes_leftover_temporary_files_of_the_writer) {
   cairn_checkpoint_lock_removed(l, &files, NULL);
   cr_assert_eq(files, 1);
   cairn_checkpoint_lock_free(l);
+}
+
 /* The restart trap's last step: the save right after a restore at step S
  * must never replace the committed "<prefix>-S" with other contents. The
  * same contents are kept (not rewritten); other contents are refused and
