@@ -877,12 +877,15 @@ static int scan_dir(const char *dir, char **found, sbuf *note) {
   return ok;
 }
 
-cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
+cairn_status cairn_latest_checkpoint_note(const char *dir, char *path, size_t len, char *note_out,
+                                          size_t note_len) {
   static const char fn[] = "latest_checkpoint";
   cairn__clear_error();
+  if (note_out && note_len) note_out[0] = '\0';
   if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
   if (!path) return cairn__fail(CAIRN_E_NULL, "%s: path is NULL", fn);
   if (len == 0) return cairn__fail(CAIRN_E_INVALID, "%s: len is 0", fn);
+  if (!note_out && note_len) return cairn__fail(CAIRN_E_NULL, "%s: note is NULL, note_len %zu", fn, note_len);
   path[0] = '\0';
   const char *d = dir[0] ? dir : ".";
   struct stat sd;
@@ -950,8 +953,19 @@ cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
     return s;
   }
   memcpy(path, result, rl + 1);
-  if (fell_back && !note.oom) (void)cairn__fail(CAIRN_OK, "%s '%s': using '%s': %s", fn, d, result, note.p);
+  if (fell_back && !note.oom && note_len)
+    snprintf(note_out, note_len, "%s '%s': using '%s': %s", fn, d, result, note.p);
   free(result);
   free(note.p);
+  cairn__clear_error(); /* the candidates' open errors are in the note */
   return CAIRN_OK;
+}
+
+cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
+  /* The older form: the note goes into cairn_errmsg() on success, as long
+     as that channel holds. */
+  char note[CAIRN__ERRMSG_LEN];
+  cairn_status s = cairn_latest_checkpoint_note(dir, path, len, note, sizeof note);
+  if (s == CAIRN_OK && note[0]) (void)cairn__fail(CAIRN_OK, "%s", note);
+  return s;
 }

@@ -1163,6 +1163,39 @@ Test(saver_state, latest_skips_a_truncated_newest_and_says_why) {
   cairn_registry_free(r);
 }
 
+/* The note has its own out-parameter: the error channel stays empty on
+ * success, the note says what was skipped, and is "" when nothing was. */
+Test(saver_state, latest_note_comes_in_its_own_buffer) {
+  char p1[600], p2[600];
+  cairn_saver_options o = fast(5);
+  cairn_registry *r = new_registry();
+  vec(r, "v", 300, 1, 1);
+  cairn_saver *s = saver_of(r, &o);
+  save(s, P("model.ckpt"), 1, p1);
+  save(s, P("model.ckpt"), 2, p2);
+  char latest[600], note[4096];
+  ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, note, sizeof note));
+  cr_assert_str_eq(latest, p2);
+  cr_assert_str_eq(note, "");
+  struct stat sb;
+  cr_assert_eq(stat(p2, &sb), 0);
+  cr_assert_eq(truncate(p2, sb.st_size / 2), 0);
+  ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, note, sizeof note));
+  cr_assert_str_eq(latest, p1);
+  cr_assert_str_eq(cairn_errmsg(), "", "the note is not in the error channel: %s", cairn_errmsg());
+  cr_assert(strstr(note, "skipped") && strstr(note, "model.ckpt-2") && strstr(note, "using"), "note: %s", note);
+  cr_assert(strstr(note, cairn_status_str(CAIRN_E_TRUNCATED)), "note: %s", note);
+  /* cut to fit a small buffer; NULL with 0 is allowed */
+  char small[16];
+  ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, small, sizeof small));
+  cr_assert_eq(strlen(small), sizeof small - 1);
+  ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, NULL, 0));
+  cr_assert_str_eq(latest, p1);
+  cr_assert_eq(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, NULL, 8), CAIRN_E_NULL);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
 Test(saver_state, latest_skips_a_corrupt_newest) {
   char p1[600], p2[600];
   save_model(P("m"), 1, 0, NULL, p1);

@@ -926,7 +926,8 @@ static int cmd_eval(flags *f) {
   }
   int loaded = 0;
   for (int attempt = 0;; attempt++) {
-    if ((st = cairn_latest_checkpoint(f->dir, path, sizeof path)) != CAIRN_OK) {
+    char note[4096];
+    if ((st = cairn_latest_checkpoint_note(f->dir, path, sizeof path, note, sizeof note)) != CAIRN_OK) {
       if (attempt) /* the reasons were in the warnings */
         fprintf(stderr, PROG ": no intact checkpoint to evaluate in %s: every one left is corrupt (see the warnings "
                         "above; the files are left in place)\n", f->dir);
@@ -935,7 +936,7 @@ static int cmd_eval(flags *f) {
       goto out;
     }
     /* Say which checkpoint was skipped, and why, as train and ckpt-inspect do. */
-    if (!attempt && *cairn_errmsg()) fprintf(stderr, PROG ": note: %s\n", cairn_errmsg());
+    if (!attempt && *note) fprintf(stderr, PROG ": note: %s\n", note);
     if (hidden_from_checkpoint(path, f)) goto out;
     if (!loaded && data_load(&d, f->data_dir)) goto out;
     loaded = 1;

@@ -546,7 +546,8 @@ static int resolve(const char *arg, int allow_dir, char *out, size_t outlen) {
       errorf("%s: is a directory (this subcommand needs a checkpoint file)", arg);
       return -1;
     }
-    cairn_status s = cairn_latest_checkpoint(arg, out, outlen);
+    char why[4096];
+    cairn_status s = cairn_latest_checkpoint_note(arg, out, outlen, why, sizeof why);
     if (s != CAIRN_OK) {
       char what[4200];
       snprintf(what, sizeof what, "%s: no valid checkpoint in this directory", arg);
@@ -554,8 +555,7 @@ static int resolve(const char *arg, int allow_dir, char *out, size_t outlen) {
       return -1;
     }
     /* Say why the newest checkpoint was skipped, if it was. */
-    const char *why = cairn_errmsg();
-    if (why && *why) errorf("note: %s", why);
+    if (*why) errorf("note: %s", why);
     return 0;
   }
   if (strlen(arg) >= outlen) {
