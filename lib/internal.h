@@ -73,6 +73,13 @@ int cairn__fsync_dir(const char *dir);
 struct stat;
 int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len);
 
+/* cairn_latest_checkpoint_note that, with keep, hands over the chosen
+ * checkpoint still open in *keep (close it), so that reading its metadata
+ * does not open it a second time (checkpoint_state.c). */
+struct cairn_ckpt;
+cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t len, char *note, size_t note_len,
+                                           struct cairn_ckpt **keep);
+
 /* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
  * instead of adding to them (the model's step, which saves a zeroing pass). */
 cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,

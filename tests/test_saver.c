@@ -1196,6 +1196,43 @@ Test(saver_state, latest_note_comes_in_its_own_buffer) {
   cairn_registry_free(r);
 }
 
+/* The newest usable checkpoint and its metadata in one call: the metadata
+ * is the one of the checkpoint returned, not of the skipped newest. */
+Test(saver_state, meta_read_latest_reads_the_checkpoint_it_returns) {
+  char p1[600], p2[600];
+  cairn_saver_options o = fast(5);
+  cairn_registry *r = new_registry();
+  vec(r, "v", 300, 1, 1);
+  cairn_saver *s = saver_of(r, &o);
+  save(s, P("model.ckpt"), 1, p1);
+  save(s, P("model.ckpt"), 2, p2);
+  char latest[600], note[4096];
+  cairn_saver_meta *m = NULL;
+  int64_t step = -1;
+  ASSERT_OK(cairn_saver_meta_read_latest(g_dir, latest, sizeof latest, note, sizeof note, &m));
+  cr_assert_str_eq(latest, p2);
+  cr_assert_str_eq(note, "");
+  ASSERT_OK(cairn_saver_meta_global_step(m, &step));
+  cr_assert_eq(step, 2);
+  cairn_saver_meta_free(m);
+  struct stat sb;
+  cr_assert_eq(stat(p2, &sb), 0);
+  cr_assert_eq(truncate(p2, sb.st_size / 2), 0);
+  ASSERT_OK(cairn_saver_meta_read_latest(g_dir, latest, sizeof latest, note, sizeof note, &m));
+  cr_assert_str_eq(latest, p1);
+  cr_assert(strstr(note, "model.ckpt-2"), "note: %s", note);
+  ASSERT_OK(cairn_saver_meta_global_step(m, &step));
+  cr_assert_eq(step, 1);
+  cairn_saver_meta_free(m);
+  m = (cairn_saver_meta *)1;
+  cr_assert_eq(cairn_saver_meta_read_latest(P("nowhere"), latest, sizeof latest, NULL, 0, &m), CAIRN_E_NOT_FOUND);
+  cr_assert_null(m);
+  cr_assert_eq(cairn_saver_meta_read_latest(g_dir, latest, 4, NULL, 0, &m), CAIRN_E_LIMIT);
+  cr_assert_null(m);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
 Test(saver_state, latest_skips_a_corrupt_newest) {
   char p1[600], p2[600];
   save_model(P("m"), 1, 0, NULL, p1);

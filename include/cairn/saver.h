@@ -267,6 +267,14 @@ typedef struct cairn_saver_meta cairn_saver_meta;
  * CAIRN_E_TRUNCATED, CAIRN_E_CORRUPT, CAIRN_E_FORMAT, ...), CAIRN_E_NULL,
  * CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_read(const char *path, cairn_saver_meta **out);
+/* cairn_latest_checkpoint_note(dir, path, len, note, note_len) and then
+ * cairn_saver_meta_read(path), with the newest checkpoint opened once (the
+ * open that finds it usable also reads its metadata): what a program that
+ * resumes reads before it builds its model. Errors: those of the two
+ * calls. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_read_latest(const char *dir, char *path, size_t len,
+                                                                    char *note, size_t note_len,
+                                                                    cairn_saver_meta **out);
 CAIRN_API void cairn_saver_meta_free(cairn_saver_meta *m);
 /* train.global_step; CAIRN_E_NOT_FOUND when the checkpoint was saved without
  * a step. */
