@@ -1163,23 +1163,35 @@ Test(saver_state, latest_skips_a_truncated_newest_and_says_why) {
   cairn_registry_free(r);
 }
 
+/* Checkpoints of steps 1 and 2 of one variable, paths in p1 and p2. */
+static cairn_saver *two_checkpoints(cairn_registry **r, char *p1, char *p2) {
+  cairn_saver_options o = fast(5);
+  *r = new_registry();
+  vec(*r, "v", 300, 1, 1);
+  cairn_saver *s = saver_of(*r, &o);
+  save(s, P("model.ckpt"), 1, p1);
+  save(s, P("model.ckpt"), 2, p2);
+  return s;
+}
+
+/* Cuts a file to half its size, as a killed writer without rename would. */
+static void truncate_half(const char *path) {
+  struct stat sb;
+  cr_assert_eq(stat(path, &sb), 0);
+  cr_assert_eq(truncate(path, sb.st_size / 2), 0);
+}
+
 /* The note has its own out-parameter: the error channel stays empty on
  * success, the note says what was skipped, and is "" when nothing was. */
 Test(saver_state, latest_note_comes_in_its_own_buffer) {
   char p1[600], p2[600];
-  cairn_saver_options o = fast(5);
-  cairn_registry *r = new_registry();
-  vec(r, "v", 300, 1, 1);
-  cairn_saver *s = saver_of(r, &o);
-  save(s, P("model.ckpt"), 1, p1);
-  save(s, P("model.ckpt"), 2, p2);
+  cairn_registry *r = NULL;
+  cairn_saver *s = two_checkpoints(&r, p1, p2);
   char latest[600], note[4096];
   ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, note, sizeof note));
   cr_assert_str_eq(latest, p2);
   cr_assert_str_eq(note, "");
-  struct stat sb;
-  cr_assert_eq(stat(p2, &sb), 0);
-  cr_assert_eq(truncate(p2, sb.st_size / 2), 0);
+  truncate_half(p2);
   ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, note, sizeof note));
   cr_assert_str_eq(latest, p1);
   cr_assert_str_eq(cairn_errmsg(), "", "the note is not in the error channel: %s", cairn_errmsg());
@@ -1200,12 +1212,8 @@ Test(saver_state, latest_note_comes_in_its_own_buffer) {
  * is the one of the checkpoint returned, not of the skipped newest. */
 Test(saver_state, meta_read_latest_reads_the_checkpoint_it_returns) {
   char p1[600], p2[600];
-  cairn_saver_options o = fast(5);
-  cairn_registry *r = new_registry();
-  vec(r, "v", 300, 1, 1);
-  cairn_saver *s = saver_of(r, &o);
-  save(s, P("model.ckpt"), 1, p1);
-  save(s, P("model.ckpt"), 2, p2);
+  cairn_registry *r = NULL;
+  cairn_saver *s = two_checkpoints(&r, p1, p2);
   char latest[600], note[4096];
   cairn_saver_meta *m = NULL;
   int64_t step = -1;
@@ -1215,9 +1223,7 @@ Test(saver_state, meta_read_latest_reads_the_checkpoint_it_returns) {
   ASSERT_OK(cairn_saver_meta_global_step(m, &step));
   cr_assert_eq(step, 2);
   cairn_saver_meta_free(m);
-  struct stat sb;
-  cr_assert_eq(stat(p2, &sb), 0);
-  cr_assert_eq(truncate(p2, sb.st_size / 2), 0);
+  truncate_half(p2);
   ASSERT_OK(cairn_saver_meta_read_latest(g_dir, latest, sizeof latest, note, sizeof note, &m));
   cr_assert_str_eq(latest, p1);
   cr_assert(strstr(note, "model.ckpt-2"), "note: %s", note);
