@@ -1,6 +1,7 @@
 /* Private constants, byte helpers and parsers shared by the checkpoint
- * sources (crc32c.c, ckpt_write.c, ckpt_read.c, ckpt_recover.c); never
- * installed. Field layouts are specified in doc/checkpoint-format.md. */
+ * sources (crc32c.c, ckpt_format.c, ckpt_write.c, ckpt_read.c,
+ * ckpt_recover.c); never installed. The shared functions declared here are
+ * in ckpt_format.c unless a section says otherwise. Field layouts are specified in doc/checkpoint-format.md. */
 #ifndef CAIRN_CKPT_IMPL_H
 #define CAIRN_CKPT_IMPL_H
 
@@ -148,6 +149,32 @@ typedef struct ck_meta {
   size_t len;
 } ck_meta;
 
+/* One chunk of the index's chunk table (16 bytes in the file). */
+typedef struct ck_chunk_ent {
+  uint8_t codec;
+  uint32_t raw, stored, crc; /* crc unmasked */
+} ck_chunk_ent;
+
+/* One index entry (56 bytes + shape + name + chunk table in the file), as
+ * the writer builds it and the reader parses it. */
+typedef struct ck_entry {
+  char *name; /* NUL-terminated: the writer's own copy, or in the reader's name arena */
+  uint16_t name_len;
+  uint8_t dtype, rank, layout;
+  uint32_t seq, n_chunks;
+  uint64_t shape[CAIRN_MAX_RANK];
+  uint64_t record_offset, data_offset, raw_bytes, stored_bytes;
+  uint32_t raw_crc;                  /* unmasked */
+  ck_chunk_ent *chunks;              /* writer: the chunk table being filled */
+  const unsigned char *chunk_table;  /* reader: the chunk table in its copy of the index */
+  uint64_t index_at;                 /* reader: offset of the entry in the file (messages) */
+} ck_entry;
+
+/* The fixed 56 bytes of an index entry: put writes them (reserved bytes
+ * zero), get reads them and returns 0 if a reserved byte is not zero. */
+void cairn__ck_entry_put(unsigned char *p, const ck_entry *e);
+int cairn__ck_entry_get(const unsigned char *p, ck_entry *e);
+
 /* ---- Checks shared by writer, reader and salvage ------------------------------- */
 /* 1 if s[0..len) is UTF-8 (no overlongs, no surrogates, ≤ U+10FFFF); with
  * no_controls also without U+0000–U+001F and U+007F–U+009F; NUL is always refused. */
@@ -177,7 +204,12 @@ void cairn__ck_unshuffle(unsigned char *dst, const unsigned char *src, size_t le
 int cairn__ck_decode(unsigned codec, size_t esize, const unsigned char *src, uint32_t stored, unsigned char *dst,
                      uint32_t raw, unsigned char *scratch);
 
-/* ---- Parsers (ckpt_read.c). `path` and offsets only feed messages. -------------- */
+/* ---- Parsers. `path` and offsets only feed messages. ------------------------------ */
+/* "the file is incomplete ...; 'ckpt-inspect recover' can salvage ..." */
+extern const char *const cairn__ck_recover_hint;
+/* Length-delimited byte strings in memcmp order, shorter first: the order of
+ * index names and metadata keys. */
+int cairn__ck_cmp_bytes(const void *a, size_t na, const void *b, size_t nb);
 /* Superblock rules R1–R6 on buf[0..avail) (avail may be < 64 for a short file). */
 cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, size_t avail, uint64_t max_chunk,
                                    ck_super *sb);
@@ -202,6 +234,8 @@ cairn_status cairn__ck_parse_meta(const char *path, uint64_t off, const unsigned
 /* pread of exactly len bytes (retrying short reads and EINTR). End of file:
  * CAIRN_E_TRUNCATED; errors: CAIRN_E_IO. `what` names the part in messages. */
 cairn_status cairn__ck_pread(int fd, void *buf, size_t len, uint64_t off, const char *path, const char *what);
+/* The same without a message: 0 ok, 1 end of file first, -1 error (*err = errno). */
+int cairn__ck_pread_raw(int fd, void *buf, size_t len, uint64_t off, int *err);
 
 /* ---- Writer internals used by salvage (ckpt_write.c) ------------------------------ */
 /* A record written piece by piece: begin, then chunks (layout 0) or payload

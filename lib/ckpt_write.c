@@ -45,22 +45,6 @@
 #define MIN_COMPRESS 128               /* chunks smaller than this are stored raw */
 #define MAX_SLOTS 64
 
-typedef struct wchunk {
-  uint8_t codec;
-  uint32_t raw, stored, crc; /* crc unmasked */
-} wchunk;
-
-typedef struct wentry {
-  char *name;
-  uint16_t name_len;
-  uint8_t dtype, rank, layout;
-  uint32_t seq, n_chunks;
-  uint64_t shape[CAIRN_MAX_RANK];
-  uint64_t record_offset, data_offset, raw_bytes, stored_bytes;
-  uint32_t raw_crc; /* unmasked */
-  wchunk *chunks;
-} wentry;
-
 typedef struct wmeta {
   char *key;
   uint8_t type;
@@ -99,7 +83,7 @@ struct cairn_ckpt_writer {
   struct iovec iov[MAX_IOV];
   int niov, n_ext;
   /* records */
-  wentry *ents;
+  ck_entry *ents;
   size_t n, cap;
   uint32_t *hash; /* open addressing over ents: index + 1, 0 empty */
   size_t hcap;
@@ -110,7 +94,7 @@ struct cairn_ckpt_writer {
   unsigned char **cbuf, **sbuf;
   piece *pieces;
   /* record being written through cairn__ck_rec_* */
-  wentry *cur;
+  ck_entry *cur;
   uint32_t cur_chunk;
   uint64_t cur_done;
   uint32_t cur_crc;
@@ -279,11 +263,11 @@ static uint64_t hash_name(const char *s, size_t n) {
   return h;
 }
 
-static wentry *find_name(const cairn_ckpt_writer *w, const char *name, size_t len, size_t *slot) {
+static ck_entry *find_name(const cairn_ckpt_writer *w, const char *name, size_t len, size_t *slot) {
   if (!w->hcap) return NULL;
   size_t i = (size_t)hash_name(name, len) & (w->hcap - 1);
   while (w->hash[i]) {
-    wentry *e = &w->ents[w->hash[i] - 1];
+    ck_entry *e = &w->ents[w->hash[i] - 1];
     if (e->name_len == len && memcmp(e->name, name, len) == 0) return e;
     i = (i + 1) & (w->hcap - 1);
   }
@@ -448,7 +432,7 @@ static cairn_status alloc_slots(cairn_ckpt_writer *w, int shuffle) {
 /* Validates and registers a new record, writes its header (and the padding
  * of a raw layout). */
 static cairn_status begin_record(cairn_ckpt_writer *w, const char *fn, const char *name, cairn_dtype dt, int rank,
-                                 const int64_t *shape, int layout, wentry **out) {
+                                 const int64_t *shape, int layout, ck_entry **out) {
   size_t nlen = 0;
   cairn_status s = check_name(fn, name, &nlen);
   if (s) return s;
@@ -481,12 +465,12 @@ static cairn_status begin_record(cairn_ckpt_writer *w, const char *fn, const cha
     return cairn__fail(CAIRN_E_EXISTS, "%s: '%s': a tensor of that name is already in '%s'", fn, name, w->path);
   if (w->n == w->cap) {
     size_t ncap = w->cap ? w->cap * 2 : 16;
-    wentry *ne = realloc(w->ents, ncap * sizeof *ne);
+    ck_entry *ne = realloc(w->ents, ncap * sizeof *ne);
     if (!ne) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory for the index", fn);
     w->ents = ne;
     w->cap = ncap;
   }
-  wentry *e = &w->ents[w->n];
+  ck_entry *e = &w->ents[w->n];
   memset(e, 0, sizeof *e);
   e->name = malloc(nlen + 1);
   e->chunks = nch ? malloc(nch * sizeof *e->chunks) : NULL;
@@ -537,7 +521,7 @@ static cairn_status begin_record(cairn_ckpt_writer *w, const char *fn, const cha
   return CAIRN_OK;
 }
 
-static cairn_status end_record(cairn_ckpt_writer *w, wentry *e) {
+static cairn_status end_record(cairn_ckpt_writer *w, ck_entry *e) {
   unsigned char *t;
   cairn_status s = reserve(w, CK_TRAILER, &t);
   if (s) return set_failed(w, s);
@@ -585,7 +569,7 @@ static void encode_piece(const cairn_ckpt_writer *w, int slot, piece *p, size_t 
   }
 }
 
-static void fill_chunk_hdr(unsigned char *h, const wentry *e, uint32_t chunk_no, const piece *p) {
+static void fill_chunk_hdr(unsigned char *h, const ck_entry *e, uint32_t chunk_no, const piece *p) {
   memcpy(h, CK_TAG_CHUNK, 4);
   ck_put32(h + 4, e->seq);
   ck_put32(h + 8, chunk_no);
@@ -600,7 +584,7 @@ static void fill_chunk_hdr(unsigned char *h, const wentry *e, uint32_t chunk_no,
 /* Serial part: writes one encoded piece (with a chunk header if chunked).
  * A reserved staging region is always filled before the next call that may
  * flush. */
-static cairn_status emit_piece(cairn_ckpt_writer *w, wentry *e, uint32_t chunk_no, piece *p) {
+static cairn_status emit_piece(cairn_ckpt_writer *w, ck_entry *e, uint32_t chunk_no, piece *p) {
   cairn_status s;
   int chunked = e->layout == CK_LAYOUT_CHUNKED;
   size_t hdr = chunked ? CK_CHUNK_HDR : 0;
@@ -618,7 +602,7 @@ static cairn_status emit_piece(cairn_ckpt_writer *w, wentry *e, uint32_t chunk_n
     if ((s = put_ext(w, p->out, p->stored))) return s;
   }
   if (chunked) {
-    wchunk *c = &e->chunks[chunk_no];
+    ck_chunk_ent *c = &e->chunks[chunk_no];
     c->codec = p->codec;
     c->raw = p->raw;
     c->stored = p->stored;
@@ -676,7 +660,7 @@ cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const
           layout = CK_LAYOUT_CHUNKED;
     }
   }
-  wentry *e;
+  ck_entry *e;
   if ((s = begin_record(w, "ckpt_writer_add", name, t->dtype, t->rank, t->shape, layout, &e))) return s;
   /* Pieces: chunks, or chunk-sized parts of a raw payload. */
   const unsigned char *data = t->data;
@@ -724,7 +708,7 @@ cairn_status cairn__ck_rec_begin(cairn_ckpt_writer *w, const char *name, cairn_d
 
 static cairn_status rec_piece(cairn_ckpt_writer *w, unsigned codec, uint32_t raw, const void *data, uint32_t stored,
                               uint32_t data_crc, int check_crc) {
-  wentry *e = w->cur;
+  ck_entry *e = w->cur;
   piece p = {.src = data, .raw = raw, .codec = (uint8_t)codec, .stored = stored, .out = data,
              .data_crc = data_crc, .raw_crc = data_crc, .crc_done = 1};
   /* The CRC of the bytes we write, computed on them. */
@@ -746,7 +730,7 @@ cairn_status cairn__ck_rec_chunk(cairn_ckpt_writer *w, unsigned codec, uint32_t 
                                  uint32_t stored_size, uint32_t data_crc) {
   cairn_status s = check_usable(w, "ckpt_writer");
   if (s) return s;
-  wentry *e = w->cur;
+  ck_entry *e = w->cur;
   if (!e || e->layout != CK_LAYOUT_CHUNKED || w->cur_chunk >= e->n_chunks ||
       raw != ck_chunk_raw(e->raw_bytes, w->chunk_bytes, w->cur_chunk) ||
       !cairn__ck_chunk_sizes_ok(codec, raw, stored_size))
@@ -760,7 +744,7 @@ cairn_status cairn__ck_rec_chunk(cairn_ckpt_writer *w, unsigned codec, uint32_t 
 cairn_status cairn__ck_rec_payload(cairn_ckpt_writer *w, const void *data, size_t len) {
   cairn_status s = check_usable(w, "ckpt_writer");
   if (s) return s;
-  wentry *e = w->cur;
+  ck_entry *e = w->cur;
   if (!e || e->layout != CK_LAYOUT_RAW || len > UINT32_MAX || len > e->raw_bytes - w->cur_done)
     return cairn__fail(CAIRN_E_STATE, "ckpt_writer: payload does not fit the record in progress");
   if (len == 0) return CAIRN_OK;
@@ -770,7 +754,7 @@ cairn_status cairn__ck_rec_payload(cairn_ckpt_writer *w, const void *data, size_
 cairn_status cairn__ck_rec_end(cairn_ckpt_writer *w, uint32_t raw_crc) {
   cairn_status s = check_usable(w, "ckpt_writer");
   if (s) return s;
-  wentry *e = w->cur;
+  ck_entry *e = w->cur;
   if (!e || (e->layout == CK_LAYOUT_CHUNKED ? w->cur_chunk != e->n_chunks : w->cur_done != e->raw_bytes))
     return cairn__fail(CAIRN_E_STATE, "ckpt_writer: record ended before all its data");
   /* For raw chunks and payloads the CRC combined from the bytes written must
@@ -869,10 +853,8 @@ static int cmp_meta(const void *a, const void *b) {
 }
 
 static int cmp_ent(const void *a, const void *b) {
-  const wentry *x = *(wentry *const *)a, *y = *(wentry *const *)b;
-  size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
-  int c = memcmp(x->name, y->name, n);
-  return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+  const ck_entry *x = *(ck_entry *const *)a, *y = *(ck_entry *const *)b;
+  return cairn__ck_cmp_bytes(x->name, x->name_len, y->name, y->name_len);
 }
 
 static cairn_status build_meta(cairn_ckpt_writer *w, unsigned char **out, uint64_t *size) {
@@ -917,7 +899,7 @@ static cairn_status build_meta(cairn_ckpt_writer *w, unsigned char **out, uint64
 }
 
 static cairn_status build_index(cairn_ckpt_writer *w, unsigned char **out, uint64_t *size) {
-  wentry **order = malloc((w->n ? w->n : 1) * sizeof *order);
+  ck_entry **order = malloc((w->n ? w->n : 1) * sizeof *order);
   if (!order) return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer_commit: out of memory for the index");
   uint64_t n = CK_INDEX_FIXED;
   for (size_t i = 0; i < w->n; i++) {
@@ -936,19 +918,8 @@ static cairn_status build_index(cairn_ckpt_writer *w, unsigned char **out, uint6
   ck_put64(p + 8, w->n);
   p += 16;
   for (size_t i = 0; i < w->n; i++) {
-    const wentry *e = order[i];
-    memset(p, 0, CK_IENTRY_FIXED);
-    ck_put16(p, e->name_len);
-    p[2] = e->dtype;
-    p[3] = e->rank;
-    p[4] = e->layout;
-    ck_put32(p + 8, e->seq);
-    ck_put32(p + 12, e->n_chunks);
-    ck_put64(p + 16, e->record_offset);
-    ck_put64(p + 24, e->data_offset);
-    ck_put64(p + 32, e->raw_bytes);
-    ck_put64(p + 40, e->stored_bytes);
-    ck_put32(p + 48, ck_mask(e->raw_crc));
+    const ck_entry *e = order[i];
+    cairn__ck_entry_put(p, e);
     p += CK_IENTRY_FIXED;
     for (int d = 0; d < e->rank; d++, p += 8) ck_put64(p, e->shape[d]);
     memcpy(p, e->name, e->name_len);

@@ -83,9 +83,16 @@ int cairn__fsync_dir(const char *dir);
 
 /* 1 if the file stat() described in *sb was marked with
  * cairn_checkpoint_mark_corrupt in this process, and then the reason in
- * why[0..len) (saver_corrupt.c; cairn_latest_checkpoint skips such files). */
+ * why[0..len) (checkpoint_corrupt.c; cairn_latest_checkpoint skips such files). */
 struct stat;
 int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len);
+
+/* cairn_latest_checkpoint_note that, with keep, hands over the chosen
+ * checkpoint still open in *keep (close it), so that reading its metadata
+ * does not open it a second time (checkpoint_state.c). */
+struct cairn_ckpt;
+cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t len, char *note, size_t note_len,
+                                           struct cairn_ckpt **keep);
 
 /* ---- Parallel loops -----------------------------------------------------
  * [0, n) is cut into chunks whose size depends on n only (never on the

@@ -1,7 +1,7 @@
 /* The Saver: save set, metadata, atomic save and rotation (TF's
  * tf.train.Saver: saver.py _RecordLastCheckpoint / _MaybeDeleteOldCheckpoints,
- * recover_last_checkpoints). The state file lives in saver_state.c, restore
- * in restore.c; both go through the public API only. */
+ * recover_last_checkpoints). The state file lives in checkpoint_state.c, restore
+ * in saver_restore.c; both go through the public API only. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"

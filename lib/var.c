@@ -1,6 +1,6 @@
 /* The variable registry (TF's graph collections): names, collections,
  * initialization state, and TF's get_or_create_global_step and
- * report_uninitialized_variables. The values are generated in init.c. */
+ * report_uninitialized_variables. The values are generated in var_init.c. */
 #include "var_impl.h"
 
 #include <pthread.h>

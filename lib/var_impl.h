@@ -1,4 +1,4 @@
-/* Private helpers of the variable layer (var.c, init.c) for the files
+/* Private helpers of the variable layer (var.c, var_init.c) for the files
  * built on it: the registry without its error reporting, and initializer
  * checks. Never installed. */
 #ifndef CAIRN_VAR_IMPL_H
@@ -13,7 +13,7 @@
 cairn_var *cairn__registry_lookup(const cairn_registry *r, const char *name);
 
 /* Checks that `init` suits dtype `dt` and its parameters are valid,
- * without generating anything (init.c; var.c checks at creation so that
+ * without generating anything (var_init.c; var.c checks at creation so that
  * initializing later cannot fail). Messages start with "fn: 'name': ". */
 cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
 

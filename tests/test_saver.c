@@ -1163,6 +1163,82 @@ Test(saver_state, latest_skips_a_truncated_newest_and_says_why) {
   cairn_registry_free(r);
 }
 
+/* Checkpoints of steps 1 and 2 of one variable, paths in p1 and p2. */
+static cairn_saver *two_checkpoints(cairn_registry **r, char *p1, char *p2) {
+  cairn_saver_options o = fast(5);
+  *r = new_registry();
+  vec(*r, "v", 300, 1, 1);
+  cairn_saver *s = saver_of(*r, &o);
+  save(s, P("model.ckpt"), 1, p1);
+  save(s, P("model.ckpt"), 2, p2);
+  return s;
+}
+
+/* Cuts a file to half its size, as a killed writer without rename would. */
+static void truncate_half(const char *path) {
+  struct stat sb;
+  cr_assert_eq(stat(path, &sb), 0);
+  cr_assert_eq(truncate(path, sb.st_size / 2), 0);
+}
+
+/* The note has its own out-parameter: the error channel stays empty on
+ * success, the note says what was skipped, and is "" when nothing was. */
+Test(saver_state, latest_note_comes_in_its_own_buffer) {
+  char p1[600], p2[600];
+  cairn_registry *r = NULL;
+  cairn_saver *s = two_checkpoints(&r, p1, p2);
+  char latest[600], note[4096];
+  ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, note, sizeof note));
+  cr_assert_str_eq(latest, p2);
+  cr_assert_str_eq(note, "");
+  truncate_half(p2);
+  ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, note, sizeof note));
+  cr_assert_str_eq(latest, p1);
+  cr_assert_str_eq(cairn_errmsg(), "", "the note is not in the error channel: %s", cairn_errmsg());
+  cr_assert(strstr(note, "skipped") && strstr(note, "model.ckpt-2") && strstr(note, "using"), "note: %s", note);
+  cr_assert(strstr(note, cairn_status_str(CAIRN_E_TRUNCATED)), "note: %s", note);
+  /* cut to fit a small buffer; NULL with 0 is allowed */
+  char small[16];
+  ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, small, sizeof small));
+  cr_assert_eq(strlen(small), sizeof small - 1);
+  ASSERT_OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, NULL, 0));
+  cr_assert_str_eq(latest, p1);
+  cr_assert_eq(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, NULL, 8), CAIRN_E_NULL);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
+/* The newest usable checkpoint and its metadata in one call: the metadata
+ * is the one of the checkpoint returned, not of the skipped newest. */
+Test(saver_state, meta_read_latest_reads_the_checkpoint_it_returns) {
+  char p1[600], p2[600];
+  cairn_registry *r = NULL;
+  cairn_saver *s = two_checkpoints(&r, p1, p2);
+  char latest[600], note[4096];
+  cairn_saver_meta *m = NULL;
+  int64_t step = -1;
+  ASSERT_OK(cairn_saver_meta_read_latest(g_dir, latest, sizeof latest, note, sizeof note, &m));
+  cr_assert_str_eq(latest, p2);
+  cr_assert_str_eq(note, "");
+  ASSERT_OK(cairn_saver_meta_global_step(m, &step));
+  cr_assert_eq(step, 2);
+  cairn_saver_meta_free(m);
+  truncate_half(p2);
+  ASSERT_OK(cairn_saver_meta_read_latest(g_dir, latest, sizeof latest, note, sizeof note, &m));
+  cr_assert_str_eq(latest, p1);
+  cr_assert(strstr(note, "model.ckpt-2"), "note: %s", note);
+  ASSERT_OK(cairn_saver_meta_global_step(m, &step));
+  cr_assert_eq(step, 1);
+  cairn_saver_meta_free(m);
+  m = (cairn_saver_meta *)1;
+  cr_assert_eq(cairn_saver_meta_read_latest(P("nowhere"), latest, sizeof latest, NULL, 0, &m), CAIRN_E_NOT_FOUND);
+  cr_assert_null(m);
+  cr_assert_eq(cairn_saver_meta_read_latest(g_dir, latest, 4, NULL, 0, &m), CAIRN_E_LIMIT);
+  cr_assert_null(m);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
 Test(saver_state, latest_skips_a_corrupt_newest) {
   char p1[600], p2[600];
   save_model(P("m"), 1, 0, NULL, p1);

@@ -346,13 +346,11 @@ static cairn_status evaluate(cairn_session *s, const model *m, const data *d, do
   return CAIRN_OK;
 }
 
-/* The architecture recorded in a checkpoint ("user.fmnist.hidden"). */
-static int hidden_from_checkpoint(const char *path, flags *f) {
-  cairn_saver_meta *meta;
+/* The architecture recorded in the metadata of checkpoint `path`
+ * ("user.fmnist.hidden"); frees meta. */
+static int hidden_from_meta(const char *path, cairn_saver_meta *meta, flags *f) {
   const char *h;
-  cairn_status st = cairn_saver_meta_read(path, &meta);
-  if (st) return report_error("reading the checkpoint's metadata", st, NULL);
-  st = cairn_saver_meta_user_str(meta, "fmnist.hidden", &h);
+  cairn_status st = cairn_saver_meta_user_str(meta, "fmnist.hidden", &h);
   int bad = st || parse_hidden(h, f->hidden, &f->n_hidden);
   cairn_saver_meta_free(meta);
   if (bad) {
@@ -360,6 +358,13 @@ static int hidden_from_checkpoint(const char *path, flags *f) {
     return 1;
   }
   return 0;
+}
+
+static int hidden_from_checkpoint(const char *path, flags *f) {
+  cairn_saver_meta *meta;
+  cairn_status st = cairn_saver_meta_read(path, &meta);
+  if (st) return report_error("reading the checkpoint's metadata", st, NULL);
+  return hidden_from_meta(path, meta, f);
 }
 
 /* ---- the dataset position in checkpoints -------------------------------------------------- */
@@ -761,9 +766,11 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
      the CheckpointSaverHook holds the lock for the session itself. */
   if (g_rank == 0 && (st = cairn_checkpoint_lock_check(f->dir)) != CAIRN_OK)
     return report_error("checkpoint directory", st, NULL);
-  int resuming = g_rank == 0 && cairn_latest_checkpoint(f->dir, own, sizeof own) == CAIRN_OK;
+  /* The newest checkpoint and its metadata in one open of it. */
+  cairn_saver_meta *own_meta = NULL;
+  int resuming = g_rank == 0 && cairn_saver_meta_read_latest(f->dir, own, sizeof own, NULL, 0, &own_meta) == CAIRN_OK;
   if (resuming) {
-    if (hidden_from_checkpoint(own, f)) return 1;
+    if (hidden_from_meta(own, own_meta, f)) return 1;
   } else if (warm_start) {
     /* The source may be a checkpoint file or a directory (its newest). */
     struct stat sb;
@@ -882,7 +889,8 @@ static int cmd_eval(flags *f) {
   }
   int loaded = 0;
   for (int attempt = 0;; attempt++) {
-    if ((st = cairn_latest_checkpoint(f->dir, path, sizeof path)) != CAIRN_OK) {
+    char note[4096];
+    if ((st = cairn_latest_checkpoint_note(f->dir, path, sizeof path, note, sizeof note)) != CAIRN_OK) {
       if (attempt) /* the reasons were in the warnings */
         fprintf(stderr, PROG ": no intact checkpoint to evaluate in %s: every one left is corrupt (see the warnings "
                         "above; the files are left in place)\n", f->dir);
@@ -891,7 +899,7 @@ static int cmd_eval(flags *f) {
       goto out;
     }
     /* Say which checkpoint was skipped, and why, as train and ckpt-inspect do. */
-    if (!attempt && *cairn_errmsg()) fprintf(stderr, PROG ": note: %s\n", cairn_errmsg());
+    if (!attempt && *note) fprintf(stderr, PROG ": note: %s\n", note);
     if (hidden_from_checkpoint(path, f)) goto out;
     if (!loaded && data_load(&d, f->data_dir)) goto out;
     loaded = 1;

@@ -29,6 +29,7 @@
 #include <cairn.h>
 
 #include "npz.h"
+#include "utf8.h"
 
 #define PROG "ckpt-inspect"
 
@@ -52,34 +53,6 @@ typedef struct options {
 } options;
 
 /* ---- Escaped output (rule 35) ----------------------------------------------- */
-
-/* Decodes one UTF-8 code point; returns its length, 0 if invalid. */
-static size_t utf8_decode(const unsigned char *s, size_t len, uint32_t *cp) {
-  unsigned c = s[0];
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t n;
-  uint32_t v, min;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2; v = c & 0x1F; min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3; v = c & 0x0F; min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4; v = c & 0x07; min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (n > len) return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    v = (v << 6) | (s[i] & 0x3F);
-  }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-  *cp = v;
-  return n;
-}
 
 /* Code points a terminal may act on or that reorder text: C0 and C1
  * controls, DEL, line/paragraph separators, bidi embeddings, overrides
@@ -546,7 +519,8 @@ static int resolve(const char *arg, int allow_dir, char *out, size_t outlen) {
       errorf("%s: is a directory (this subcommand needs a checkpoint file)", arg);
       return -1;
     }
-    cairn_status s = cairn_latest_checkpoint(arg, out, outlen);
+    char why[4096];
+    cairn_status s = cairn_latest_checkpoint_note(arg, out, outlen, why, sizeof why);
     if (s != CAIRN_OK) {
       char what[4200];
       snprintf(what, sizeof what, "%s: no valid checkpoint in this directory", arg);
@@ -554,8 +528,7 @@ static int resolve(const char *arg, int allow_dir, char *out, size_t outlen) {
       return -1;
     }
     /* Say why the newest checkpoint was skipped, if it was. */
-    const char *why = cairn_errmsg();
-    if (why && *why) errorf("note: %s", why);
+    if (*why) errorf("note: %s", why);
     return 0;
   }
   if (strlen(arg) >= outlen) {

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "npz.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,35 +90,6 @@ void npz_array_free(npz_array *a) {
 
 /* ---- Names ------------------------------------------------------------------ */
 
-/* Decodes one UTF-8 code point; returns its length or 0 if invalid
- * (overlong, surrogate, above U+10FFFF, truncated). */
-static size_t utf8_next(const unsigned char *s, size_t len, uint32_t *cp) {
-  unsigned c = s[0];
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t n;
-  uint32_t v, min;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2; v = c & 0x1F; min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3; v = c & 0x0F; min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4; v = c & 0x07; min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (n > len) return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    v = (v << 6) | (s[i] & 0x3F);
-  }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-  *cp = v;
-  return n;
-}
-
 int npz_name_is_safe(const char *name, size_t len) {
   const unsigned char *s = (const unsigned char *)name;
   if (len == 0 || len > 65535) return 0;
@@ -127,7 +99,7 @@ int npz_name_is_safe(const char *name, size_t len) {
   size_t comp_start = 0;
   for (size_t i = 0; i < len;) {
     uint32_t cp;
-    size_t n = utf8_next(s + i, len - i, &cp);
+    size_t n = utf8_decode(s + i, len - i, &cp);
     if (n == 0) return 0;
     if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == '\\') return 0;
     if (cp == '/') {

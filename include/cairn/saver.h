@@ -256,6 +256,14 @@ typedef struct cairn_saver_meta cairn_saver_meta;
  * CAIRN_E_TRUNCATED, CAIRN_E_CORRUPT, CAIRN_E_FORMAT, ...), CAIRN_E_NULL,
  * CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_read(const char *path, cairn_saver_meta **out);
+/* cairn_latest_checkpoint_note(dir, path, len, note, note_len) and then
+ * cairn_saver_meta_read(path), with the newest checkpoint opened once (the
+ * open that finds it usable also reads its metadata): what a program that
+ * resumes reads before it builds its model. Errors: those of the two
+ * calls. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_read_latest(const char *dir, char *path, size_t len,
+                                                                    char *note, size_t note_len,
+                                                                    cairn_saver_meta **out);
 CAIRN_API void cairn_saver_meta_free(cairn_saver_meta *m);
 /* train.global_step; CAIRN_E_NOT_FOUND when the checkpoint was saved without
  * a step. */
@@ -447,15 +455,26 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *
  * name that is a symbolic link to a file elsewhere is skipped with a
  * WARNING.
  *
- * cairn_errmsg() is cleared on entry; on CAIRN_OK it stays "" when the
- * state file's model_checkpoint_path was returned, and otherwise says why
- * it was not, e.g. "latest_checkpoint 'd': using 'd/model.ckpt-2': skipped
- * 'd/model.ckpt-3': file is truncated (incomplete): ..." (or "no state file
- * 'd/checkpoint'; found by scanning the directory").
+ * cairn_errmsg() is cleared on entry. On CAIRN_OK the note (see
+ * cairn_latest_checkpoint_note) is left in cairn_errmsg(): "" when the
+ * state file's model_checkpoint_path was returned. New code should call
+ * cairn_latest_checkpoint_note, which keeps the error channel for errors.
  * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (len 0), CAIRN_E_NOT_FOUND (no
  * such directory, or no usable checkpoint: the message says what was
  * tried), CAIRN_E_LIMIT (the path does not fit in len bytes), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len);
+
+/* cairn_latest_checkpoint with its note in its own buffer: on CAIRN_OK,
+ * note[0..note_len) holds "" when the state file's model_checkpoint_path
+ * was returned, and otherwise why it was not, e.g. "latest_checkpoint 'd':
+ * using 'd/model.ckpt-2': skipped 'd/model.ckpt-3': file is truncated
+ * (incomplete): ..." (or "...: no state file 'd/checkpoint'; found by
+ * scanning the directory"), cut to fit. note may be NULL when note_len is
+ * 0; it is "" after an error, and cairn_errmsg() stays "" on success.
+ * Errors: those of cairn_latest_checkpoint, and CAIRN_E_NULL (note NULL
+ * with note_len > 0). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint_note(const char *dir, char *path, size_t len,
+                                                                    char *note, size_t note_len);
 
 /* Marks the checkpoint file at `path` corrupt for the rest of this process:
  * cairn_latest_checkpoint skips it from now on ("skipped 'd/model.ckpt-3':

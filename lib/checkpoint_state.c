@@ -758,8 +758,10 @@ static void note_add(sbuf *note, const char *text) {
   sb_puts(note, text);
 }
 
-/* 1 if `path` opens as a valid checkpoint; else 0 and why in why[0..len). */
-static int usable(const char *path, char *why, size_t len) {
+/* 1 if `path` opens as a valid checkpoint; else 0 and why in why[0..len).
+ * With keep, the open checkpoint is handed to the caller in *keep (a
+ * caller that wants its metadata need not open it again). */
+static int usable(const char *path, char *why, size_t len, cairn_ckpt **keep) {
   struct stat sb;
   if (stat(path, &sb) != 0) {
     snprintf(why, len, "%s", errno == ENOENT ? "file does not exist" : strerror(errno));
@@ -776,7 +778,8 @@ static int usable(const char *path, char *why, size_t len) {
     snprintf(why, len, "%s: %.200s", cairn_status_str(s), cairn_errmsg());
     return 0;
   }
-  cairn_ckpt_close(c);
+  if (keep) *keep = c;
+  else cairn_ckpt_close(c);
   return 1;
 }
 
@@ -807,7 +810,7 @@ static long long step_of(const char *name) {
 
 /* Highest-step usable "<name>-<step>" file of dir: malloc'd path in *found
  * (NULL if none); 0 on allocation failure. */
-static int scan_dir(const char *dir, char **found, sbuf *note) {
+static int scan_dir(const char *dir, char **found, sbuf *note, cairn_ckpt **keep) {
   *found = NULL;
   DIR *d = opendir(dir);
   if (!d) {
@@ -863,7 +866,7 @@ static int scan_dir(const char *dir, char **found, sbuf *note) {
   int skipped = 0;
   for (size_t i = 0; ok && i < n && !*found; i++) {
     char why[400];
-    if (usable(c[i].name, why, sizeof why)) {
+    if (usable(c[i].name, why, sizeof why, keep)) {
       *found = c[i].name;
       c[i].name = NULL;
     } else if (skipped++ < 3) {
@@ -877,12 +880,16 @@ static int scan_dir(const char *dir, char **found, sbuf *note) {
   return ok;
 }
 
-cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
+cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t len, char *note_out, size_t note_len,
+                                           cairn_ckpt **keep) {
   static const char fn[] = "latest_checkpoint";
   cairn__clear_error();
+  if (keep) *keep = NULL;
+  if (note_out && note_len) note_out[0] = '\0';
   if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
   if (!path) return cairn__fail(CAIRN_E_NULL, "%s: path is NULL", fn);
   if (len == 0) return cairn__fail(CAIRN_E_INVALID, "%s: len is 0", fn);
+  if (!note_out && note_len) return cairn__fail(CAIRN_E_NULL, "%s: note is NULL, note_len %zu", fn, note_len);
   path[0] = '\0';
   const char *d = dir[0] ? dir : ".";
   struct stat sd;
@@ -902,7 +909,7 @@ cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
       const char *p = k == 0 ? st->model : st->paths[n - k];
       if (k > 0 && strcmp(p, st->model) == 0) continue;
       char why[400];
-      if (usable(p, why, sizeof why)) {
+      if (usable(p, why, sizeof why, keep)) {
         result = cairn__strdup(p);
         if (!result) s = CAIRN_E_NOMEM;
         break;
@@ -925,12 +932,16 @@ cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
   }
   cairn_checkpoint_state_free(st);
   if (s == CAIRN_E_NOMEM) {
+    if (keep) {
+      cairn_ckpt_close(*keep);
+      *keep = NULL;
+    }
     free(note.p);
     return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   }
 
   if (!result) {
-    if (!scan_dir(d, &result, &note)) {
+    if (!scan_dir(d, &result, &note, keep)) {
       free(note.p);
       return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
     }
@@ -945,13 +956,32 @@ cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
   size_t rl = strlen(result);
   if (rl + 1 > len) {
     s = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' needs %zu bytes, path holds %zu", fn, result, rl + 1, len);
+    if (keep) {
+      cairn_ckpt_close(*keep);
+      *keep = NULL;
+    }
     free(result);
     free(note.p);
     return s;
   }
   memcpy(path, result, rl + 1);
-  if (fell_back && !note.oom) (void)cairn__fail(CAIRN_OK, "%s '%s': using '%s': %s", fn, d, result, note.p);
+  if (fell_back && !note.oom && note_len)
+    snprintf(note_out, note_len, "%s '%s': using '%s': %s", fn, d, result, note.p);
   free(result);
   free(note.p);
+  cairn__clear_error(); /* the candidates' open errors are in the note */
   return CAIRN_OK;
+}
+
+cairn_status cairn_latest_checkpoint_note(const char *dir, char *path, size_t len, char *note, size_t note_len) {
+  return cairn__latest_checkpoint_open(dir, path, len, note, note_len, NULL);
+}
+
+cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
+  /* The older form: the note goes into cairn_errmsg() on success, as long
+     as that channel holds. */
+  char note[CAIRN__ERRMSG_LEN];
+  cairn_status s = cairn_latest_checkpoint_note(dir, path, len, note, sizeof note);
+  if (s == CAIRN_OK && note[0]) (void)cairn__fail(CAIRN_OK, "%s", note);
+  return s;
 }

@@ -54,7 +54,7 @@ static void holder_of(int fd, char *buf, size_t len) {
 /* 1 if `name` is a temporary file of the checkpoint writer for one of the
  * Saver's "<prefix>-<step>" files ("<name>-<digits>.tmp.XXXXXX") or of the
  * state file ("checkpoint.tmp.XXXXXX"); both end in six letters or digits
- * (lib/ckpt_write.c, lib/saver_state.c). */
+ * (lib/ckpt_write.c, lib/checkpoint_state.c). */
 static int is_writer_temp(const char *name) {
   size_t n = strlen(name);
   if (n < 12 || memcmp(name + n - 11, ".tmp.", 5) != 0) return 0;

@@ -143,6 +143,19 @@ cairn_status cairn_saver_meta_read(const char *path, cairn_saver_meta **out) {
   return st;
 }
 
+cairn_status cairn_saver_meta_read_latest(const char *dir, char *path, size_t len, char *note, size_t note_len,
+                                          cairn_saver_meta **out) {
+  static const char fn[] = "saver_meta_read_latest";
+  if (out) *out = NULL;
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  cairn_ckpt *c = NULL;
+  cairn_status st = cairn__latest_checkpoint_open(dir, path, len, note, note_len, &c);
+  if (st) return st;
+  st = meta_from(c, path, out);
+  cairn_ckpt_close(c);
+  return st;
+}
+
 static cairn_status meta_find(const cairn_saver_meta *m, const char *fn, const char *prefix, const char *key,
                               cairn_meta_type type, const meta_kv **out) {
   if (!m) return cairn__fail(CAIRN_E_NULL, "%s: meta is NULL", fn);
