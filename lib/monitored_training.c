@@ -40,6 +40,8 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
   if ((o->n_hooks && !o->hooks) || (o->n_chief_only_hooks && !o->chief_only_hooks))
     return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: %s is NULL",
                        o->n_hooks && !o->hooks ? "hooks" : "chief_only_hooks");
+  if (o->n_checkpoint_listeners && !o->checkpoint_listeners)
+    return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: checkpoint_listeners is NULL");
 
   /* USE_DEFAULT resolution, exactly as TF (both unset → the default of
      the kind; one unset → None). */
@@ -150,6 +152,8 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
     ko.scaffold = sc;
     ko.summary_writer = o->summary_writer;
     ko.env = o->env;
+    ko.listeners = o->checkpoint_listeners;
+    ko.n_listeners = o->n_checkpoint_listeners;
     cairn_hook *h = NULL;
     if ((st = cairn_checkpoint_saver_hook_new(&ko, &h)) != CAIRN_OK) goto fail;
     all[n++] = cfg.owned_hooks[cfg.n_owned_hooks++] = h;

@@ -364,6 +364,12 @@ typedef struct cairn_monitored_training_session_options {
   cairn_session_manager_options sm; /* recovery_wait_secs, session_flags, env */
   const cairn_env *env;
   int stop_on_signals;            /* as cairn_monitored_session_options; default 0 */
+  /* Given to the CheckpointSaverHook this function creates (TF's
+     saving_listeners; ignored when it creates none: a worker, no
+     checkpoint_dir, or no save interval). Borrowed: they must outlive the
+     session. */
+  const struct cairn_checkpoint_listener *checkpoint_listeners;
+  size_t n_checkpoint_listeners;
 } cairn_monitored_training_session_options;
 
 CAIRN_API cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void);
