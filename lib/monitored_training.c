@@ -106,7 +106,8 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
   cairn_chief_session_creator_options co = cairn_chief_session_creator_options_default();
   co.registry = r;
   co.scaffold = sc;
-  co.checkpoint_dir = o->checkpoint_dir;
+  co.checkpoint_dir = o->checkpoint_filename_with_path ? NULL : o->checkpoint_dir;
+  co.checkpoint_filename_with_path = o->checkpoint_filename_with_path;
   co.sm = sm;
   if ((st = cairn_chief_session_creator_new(&co, &cfg.creator)) != CAIRN_OK) goto fail;
   cfg.own_creator = 1;
@@ -149,7 +150,8 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
     ko.checkpoint_dir = o->checkpoint_dir;
     ko.save_secs = ck_secs;
     ko.save_steps = ck_steps;
-    ko.scaffold = sc;
+    ko.saver = o->checkpoint_saver;
+    ko.scaffold = o->checkpoint_saver ? NULL : sc;
     ko.summary_writer = o->summary_writer;
     ko.env = o->env;
     ko.listeners = o->checkpoint_listeners;

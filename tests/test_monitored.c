@@ -990,6 +990,44 @@ Test(monitored_training_session, checkpoint_listeners_reach_the_saver_hook) {
   graph_free(&g);
 }
 
+/* checkpoint_filename_with_path: the chief restores that file and saves
+ * into checkpoint_dir; checkpoint_saver: the CheckpointSaverHook saves with
+ * it instead of the scaffold's saver. */
+Test(monitored_training_session, restores_a_given_file_and_saves_with_a_given_saver) {
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.checkpoint_dir = P("src");
+  cairn_monitored_session *ms = mts_new(&o);
+  run_step(ms, &g);
+  run_step(ms, &g);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  graph_free(&g);
+
+  graph_new(&g);
+  cairn_saver *sv;
+  OK(cairn_saver_new(g.r, NULL, &sv));
+  OK(cairn_saver_set_user_str(sv, "who", "the given saver"));
+  o = mts_opts(&g);
+  o.checkpoint_filename_with_path = P("src/model.ckpt-2");
+  o.checkpoint_saver = sv;
+  ms = mts_new(&o);
+  cr_assert_eq(run_gstep(ms), 2, "restored from the given file");
+  cr_assert_eq(run_step(ms, &g), 3);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  cr_assert_str_eq(latest(), "model.ckpt-3", "saved into checkpoint_dir");
+  cairn_saver_meta *meta;
+  const char *who;
+  OK(cairn_saver_meta_read(P("model.ckpt-3"), &meta));
+  OK(cairn_saver_meta_user_str(meta, "who", &who));
+  cr_assert_str_eq(who, "the given saver");
+  cairn_saver_meta_free(meta);
+  cairn_saver_free(sv);
+  graph_free(&g);
+}
+
 /* #38 (D): a worker never initializes, waits for the model, gives up
  * after max_wait_secs; chief-only hooks and the standard hooks are not
  * used even with a checkpoint_dir. */

@@ -493,10 +493,9 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   cairn_dataset *ds = NULL;
   cairn_event_writer *events = NULL;
   cairn_summary_writer sw;
-  cairn_hook *hooks[5] = {NULL, NULL, NULL, NULL, NULL};
+  cairn_hook *hooks[4] = {NULL, NULL, NULL, NULL}; /* data position, stop, broadcast, progress */
   size_t n_hooks = 0;
   int chief = g_rank == 0;
-  cairn_session_creator *creator = NULL;
   cairn_monitored_session *ms = NULL;
   cairn_status st;
   int ret = 1;
@@ -520,24 +519,21 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     goto out;
   }
 
-  /* Hooks in call order: the data position first (after_create_session
-     imports it before the CheckpointSaverHook's save at creation), then
-     StopAtStep, then the CheckpointSaverHook with the listener that puts the
-     position into every checkpoint. TF's MonitoredTrainingSession would build
-     the last one itself; built here to give it the listener. */
+  /* TF's MonitoredTrainingSession(is_chief=True, checkpoint_dir=DIR,
+     chief_only_hooks=[DataPosition, StopAtStep], hooks=[broadcast,
+     progress], saving_listeners=[the data position into every checkpoint]).
+     Its hooks run in the order the position needs: the data position first
+     (after_create_session imports it before the CheckpointSaverHook's save
+     at creation), then StopAtStep, the CheckpointSaverHook, and the user's
+     hooks. --distributed: every rank prepares its own session, rank 0
+     alone has DIR (the CheckpointSaverHook and the progress output); the
+     BroadcastGlobalVariablesHook runs on every rank, after the data
+     position (whose hook broadcasts rank 0's) and after rank 0's save at
+     creation. */
   cairn_checkpoint_listener lis;
   memset(&lis, 0, sizeof lis);
   lis.before_save = ds_before_save;
   lis.self = &dst;
-  cairn_checkpoint_saver_hook_options co;
-  memset(&co, 0, sizeof co);
-  co.checkpoint_dir = f->dir;
-  co.save_secs = f->save_secs;
-  co.save_steps = f->save_secs > 0 ? 0 : f->save_steps;
-  if (rc->full_saver) co.saver = rc->full_saver;
-  else co.scaffold = sc;
-  co.listeners = &lis;
-  co.n_listeners = 1;
   /* TensorBoard: an event file in DIR with the progress numbers, the test
      accuracy and a CHECKPOINT session log per save (rank 0 only). */
   if (chief && (st = cairn_event_writer_new(f->dir, NULL, &events)) != CAIRN_OK) {
@@ -545,7 +541,6 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     goto out;
   }
   sw = cairn_event_writer_summary_writer(events);
-  co.summary_writer = &sw;
   cairn_progress_hook_options po = cairn_progress_hook_options_default();
   po.every_n_steps = f->log_every > 0 ? f->log_every : INT64_MAX;
   po.loss_name = "loss";
@@ -553,43 +548,36 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   po.max_steps = f->max_steps;
   po.fn = on_progress;
   po.fn_ctx = events;
-  /* --distributed: the CheckpointSaverHook and the progress output on rank
-     0 only; the BroadcastGlobalVariablesHook on every rank, after the data
-     position (whose hook broadcasts rank 0's) and after rank 0's save at
-     creation. */
-  if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[n_hooks++])) != CAIRN_OK ||
-      (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[n_hooks++])) != CAIRN_OK ||
-      (chief && (st = cairn_checkpoint_saver_hook_new(&co, &hooks[n_hooks++])) != CAIRN_OK)) {
+  if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[0])) != CAIRN_OK ||
+      (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[1])) != CAIRN_OK ||
+      (st = fmnist_dist_broadcast_hook_new(&hooks[2])) != CAIRN_OK ||
+      (chief && (st = cairn_progress_hook_new(&po, &hooks[3])) != CAIRN_OK)) {
     ret = report_error("hooks", st, NULL);
     goto out;
   }
-  if ((st = fmnist_dist_broadcast_hook_new(&hooks[n_hooks])) != CAIRN_OK) {
-    ret = report_error("hooks", st, NULL);
-    goto out;
-  }
-  if (hooks[n_hooks]) n_hooks++;
-  if (chief && (st = cairn_progress_hook_new(&po, &hooks[n_hooks++])) != CAIRN_OK) {
-    ret = report_error("hooks", st, NULL);
-    goto out;
-  }
-
-  cairn_chief_session_creator_options cc = cairn_chief_session_creator_options_default();
-  cc.registry = m->reg;
-  cc.scaffold = sc;
-  cc.checkpoint_dir = rc->restore_file || !chief ? NULL : f->dir;
-  cc.checkpoint_filename_with_path = rc->restore_file;
-  if ((st = cairn_chief_session_creator_new(&cc, &creator)) != CAIRN_OK) {
-    ret = report_error("session creator", st, NULL);
-    goto out;
-  }
-  cairn_monitored_session_options mo = cairn_monitored_session_options_default();
+  cairn_hook *user_hooks[2];
+  for (int i = 2; i < 4; i++)
+    if (hooks[i]) user_hooks[n_hooks++] = hooks[i];
+  cairn_monitored_training_session_options mo = cairn_monitored_training_session_options_default();
   mo.registry = m->reg;
-  mo.session_creator = creator;
-  mo.hooks = hooks;
+  mo.scaffold = sc;
+  mo.checkpoint_dir = chief ? f->dir : NULL;
+  mo.checkpoint_filename_with_path = rc->restore_file;
+  mo.checkpoint_saver = rc->full_saver;
+  mo.chief_only_hooks = hooks;
+  mo.n_chief_only_hooks = 2;
+  mo.hooks = user_hooks;
   mo.n_hooks = n_hooks;
+  mo.save_checkpoint_secs = f->save_secs;
+  mo.save_checkpoint_steps = f->save_secs > 0 ? 0 : f->save_steps;
+  mo.save_summaries_steps = 0; /* the progress hook writes the numbers */
+  mo.log_step_count_steps = 0;
+  mo.summary_writer = &sw;
+  mo.checkpoint_listeners = &lis;
+  mo.n_checkpoint_listeners = 1;
   mo.stop_on_signals = g_size == 1; /* a preempted job saves first */
   double t0 = now_secs();
-  if ((st = cairn_monitored_session_new(&mo, &ms)) != CAIRN_OK) {
+  if ((st = cairn_monitored_training_session_new(&mo, &ms)) != CAIRN_OK) {
     ret = report_error("creating the monitored session", st, NULL);
     goto out;
   }
@@ -694,8 +682,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   ret = sig ? 128 + sig : 0;
 out:
   cairn_monitored_session_free(ms);
-  cairn_session_creator_free(creator);
-  for (int i = 0; i < 5; i++) cairn_hook_free(hooks[i]);
+  for (int i = 0; i < 4; i++) cairn_hook_free(hooks[i]);
   cairn_event_writer_free(events); /* after the hooks that use it */
   cairn_scaffold_free(sc);
   cairn_tensor_free(b->xb);

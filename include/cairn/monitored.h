@@ -370,6 +370,13 @@ typedef struct cairn_monitored_training_session_options {
      session. */
   const struct cairn_checkpoint_listener *checkpoint_listeners;
   size_t n_checkpoint_listeners;
+  /* The chief restores this file instead of checkpoint_dir's newest
+     (ChiefSessionCreator's checkpoint_filename_with_path: a warm start
+     whose saves still go to checkpoint_dir). NULL: checkpoint_dir's. */
+  const char *checkpoint_filename_with_path;
+  /* The CheckpointSaverHook's saver (borrowed), when the scaffold's saver
+     restores only part of the model (a warm start's). NULL: the scaffold's. */
+  cairn_saver *checkpoint_saver;
 } cairn_monitored_training_session_options;
 
 CAIRN_API cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void);
