@@ -779,15 +779,11 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
          hold. (Its caveat: local_init_op runs on every session creation,
          so this form is only used for the first session of DIR.) */
       cairn_saver_options so = cairn_saver_options_default();
-      cairn_var *glob[256], *rest[256];
-      size_t n_rest = 0;
-      size_t n_glob = cairn_registry_list(m.reg, CAIRN_COLL_GLOBAL, glob, 256);
-      for (size_t i = 0; i < n_glob && i < 256; i++) {
-        cairn_var *v = glob[i];
-        int in_partial = 0;
-        for (size_t j = 0; j < w.n; j++) in_partial |= v == w.vars[j];
-        if (!in_partial) rest[n_rest++] = v;
-      }
+      /* Every GLOBAL variable but the hidden layers (their names hold no
+         glob characters: each excludes itself alone). */
+      cairn_var *rest[256];
+      size_t n_rest = cairn_registry_list_vars(m.reg, CAIRN_COLL_GLOBAL, NULL, 0, include, w.n, rest, 256);
+      if (n_rest > 256) n_rest = 256;
       if ((st = cairn_saver_new_list(w.vars, w.n, &so, &partial)) != CAIRN_OK ||
           (st = cairn_saver_new(m.reg, &so, &full)) != CAIRN_OK ||
           (st = cairn_op_new_init("local_init", m.reg, CAIRN_COLL_LOCAL, &parts[0])) != CAIRN_OK ||
