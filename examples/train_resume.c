@@ -148,43 +148,34 @@ static cairn_status batch_for_step(const problem *p, int64_t step, cairn_tensor 
 typedef struct model {
   cairn_registry *reg;
   cairn_mlp *mlp;
-  cairn_op *train; /* feeds "x", "y"; outputs "loss" */
+  cairn_op *train; /* TF's train_op: a step on the global step's batch; outputs "loss" */
   cairn_op *eval;  /* feeds "x", "y"; outputs "eval_loss", "accuracy" */
+  const problem *p;
+  cairn_tensor x, y; /* the train op's batch */
 } model;
 
-/* TF's train_op: one optimizer step on the fed batch, global_step += 1. */
-static cairn_status train_op(cairn_session *s, void *user) {
+/* The train op's batch source: the batch of the current global step. */
+static cairn_status next_batch(void *user, const cairn_tensor **x, const cairn_tensor **y) {
   model *m = user;
-  const cairn_tensor *x = cairn_session_feed(s, "x"), *y = cairn_session_feed(s, "y");
-  if (!x || !y) return cairn_session_fail(s, CAIRN_E_INVALID, "train: feed \"x\" and \"y\"");
-  float loss;
-  cairn_status st = cairn_mlp_train_step(m->mlp, x, y, &loss);
-  if (st) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
-  return cairn_session_output_f64(s, "loss", loss);
+  *x = &m->x;
+  *y = &m->y;
+  return batch_for_step(m->p, cairn_tensor_i64(cairn_var_tensor(cairn_mlp_global_step(m->mlp)))[0], &m->x, &m->y);
 }
 
-/* Loss and accuracy on the fed set; changes nothing. */
-static cairn_status eval_op(cairn_session *s, void *user) {
-  model *m = user;
-  const cairn_tensor *x = cairn_session_feed(s, "x"), *y = cairn_session_feed(s, "y");
-  if (!x || !y) return cairn_session_fail(s, CAIRN_E_INVALID, "eval: feed \"x\" and \"y\"");
-  float loss, acc;
-  cairn_status st = cairn_mlp_evaluate(m->mlp, x, y, &loss, &acc);
-  if (st) return cairn_session_fail(s, st, "eval: %s", cairn_errmsg());
-  if ((st = cairn_session_output_f64(s, "eval_loss", loss)) != CAIRN_OK) return st;
-  return cairn_session_output_f64(s, "accuracy", acc);
-}
-
-static cairn_status model_new(model *m, int classes, uint64_t seed) {
+static cairn_status model_new(model *m, int classes, uint64_t seed, const problem *p) {
   memset(m, 0, sizeof *m);
+  m->p = p;
+  cairn_mlp_op_options to = cairn_mlp_op_options_default();
+  to.batch_fn = next_batch;
+  to.batch_user = m;
   int64_t sizes[4] = {DIM, HIDDEN, HIDDEN, classes};
   cairn_mlp_config cfg = {.n_layers = 3, .sizes = sizes, .hidden_act = CAIRN_ACT_RELU,
                           .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(CAIRN_OPTIM_ADAM)};
   cfg.optim.learning_rate = 0.01f;
   cairn_status s = cairn_registry_new(seed, &m->reg);
   if (!s) s = cairn_mlp_new(m->reg, &cfg, &m->mlp);
-  if (!s) s = cairn_op_new("train", train_op, m, NULL, &m->train);
-  if (!s) s = cairn_op_new("eval", eval_op, m, NULL, &m->eval);
+  if (!s) s = cairn_mlp_train_op_new(m->mlp, &to, &m->train);
+  if (!s) s = cairn_mlp_eval_op_new(m->mlp, NULL, &m->eval);
   return s;
 }
 
@@ -195,27 +186,16 @@ static void model_free(model *m) {
   cairn_registry_free(m->reg);
 }
 
-/* Run arguments for one op with feeds x, y and the given fetches. */
-static cairn_run_args one_op(const cairn_op *const *op, const cairn_feed *feeds, cairn_fetch *fetches,
-                             size_t n_fetches) {
-  cairn_run_args a;
-  memset(&a, 0, sizeof a);
-  a.ops = op;
-  a.n_ops = 1;
-  a.feeds = feeds;
-  a.n_feeds = 2;
-  a.fetches = fetches;
-  a.n_fetches = n_fetches;
-  return a;
-}
-
 /* Loss and accuracy on the held-out set, on session s (a raw session: no
  * hook sees this run, and the eval op does not touch the global step). */
 static cairn_status evaluate(cairn_session *s, const model *m, const problem *p, double *loss, double *acc) {
   cairn_feed feeds[2] = {{"x", p->xte}, {"y", p->yte}};
   cairn_fetch f[2] = {{"eval_loss", {0}}, {"accuracy", {0}}};
-  const cairn_op *ops[1] = {m->eval};
-  cairn_run_args a = one_op(ops, feeds, f, 2);
+  cairn_run_args a = cairn_run_args_one(&m->eval);
+  a.feeds = feeds;
+  a.n_feeds = 2;
+  a.fetches = f;
+  a.n_fetches = 2;
   cairn_status st = cairn_session_run(s, &a);
   if (st) return st;
   *loss = f[0].value.f64;
@@ -296,7 +276,7 @@ static int cmd_train(const train_flags *f) {
     problem_free(&p);
     return report_error("data", st, NULL);
   }
-  if ((st = model_new(&m, CLASSES, f->seed)) != CAIRN_OK) {
+  if ((st = model_new(&m, CLASSES, f->seed, &p)) != CAIRN_OK) {
     rc = report_error("model", st, NULL);
     goto out;
   }
@@ -352,16 +332,14 @@ static int cmd_train(const train_flags *f) {
 
   double loss_sum = 0;
   int64_t round_steps = 0;
+  cairn_fetch loss = {"loss", {0}};
+  cairn_run_args a = cairn_run_args_one(&m.train); /* the op takes its own batch */
+  a.fetches = &loss;
+  a.n_fetches = 1;
   while (!cairn_monitored_session_should_stop(ms)) {
     /* The raw session changes when the monitored session recovers from an
        error: ask for it every time. */
     if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step)) != CAIRN_OK) break;
-    cairn_tensor x, y;
-    if ((st = batch_for_step(&p, step, &x, &y)) != CAIRN_OK) break;
-    cairn_feed feeds[2] = {{"x", &x}, {"y", &y}};
-    cairn_fetch loss = {"loss", {0}};
-    const cairn_op *ops[1] = {m.train};
-    cairn_run_args a = one_op(ops, feeds, &loss, 1);
     /* One step through the hooks: StopAtStep and CheckpointSaver see it. */
     if ((st = cairn_monitored_session_run(ms, &a)) != CAIRN_OK) break;
     loss_sum += loss.value.f64;
@@ -423,7 +401,7 @@ static int cmd_eval(const train_flags *f) {
     problem_free(&p);
     return report_error("data", st, NULL);
   }
-  if ((st = model_new(&m, CLASSES, f->seed)) != CAIRN_OK) {
+  if ((st = model_new(&m, CLASSES, f->seed, &p)) != CAIRN_OK) {
     rc = report_error("model", st, NULL);
     goto out;
   }
@@ -506,6 +484,7 @@ static int cmd_finetune(const train_flags *f) {
   cairn_session_manager *sm = NULL;
   cairn_session *s = NULL;
   cairn_checkpoint_lock *lock = NULL;
+  cairn_op *warm = NULL;
   cairn_status st;
   int rc = 1;
   char src[4096], own[4096], prefix[4096], saved[4096];
@@ -524,7 +503,7 @@ static int cmd_finetune(const train_flags *f) {
     problem_free(&p);
     return report_error("data", st, NULL);
   }
-  if ((st = model_new(&m, FT_CLASSES, f->seed)) != CAIRN_OK) {
+  if ((st = model_new(&m, FT_CLASSES, f->seed, &p)) != CAIRN_OK) {
     rc = report_error("model", st, NULL);
     goto out;
   }
@@ -542,45 +521,43 @@ static int cmd_finetune(const train_flags *f) {
    * match). Not the optimizer state and not global_step: they start afresh
    * for the new task. Lenient: the output layer dense_2 is in both models
    * with another shape — (32, 10) vs (32, 5) — so it is reported as
-   * mismatched and initialized instead of failing the restore. Lenient also
-   * means a hidden layer of the wrong shape would be initialized silently,
-   * so we check the report below. (Strict, include = the hidden layers
-   * only, would fail on any surprise instead, and list dense_2 as
-   * "skipped".) */
+   * mismatched and keeps its initial values instead of failing the restore.
+   * Lenient also means a hidden layer of the wrong shape would keep its
+   * initial values silently, so we check the report below. */
   static const char *const include[] = {"dense*/kernel", "dense*/bias"};
   cairn_restore_options ro;
   memset(&ro, 0, sizeof ro);
-  ro.include = include;
-  ro.n_include = 2;
   ro.lenient = 1;
+  cairn_var *weights[8];
+  size_t n_weights = cairn_registry_list_vars(m.reg, CAIRN_COLL_GLOBAL, include, 2, NULL, 0, weights, 8);
+  const cairn_restore_report *rep = NULL;
 
-  /* The Scaffold's `restore` option: when the session manager restores,
-   * it runs cairn_saver_restore_partial(saver, file, &ro) and then
-   * initializes every GLOBAL variable that was not restored (init_op does
-   * not run: restoring and initializing stay exclusive, as in TF). The
-   * saver is still the default one, so every save writes the whole new
-   * model (a partial restore never narrows what is saved).
-   * (The Scaffold's warm_start_path / warm_start options are the other
-   * first-class form: they restore NEWDIR's own checkpoint when there is
-   * one and warm-start from another file otherwise, so the choice below is
-   * made for you; the `restore` option is used here because it works
-   * with any restore the session manager does.) */
+  /* TF's Scaffold(init_fn=lambda scaffold, sess: saver.restore(sess, src)):
+   * the restore op runs after init_op, only when NEWDIR has no checkpoint
+   * of its own to restore. The Scaffold's saver is still the default one,
+   * so every save writes the whole new model. */
   cairn_scaffold_options so;
   memset(&so, 0, sizeof so);
-  so.restore = resuming ? NULL : &ro;
+  if (!resuming && (st = cairn_op_new_restore("warm_start", src, weights, n_weights, &ro, &rep, &warm)) != CAIRN_OK) {
+    rc = report_error("restore op", st, NULL);
+    goto out;
+  }
+  so.init_fn = cairn_op_init_fn;
+  so.init_fn_user = warm;
+  so.init_fn_name = "warm_start";
+  if (!warm) so.init_fn = NULL;
   if ((st = cairn_scaffold_new(m.reg, &so, &sc)) != CAIRN_OK || (st = cairn_scaffold_finalize(sc)) != CAIRN_OK) {
     rc = report_error("scaffold", st, NULL);
     goto out;
   }
-  /* What ChiefSessionCreator does, by hand, to keep the manager and read
-   * its restore report: a SessionManager with the Scaffold's ops, then
-   * prepare_session restoring the source file (first run) or NEWDIR. */
+  /* What ChiefSessionCreator does, by hand, to run the training loop on the
+   * raw session below: a SessionManager with the Scaffold's ops, then
+   * prepare_session restoring NEWDIR or initializing. */
   if ((st = cairn_session_manager_new_from_scaffold(sc, NULL, &sm)) != CAIRN_OK) {
     rc = report_error("session manager", st, NULL);
     goto out;
   }
-  cairn_prepare_options po = resuming ? cairn_prepare_options_from_scaffold(sc, f->dir, NULL)
-                                      : cairn_prepare_options_from_scaffold(sc, NULL, src);
+  cairn_prepare_options po = cairn_prepare_options_from_scaffold(sc, f->dir, NULL);
   if ((st = cairn_session_manager_prepare_session(sm, &po, &s)) != CAIRN_OK) {
     rc = report_error("prepare_session", st, cairn_session_manager_errmsg(sm));
     goto out;
@@ -589,7 +566,6 @@ static int cmd_finetune(const train_flags *f) {
   if (resuming) {
     printf("resumed fine-tuning from %s\n", own);
   } else {
-    const cairn_restore_report *rep = cairn_session_manager_restore_report(sm);
     printf("partial restore from %s:\n", src);
     print_report(rep);
     /* Lenient restores report instead of failing: make sure what must
@@ -620,13 +596,11 @@ static int cmd_finetune(const train_flags *f) {
   cairn_saver *saver = cairn_scaffold_saver(sc);
   double loss_sum = 0;
   int64_t round_steps = 0;
+  cairn_fetch lf = {"loss", {0}};
+  cairn_run_args a = cairn_run_args_one(&m.train);
+  a.fetches = &lf;
+  a.n_fetches = 1;
   while (step < f->steps) {
-    cairn_tensor x, y;
-    if ((st = batch_for_step(&p, step, &x, &y)) != CAIRN_OK) break;
-    cairn_feed feeds[2] = {{"x", &x}, {"y", &y}};
-    cairn_fetch lf = {"loss", {0}};
-    const cairn_op *ops[1] = {m.train};
-    cairn_run_args a = one_op(ops, feeds, &lf, 1);
     if ((st = cairn_session_run(s, &a)) != CAIRN_OK) break;
     loss_sum += lf.value.f64;
     round_steps++;
@@ -649,6 +623,7 @@ out:
   cairn_session_free(s);
   cairn_session_manager_free(sm);
   cairn_scaffold_free(sc);
+  cairn_op_free(warm);
   model_free(&m);
   problem_free(&p);
   cairn_checkpoint_lock_free(lock);

@@ -40,6 +40,8 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
   if ((o->n_hooks && !o->hooks) || (o->n_chief_only_hooks && !o->chief_only_hooks))
     return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: %s is NULL",
                        o->n_hooks && !o->hooks ? "hooks" : "chief_only_hooks");
+  if (o->n_checkpoint_listeners && !o->checkpoint_listeners)
+    return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: checkpoint_listeners is NULL");
 
   /* USE_DEFAULT resolution, exactly as TF (both unset → the default of
      the kind; one unset → None). */
@@ -104,7 +106,8 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
   cairn_chief_session_creator_options co = cairn_chief_session_creator_options_default();
   co.registry = r;
   co.scaffold = sc;
-  co.checkpoint_dir = o->checkpoint_dir;
+  co.checkpoint_dir = o->checkpoint_filename_with_path ? NULL : o->checkpoint_dir;
+  co.checkpoint_filename_with_path = o->checkpoint_filename_with_path;
   co.sm = sm;
   if ((st = cairn_chief_session_creator_new(&co, &cfg.creator)) != CAIRN_OK) goto fail;
   cfg.own_creator = 1;
@@ -147,9 +150,12 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
     ko.checkpoint_dir = o->checkpoint_dir;
     ko.save_secs = ck_secs;
     ko.save_steps = ck_steps;
-    ko.scaffold = sc;
+    ko.saver = o->checkpoint_saver;
+    ko.scaffold = o->checkpoint_saver ? NULL : sc;
     ko.summary_writer = o->summary_writer;
     ko.env = o->env;
+    ko.listeners = o->checkpoint_listeners;
+    ko.n_listeners = o->n_checkpoint_listeners;
     cairn_hook *h = NULL;
     if ((st = cairn_checkpoint_saver_hook_new(&ko, &h)) != CAIRN_OK) goto fail;
     all[n++] = cfg.owned_hooks[cfg.n_owned_hooks++] = h;

@@ -16,9 +16,9 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"
+#include "var_impl.h"
 
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,12 +418,7 @@ static char *ckpt_name_of(const cairn_restore_options *o, const char *name) {
 }
 
 static int selected(const cairn_restore_options *o, const char *name) {
-  int in = o->n_include == 0;
-  for (size_t i = 0; i < o->n_include && !in; i++) in = fnmatch(o->include[i], name, 0) == 0;
-  if (!in) return 0;
-  for (size_t i = 0; i < o->n_exclude; i++)
-    if (fnmatch(o->exclude[i], name, 0) == 0) return 0;
-  return 1;
+  return cairn__globs_select(name, o->include, o->n_include, o->exclude, o->n_exclude);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }

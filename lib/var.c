@@ -351,6 +351,8 @@ cairn_status cairn_registry_global_step(cairn_registry *r, cairn_var **out) {
                           out);
 }
 
+cairn_var *cairn__registry_var_at(const cairn_registry *r, size_t i) { return r && i < r->n ? r->vars[i] : NULL; }
+
 size_t cairn_registry_count(const cairn_registry *r, unsigned mask) {
   return cairn_registry_list(r, mask, NULL, 0);
 }

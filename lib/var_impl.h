@@ -11,6 +11,12 @@
 /* The variable named `name`, or NULL — without touching cairn_errmsg()
  * (cairn_registry_find reports a missing name as an error). var.c */
 cairn_var *cairn__registry_lookup(const cairn_registry *r, const char *name);
+/* The i-th variable in creation order, or NULL past the end. var.c */
+cairn_var *cairn__registry_var_at(const cairn_registry *r, size_t i);
+/* 1 when name matches some include glob (or n_include is 0) and no exclude
+ * glob (fnmatch(3), flags 0). var_list.c */
+int cairn__globs_select(const char *name, const char *const *include, size_t n_include, const char *const *exclude,
+                        size_t n_exclude);
 
 /* Checks that `init` suits dtype `dt` and its parameters are valid,
  * without generating anything (var_init.c; var.c checks at creation so that

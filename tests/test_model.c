@@ -307,3 +307,171 @@ Test(model, grads_hook_between_backward_and_apply) {
   cairn_mlp_free(m);
   cairn_registry_free(r);
 }
+
+/* ---- the step as an op ---- */
+
+/* The callback every program wrote by hand before the library had one. */
+static cairn_status hand_train(cairn_session *s, void *user) {
+  cairn_mlp *m = user;
+  const cairn_tensor *x = cairn_session_feed(s, "x"), *y = cairn_session_feed(s, "y");
+  if (!x || !y) return cairn_session_fail(s, CAIRN_E_INVALID, "train: feed \"x\" and \"y\"");
+  float loss;
+  cairn_status st = cairn_mlp_train_step(m, x, y, &loss);
+  if (st) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
+  return cairn_session_output_f64(s, "loss", loss);
+}
+
+typedef struct one_batch {
+  const cairn_tensor *x, *y;
+  int calls, limit;
+} one_batch;
+
+static cairn_status give_batch(void *user, const cairn_tensor **x, const cairn_tensor **y) {
+  one_batch *b = user;
+  if (b->limit && b->calls >= b->limit) return CAIRN_E_OUT_OF_RANGE;
+  b->calls++;
+  *x = b->x;
+  *y = b->y;
+  return CAIRN_OK;
+}
+
+static cairn_status halve(void *user, double *loss) {
+  (*(int *)user)++;
+  *loss /= 2;
+  return CAIRN_OK;
+}
+
+typedef struct op_model {
+  cairn_registry *r;
+  cairn_mlp *m;
+  cairn_session *s;
+} op_model;
+
+static void op_model_new(op_model *om) {
+  int64_t sizes[4] = {16, 32, 32, 4};
+  cr_assert_eq(cairn_registry_new(11, &om->r), CAIRN_OK);
+  om->m = build(om->r, sizes, 3, CAIRN_OPTIM_ADAM, NULL);
+  cr_assert_eq(cairn_registry_initialize_collection(om->r, CAIRN_COLL_GLOBAL), CAIRN_OK);
+  cr_assert_eq(cairn_session_new(om->r, 0, &om->s), CAIRN_OK, "%s", cairn_errmsg());
+}
+
+static void op_model_free(op_model *om) {
+  cairn_session_free(om->s);
+  cairn_mlp_free(om->m);
+  cairn_registry_free(om->r);
+}
+
+static double run_fetch(cairn_session *s, cairn_op *op, const cairn_feed *feeds, size_t n_feeds, const char *name) {
+  cairn_fetch f = {name, {0}};
+  cairn_run_args a = cairn_run_args_one(&op);
+  a.feeds = feeds;
+  a.n_feeds = n_feeds;
+  a.fetches = &f;
+  a.n_fetches = 1;
+  cr_assert_eq(cairn_session_run(s, &a), CAIRN_OK, "%s", cairn_errmsg());
+  return f.value.f64;
+}
+
+/* Steps through cairn_mlp_train_op_new (fed, or from a batch_fn) give the
+ * same bits as the hand-written callback. */
+Test(model, train_op_matches_the_hand_written_callback) {
+  op_model hand, fed, pulled;
+  op_model_new(&hand);
+  op_model_new(&fed);
+  op_model_new(&pulled);
+  cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, 32, 16), *y = mk(CAIRN_DTYPE_I32, 1, 32, 0);
+  blobs(X, y, 5);
+  cairn_feed feeds[2] = {{"x", X}, {"y", y}};
+  cairn_op *h, *t, *p;
+  cr_assert_eq(cairn_op_new("train", hand_train, hand.m, NULL, &h), CAIRN_OK);
+  cr_assert_eq(cairn_mlp_train_op_new(fed.m, NULL, &t), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_str_eq(cairn_op_name(t), "train");
+  one_batch src = {X, y, 0, 0};
+  cairn_mlp_op_options o = cairn_mlp_op_options_default();
+  o.batch_fn = give_batch;
+  o.batch_user = &src;
+  o.name = "step";
+  cr_assert_eq(cairn_mlp_train_op_new(pulled.m, &o, &p), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_str_eq(cairn_op_name(p), "step");
+  for (int i = 0; i < 3; i++) {
+    double lh = run_fetch(hand.s, h, feeds, 2, "loss");
+    double lf = run_fetch(fed.s, t, feeds, 2, "loss");
+    double lp = run_fetch(pulled.s, p, NULL, 0, "loss");
+    cr_assert(memcmp(&lh, &lf, sizeof lh) == 0 && memcmp(&lh, &lp, sizeof lh) == 0, "loss %g %g %g", lh, lf, lp);
+  }
+  cr_assert_eq(src.calls, 3);
+  cairn_var *vh[32], *vf[32], *vp[32];
+  size_t n = cairn_registry_list(hand.r, CAIRN_COLL_GLOBAL, vh, 32);
+  cr_assert_eq(cairn_registry_list(fed.r, CAIRN_COLL_GLOBAL, vf, 32), n);
+  cr_assert_eq(cairn_registry_list(pulled.r, CAIRN_COLL_GLOBAL, vp, 32), n);
+  for (size_t i = 0; i < n; i++) {
+    const cairn_tensor *a = cairn_var_tensor(vh[i]), *b = cairn_var_tensor(vf[i]), *c = cairn_var_tensor(vp[i]);
+    size_t bytes = (size_t)a->size * cairn_dtype_size(a->dtype);
+    cr_assert(memcmp(a->data, b->data, bytes) == 0, "%s differs (fed)", cairn_var_name(vh[i]));
+    cr_assert(memcmp(a->data, c->data, bytes) == 0, "%s differs (batch_fn)", cairn_var_name(vh[i]));
+  }
+  cr_assert_eq(cairn_tensor_i64(cairn_var_tensor(cairn_mlp_global_step(fed.m)))[0], 3);
+
+  /* A missing feed names both; the end of the data is OUT_OF_RANGE. */
+  cairn_run_args a = cairn_run_args_one(&t);
+  cr_assert_eq(a.n_ops, 1);
+  cr_assert_eq(cairn_session_run(fed.s, &a), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "train: feed \"x\" and \"y\""), "%s", cairn_errmsg());
+  src.limit = 3;
+  a = cairn_run_args_one(&p);
+  cr_assert_eq(cairn_session_run(pulled.s, &a), CAIRN_E_OUT_OF_RANGE);
+  cr_assert(strstr(cairn_errmsg(), "step: end of the data"), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_tensor_i64(cairn_var_tensor(cairn_mlp_global_step(pulled.m)))[0], 3, "no step taken");
+  cairn_op_free(h);
+  cairn_op_free(t);
+  cairn_op_free(p);
+  cairn_tensor_free(X);
+  cairn_tensor_free(y);
+  op_model_free(&hand);
+  op_model_free(&fed);
+  op_model_free(&pulled);
+}
+
+/* The eval op publishes what cairn_mlp_evaluate computes, under the names
+ * asked for, through loss_fn; it changes nothing. */
+Test(model, eval_op_publishes_loss_and_accuracy) {
+  op_model om;
+  op_model_new(&om);
+  cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, 64, 16), *y = mk(CAIRN_DTYPE_I32, 1, 64, 0);
+  blobs(X, y, 9);
+  float want_loss, want_acc;
+  cr_assert_eq(cairn_mlp_evaluate(om.m, X, y, &want_loss, &want_acc), CAIRN_OK);
+  int calls = 0;
+  cairn_mlp_op_options o = cairn_mlp_op_options_default();
+  o.x_feed = "images";
+  o.labels_feed = "labels";
+  o.loss_name = "test_loss";
+  o.accuracy_name = "test_accuracy";
+  o.loss_fn = halve;
+  o.loss_user = &calls;
+  cairn_op *e;
+  cr_assert_eq(cairn_mlp_eval_op_new(om.m, &o, &e), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_str_eq(cairn_op_name(e), "eval");
+  cairn_feed feeds[2] = {{"images", X}, {"labels", y}};
+  cairn_fetch f[2] = {{"test_loss", {0}}, {"test_accuracy", {0}}};
+  cairn_run_args a = cairn_run_args_one(&e);
+  a.feeds = feeds;
+  a.n_feeds = 2;
+  a.fetches = f;
+  a.n_fetches = 2;
+  cr_assert_eq(cairn_session_run(om.s, &a), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(calls, 1);
+  cr_assert_eq(f[0].value.f64, (double)want_loss / 2);
+  cr_assert_eq(f[1].value.f64, (double)want_acc);
+  cr_assert_eq(cairn_tensor_i64(cairn_var_tensor(cairn_mlp_global_step(om.m)))[0], 0);
+  a.n_feeds = 1;
+  cr_assert_eq(cairn_session_run(om.s, &a), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "eval: feed \"images\" and \"labels\""), "%s", cairn_errmsg());
+  cairn_op *bad = (cairn_op *)1;
+  cr_assert_eq(cairn_mlp_eval_op_new(NULL, NULL, &bad), CAIRN_E_NULL);
+  cr_assert_null(bad);
+  cairn_op_free(e);
+  cairn_tensor_free(X);
+  cairn_tensor_free(y);
+  op_model_free(&om);
+}

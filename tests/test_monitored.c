@@ -901,6 +901,133 @@ Test(monitored_training_session, test_custom_saving) {
   graph_free(&g);
 }
 
+/* checkpoint_listeners reach the CheckpointSaverHook the session creates:
+ * before_save and after_save around every save (after creation, the step
+ * timer, end()), begin and end once; a listener's stop request ends
+ * training. */
+typedef struct count_listener {
+  int begin, before, after, end;
+  int64_t steps[8];
+  int64_t stop_at;
+} count_listener;
+
+static cairn_status cl_begin(void *self) {
+  ((count_listener *)self)->begin++;
+  return CAIRN_OK;
+}
+static cairn_status cl_before(void *self, cairn_session *s, int64_t step) {
+  (void)s;
+  count_listener *c = self;
+  if (c->before < 8) c->steps[c->before] = step;
+  c->before++;
+  return CAIRN_OK;
+}
+static cairn_status cl_after(void *self, cairn_session *s, int64_t step, int *request_stop) {
+  (void)s;
+  count_listener *c = self;
+  c->after++;
+  if (c->stop_at && step >= c->stop_at) *request_stop = 1;
+  return CAIRN_OK;
+}
+static cairn_status cl_end(void *self, cairn_session *s, int64_t step) {
+  (void)s;
+  (void)step;
+  ((count_listener *)self)->end++;
+  return CAIRN_OK;
+}
+
+Test(monitored_training_session, checkpoint_listeners_reach_the_saver_hook) {
+  graph g;
+  graph_new(&g);
+  count_listener c;
+  memset(&c, 0, sizeof c);
+  cairn_checkpoint_listener lis = {cl_begin, cl_before, cl_after, cl_end, &c};
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.save_checkpoint_steps = 2;
+  o.checkpoint_listeners = &lis;
+  o.n_checkpoint_listeners = 1;
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_eq(c.begin, 1);
+  cr_assert_eq(c.before, 1, "the save right after session creation");
+  for (int i = 0; i < 3; i++) run_step(ms, &g);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  cr_assert_eq(c.before, 3, "creation, step 2, end() at step 3: %d", c.before);
+  cr_assert_eq(c.after, 3);
+  cr_assert_eq(c.end, 1);
+  cr_assert_eq(c.steps[0], 0);
+  cr_assert_eq(c.steps[1], 2);
+  cr_assert_eq(c.steps[2], 3);
+  cr_assert_str_eq(latest(), "model.ckpt-3");
+  graph_free(&g);
+
+  /* A listener's request_stop stops training after that save. */
+  graph_new(&g);
+  memset(&c, 0, sizeof c);
+  c.stop_at = 4;
+  o = mts_opts(&g);
+  o.save_checkpoint_steps = 1;
+  o.checkpoint_listeners = &lis;
+  o.n_checkpoint_listeners = 1;
+  ms = mts_new(&o);
+  cr_assert_eq(run_gstep(ms), 3, "restored");
+  cr_assert_not(cairn_monitored_session_should_stop(ms));
+  cr_assert_eq(run_step(ms, &g), 4);
+  cr_assert(cairn_monitored_session_should_stop(ms), "the listener asked to stop");
+  OK(cairn_monitored_session_close(ms));
+  cairn_monitored_session_free(ms);
+  graph_free(&g);
+
+  /* n without the array is refused, naming the field. */
+  graph_new(&g);
+  o = mts_opts(&g);
+  o.checkpoint_listeners = NULL;
+  o.n_checkpoint_listeners = 1;
+  cairn_monitored_session *none = NULL;
+  cr_assert_eq(cairn_monitored_training_session_new(&o, &none), CAIRN_E_NULL);
+  cr_assert_null(none);
+  HAS(cairn_errmsg(), "monitored_training_session_new: checkpoint_listeners is NULL");
+  graph_free(&g);
+}
+
+/* checkpoint_filename_with_path: the chief restores that file and saves
+ * into checkpoint_dir; checkpoint_saver: the CheckpointSaverHook saves with
+ * it instead of the scaffold's saver. */
+Test(monitored_training_session, restores_a_given_file_and_saves_with_a_given_saver) {
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.checkpoint_dir = P("src");
+  cairn_monitored_session *ms = mts_new(&o);
+  run_step(ms, &g);
+  run_step(ms, &g);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  graph_free(&g);
+
+  graph_new(&g);
+  cairn_saver *sv;
+  OK(cairn_saver_new(g.r, NULL, &sv));
+  OK(cairn_saver_set_user_str(sv, "who", "the given saver"));
+  o = mts_opts(&g);
+  o.checkpoint_filename_with_path = P("src/model.ckpt-2");
+  o.checkpoint_saver = sv;
+  ms = mts_new(&o);
+  cr_assert_eq(run_gstep(ms), 2, "restored from the given file");
+  cr_assert_eq(run_step(ms, &g), 3);
+  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  cairn_monitored_session_free(ms);
+  cr_assert_str_eq(latest(), "model.ckpt-3", "saved into checkpoint_dir");
+  cairn_saver_meta *meta;
+  const char *who;
+  OK(cairn_saver_meta_read(P("model.ckpt-3"), &meta));
+  OK(cairn_saver_meta_user_str(meta, "who", &who));
+  cr_assert_str_eq(who, "the given saver");
+  cairn_saver_meta_free(meta);
+  cairn_saver_free(sv);
+  graph_free(&g);
+}
+
 /* #38 (D): a worker never initializes, waits for the model, gives up
  * after max_wait_secs; chief-only hooks and the standard hooks are not
  * used even with a checkpoint_dir. */

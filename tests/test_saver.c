@@ -32,6 +32,7 @@
 #include "cairn/ckpt.h"
 #include "cairn/runtime.h"
 #include "cairn/saver.h"
+#include "cairn/session.h"
 #include "cairn/tensor.h"
 #include "cairn/var.h"
 
@@ -2294,4 +2295,63 @@ Test(options, saver_and_restore_defaults) {
   cairn_restore_options z, d = cairn_restore_options_default();
   memset(&z, 0, sizeof z);
   cr_assert(memcmp(&d, &z, sizeof z) == 0, "restore options: zero-filled is the default");
+}
+
+/* The restore op: a var list restored from one file, run as an op (a
+ * Scaffold's local_init_op) or through cairn_op_init_fn (its init_fn). */
+Test(restore, restore_op_restores_a_var_list) {
+  char path[600];
+  save_pretrained(path);
+  model m = new_model();
+  cairn_var *vars[4];
+  const char *layer[] = {"dense/*"};
+  size_t n = cairn_registry_list_vars(m.r, CAIRN_COLL_GLOBAL, layer, 1, NULL, 0, vars, 4);
+  cr_assert_eq(n, 2);
+  cairn_op *op = NULL;
+  const cairn_restore_report *rep = (const cairn_restore_report *)1;
+  ASSERT_OK(cairn_op_new_restore(NULL, path, vars, n, NULL, &rep, &op));
+  cr_assert_null(rep);
+  cr_assert_str_eq(cairn_op_name(op), "restore");
+  cairn_session *s = NULL;
+  ASSERT_OK(cairn_session_new(m.r, 0, &s));
+  ASSERT_OK(cairn_op_init_fn(NULL, s, op));
+  cr_assert_eq(val(m.kernel, 0), 1.0f);
+  cr_assert_eq(val(m.kernel, 11), 12.0f);
+  cr_assert_eq(val(m.bias, 3), 103.0f);
+  cr_assert(cairn_var_is_initialized(m.kernel));
+  cr_assert_eq(val(m.head, 0), -5.0f, "not in the list: untouched");
+  cr_assert_not(cairn_var_is_initialized(m.fresh));
+  cr_assert_null(rep, "a strict restore has no report");
+  cairn_op_free(op);
+
+  /* Lenient, with a report: the head has another shape. */
+  const char *kernels[] = {"*/kernel"};
+  cairn_restore_options ro;
+  memset(&ro, 0, sizeof ro);
+  ro.lenient = 1;
+  n = cairn_registry_list_vars(m.r, CAIRN_COLL_GLOBAL, kernels, 1, NULL, 0, vars, 4);
+  cr_assert_eq(n, 2);
+  ASSERT_OK(cairn_op_new_restore("warm_start", path, vars, n, &ro, &rep, &op));
+  cairn_run_args a = cairn_run_args_one(&op);
+  ASSERT_OK(cairn_session_run(s, &a));
+  cr_assert_not_null(rep);
+  cr_assert(report_has(rep, CAIRN_RESTORE_RESTORED, "dense/kernel"));
+  cr_assert(report_has(rep, CAIRN_RESTORE_MISMATCHED, "head/kernel"));
+  cr_assert_eq(val(m.head, 0), -5.0f);
+  cairn_op_free(op);
+  cr_assert_null(rep, "freeing the op clears the report pointer");
+
+  /* A missing file: the restore's status, the op's name first. */
+  ASSERT_OK(cairn_op_new_restore("warm_start", P("nothing-here"), vars, 1, NULL, NULL, &op));
+  a = cairn_run_args_one(&op);
+  cr_assert_eq(cairn_session_run(s, &a), CAIRN_E_NOT_FOUND);
+  ASSERT_MSG_HAS("warm_start: ");
+  ASSERT_MSG_HAS("nothing-here");
+  cairn_op_free(op);
+  cairn_op *none = (cairn_op *)1;
+  cr_assert_eq(cairn_op_new_restore(NULL, NULL, vars, 1, NULL, NULL, &none), CAIRN_E_NULL);
+  cr_assert_null(none);
+  ASSERT_MSG_HAS("op_new_restore: path is NULL");
+  cairn_session_free(s);
+  free_model(&m);
 }

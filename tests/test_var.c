@@ -947,3 +947,32 @@ Test(init, thread_independence) {
   cr_skip_test("built without OpenMP");
 #endif
 }
+
+/* cairn_registry_list_vars: the collections, then the include and exclude
+ * globs ('*' matches '/' too), in creation order, counted past cap. */
+Test(var, list_vars_by_glob) {
+  cairn_registry *r = new_registry(1);
+  mkvec(r, "dense/kernel", 2, CAIRN_COLL_MODEL);
+  mkvec(r, "dense/bias", 2, CAIRN_COLL_MODEL);
+  mkvec(r, "dense/kernel/Adam", 2, CAIRN_COLL_GLOBAL);
+  mkvec(r, "dense_1/kernel", 2, CAIRN_COLL_MODEL);
+  mkvec(r, "dense_1/bias", 2, CAIRN_COLL_MODEL);
+  mkvec(r, "metrics/count", 1, CAIRN_COLL_LOCAL);
+  cairn_var *v[8];
+  const char *kernels[] = {"dense*/kernel"};
+  cr_assert_eq(cairn_registry_list_vars(r, CAIRN_COLL_GLOBAL, kernels, 1, NULL, 0, v, 8), 2);
+  cr_assert_str_eq(cairn_var_name(v[0]), "dense/kernel");
+  cr_assert_str_eq(cairn_var_name(v[1]), "dense_1/kernel");
+  /* every global variable except the last layer's */
+  const char *last[] = {"dense_1/*", NULL};
+  cr_assert_eq(cairn_registry_list_vars(r, CAIRN_COLL_GLOBAL, NULL, 0, last, 2, v, 8), 3);
+  cr_assert_str_eq(cairn_var_name(v[2]), "dense/kernel/Adam", "'*' matches '/'");
+  const char *layer0[] = {"dense/*", "nothing"};
+  const char *slots[] = {"*/Adam"};
+  cr_assert_eq(cairn_registry_list_vars(r, CAIRN_COLL_TRAINABLE, layer0, 2, slots, 1, v, 8), 2);
+  cr_assert_eq(cairn_registry_list_vars(r, CAIRN_COLL_ALL, NULL, 0, NULL, 0, v, 1), 6, "the total past cap");
+  cr_assert_str_eq(cairn_var_name(v[0]), "dense/kernel");
+  cr_assert_eq(cairn_registry_list_vars(r, CAIRN_COLL_LOCAL, NULL, 0, NULL, 0, NULL, 0), 1);
+  cr_assert_eq(cairn_registry_list_vars(NULL, CAIRN_COLL_ALL, NULL, 0, NULL, 0, v, 8), 0);
+  cairn_registry_free(r);
+}

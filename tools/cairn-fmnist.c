@@ -267,34 +267,34 @@ static int data_load(data *d, const char *dir) {
 
 /* features → hidden... → 10, ReLU, Adam: tf.layers.dense names (dense/kernel,
  * dense_1/..., the output layer last), Adam slots, beta powers, global_step. */
+/* The train op's batch source: the next global batch of the dataset, and
+ * this rank's rows of it (all of them on one process). */
+typedef struct batches {
+  cairn_dataset *ds;
+  cairn_tensor *xb, *yb; /* (B, features) f32, (B) i32 */
+  cairn_tensor xs, ys;   /* views of this rank's rows */
+} batches;
+
+static cairn_status next_batch(void *user, const cairn_tensor **x, const cairn_tensor **y) {
+  batches *b = user;
+  *x = &b->xs;
+  *y = &b->ys;
+  return cairn_dataset_next(b->ds, b->xb, b->yb);
+}
+
 typedef struct model {
   cairn_registry *reg;
   cairn_mlp *mlp;
   cairn_op *train, *eval;
   int n_layers;
+  batches b;
 } model;
 
-static cairn_status train_op(cairn_session *s, void *user) {
-  model *m = user;
-  const cairn_tensor *x = cairn_session_feed(s, "x"), *y = cairn_session_feed(s, "y");
-  if (!x || !y) return cairn_session_fail(s, CAIRN_E_INVALID, "train: feed \"x\" and \"y\"");
-  float loss;
-  cairn_status st = cairn_mlp_train_step(m->mlp, x, y, &loss);
-  if (st) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
-  double l = loss;
-  if ((st = fmnist_dist_mean_loss(&l)) != CAIRN_OK) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
-  return cairn_session_output_f64(s, "loss", l);
-}
-
-static cairn_status eval_op(cairn_session *s, void *user) {
-  model *m = user;
-  const cairn_tensor *x = cairn_session_feed(s, "x"), *y = cairn_session_feed(s, "y");
-  if (!x || !y) return cairn_session_fail(s, CAIRN_E_INVALID, "eval: feed \"x\" and \"y\"");
-  float loss, acc;
-  cairn_status st = cairn_mlp_evaluate(m->mlp, x, y, &loss, &acc);
-  if (st) return cairn_session_fail(s, st, "eval: %s", cairn_errmsg());
-  if ((st = cairn_session_output_f64(s, "eval_loss", loss)) != CAIRN_OK) return st;
-  return cairn_session_output_f64(s, "accuracy", acc);
+/* The published training loss: the mean over the ranks (every rank takes
+   part in each step's reduction). */
+static cairn_status mean_loss(void *user, double *loss) {
+  (void)user;
+  return fmnist_dist_mean_loss(loss);
 }
 
 static int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed) {
@@ -309,8 +309,12 @@ static int model_new(model *m, int64_t features, const int64_t *hidden, int n_hi
   cfg.optim.learning_rate = 1e-3f;
   cairn_status s = cairn_registry_new(seed, &m->reg);
   if (!s) s = cairn_mlp_new(m->reg, &cfg, &m->mlp);
-  if (!s) s = cairn_op_new("train", train_op, m, NULL, &m->train);
-  if (!s) s = cairn_op_new("eval", eval_op, m, NULL, &m->eval);
+  cairn_mlp_op_options to = cairn_mlp_op_options_default();
+  to.batch_fn = next_batch;
+  to.batch_user = &m->b;
+  to.loss_fn = mean_loss;
+  if (!s) s = cairn_mlp_train_op_new(m->mlp, &to, &m->train);
+  if (!s) s = cairn_mlp_eval_op_new(m->mlp, NULL, &m->eval);
   return s ? report_error("model", s, NULL) : 0;
 }
 
@@ -321,24 +325,15 @@ static void model_free(model *m) {
   cairn_registry_free(m->reg);
 }
 
-static cairn_run_args one_op(const cairn_op *const *op, const cairn_feed *feeds, cairn_fetch *fetches, size_t n) {
-  cairn_run_args a;
-  memset(&a, 0, sizeof a);
-  a.ops = op;
-  a.n_ops = 1;
-  a.feeds = feeds;
-  a.n_feeds = 2;
-  a.fetches = fetches;
-  a.n_fetches = n;
-  return a;
-}
-
 /* Test-set accuracy on a session (raw: no hook fires, nothing changes). */
 static cairn_status evaluate(cairn_session *s, const model *m, const data *d, double *loss, double *acc) {
   cairn_feed feeds[2] = {{"x", &d->xte}, {"y", d->yte}};
   cairn_fetch f[2] = {{"eval_loss", {0}}, {"accuracy", {0}}};
-  const cairn_op *ops[1] = {m->eval};
-  cairn_run_args a = one_op(ops, feeds, f, 2);
+  cairn_run_args a = cairn_run_args_one(&m->eval);
+  a.feeds = feeds;
+  a.n_feeds = 2;
+  a.fetches = f;
+  a.n_fetches = 2;
   cairn_status st = cairn_session_run(s, &a);
   if (st) return st;
   *loss = f[0].value.f64;
@@ -503,15 +498,15 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   cairn_dataset *ds = NULL;
   cairn_event_writer *events = NULL;
   cairn_summary_writer sw;
-  cairn_hook *hooks[5] = {NULL, NULL, NULL, NULL, NULL};
+  cairn_hook *hooks[4] = {NULL, NULL, NULL, NULL}; /* data position, stop, broadcast, progress */
   size_t n_hooks = 0;
   int chief = g_rank == 0;
-  cairn_session_creator *creator = NULL;
   cairn_monitored_session *ms = NULL;
   cairn_status st;
   int ret = 1;
   char hbuf[256];
   data_state dst = {NULL, NULL, chief ? f->dir : NULL};
+  batches *b = &m->b; /* the train op's */
 
   cairn_dataset_config dc = {f->batch, 1, f->seed, 1, 0};
   if ((st = cairn_dataset_new(&d->xtr, d->ytr, &dc, &ds)) != CAIRN_OK) return report_error("dataset", st, NULL);
@@ -529,24 +524,21 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     goto out;
   }
 
-  /* Hooks in call order: the data position first (after_create_session
-     imports it before the CheckpointSaverHook's save at creation), then
-     StopAtStep, then the CheckpointSaverHook with the listener that puts the
-     position into every checkpoint. TF's MonitoredTrainingSession would build
-     the last one itself; built here to give it the listener. */
+  /* TF's MonitoredTrainingSession(is_chief=True, checkpoint_dir=DIR,
+     chief_only_hooks=[DataPosition, StopAtStep], hooks=[broadcast,
+     progress], saving_listeners=[the data position into every checkpoint]).
+     Its hooks run in the order the position needs: the data position first
+     (after_create_session imports it before the CheckpointSaverHook's save
+     at creation), then StopAtStep, the CheckpointSaverHook, and the user's
+     hooks. --distributed: every rank prepares its own session, rank 0
+     alone has DIR (the CheckpointSaverHook and the progress output); the
+     BroadcastGlobalVariablesHook runs on every rank, after the data
+     position (whose hook broadcasts rank 0's) and after rank 0's save at
+     creation. */
   cairn_checkpoint_listener lis;
   memset(&lis, 0, sizeof lis);
   lis.before_save = ds_before_save;
   lis.self = &dst;
-  cairn_checkpoint_saver_hook_options co;
-  memset(&co, 0, sizeof co);
-  co.checkpoint_dir = f->dir;
-  co.save_secs = f->save_secs;
-  co.save_steps = f->save_secs > 0 ? 0 : f->save_steps;
-  if (rc->full_saver) co.saver = rc->full_saver;
-  else co.scaffold = sc;
-  co.listeners = &lis;
-  co.n_listeners = 1;
   /* TensorBoard: an event file in DIR with the progress numbers, the test
      accuracy and a CHECKPOINT session log per save (rank 0 only). */
   if (chief && (st = cairn_event_writer_new(f->dir, NULL, &events)) != CAIRN_OK) {
@@ -554,7 +546,6 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     goto out;
   }
   sw = cairn_event_writer_summary_writer(events);
-  co.summary_writer = &sw;
   cairn_progress_hook_options po = cairn_progress_hook_options_default();
   po.every_n_steps = f->log_every > 0 ? f->log_every : INT64_MAX;
   po.loss_name = "loss";
@@ -562,43 +553,36 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   po.max_steps = f->max_steps;
   po.fn = on_progress;
   po.fn_ctx = events;
-  /* --distributed: the CheckpointSaverHook and the progress output on rank
-     0 only; the BroadcastGlobalVariablesHook on every rank, after the data
-     position (whose hook broadcasts rank 0's) and after rank 0's save at
-     creation. */
-  if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[n_hooks++])) != CAIRN_OK ||
-      (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[n_hooks++])) != CAIRN_OK ||
-      (chief && (st = cairn_checkpoint_saver_hook_new(&co, &hooks[n_hooks++])) != CAIRN_OK)) {
+  if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[0])) != CAIRN_OK ||
+      (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[1])) != CAIRN_OK ||
+      (st = fmnist_dist_broadcast_hook_new(&hooks[2])) != CAIRN_OK ||
+      (chief && (st = cairn_progress_hook_new(&po, &hooks[3])) != CAIRN_OK)) {
     ret = report_error("hooks", st, NULL);
     goto out;
   }
-  if ((st = fmnist_dist_broadcast_hook_new(&hooks[n_hooks])) != CAIRN_OK) {
-    ret = report_error("hooks", st, NULL);
-    goto out;
-  }
-  if (hooks[n_hooks]) n_hooks++;
-  if (chief && (st = cairn_progress_hook_new(&po, &hooks[n_hooks++])) != CAIRN_OK) {
-    ret = report_error("hooks", st, NULL);
-    goto out;
-  }
-
-  cairn_chief_session_creator_options cc = cairn_chief_session_creator_options_default();
-  cc.registry = m->reg;
-  cc.scaffold = sc;
-  cc.checkpoint_dir = rc->restore_file || !chief ? NULL : f->dir;
-  cc.checkpoint_filename_with_path = rc->restore_file;
-  if ((st = cairn_chief_session_creator_new(&cc, &creator)) != CAIRN_OK) {
-    ret = report_error("session creator", st, NULL);
-    goto out;
-  }
-  cairn_monitored_session_options mo = cairn_monitored_session_options_default();
+  cairn_hook *user_hooks[2];
+  for (int i = 2; i < 4; i++)
+    if (hooks[i]) user_hooks[n_hooks++] = hooks[i];
+  cairn_monitored_training_session_options mo = cairn_monitored_training_session_options_default();
   mo.registry = m->reg;
-  mo.session_creator = creator;
-  mo.hooks = hooks;
+  mo.scaffold = sc;
+  mo.checkpoint_dir = chief ? f->dir : NULL;
+  mo.checkpoint_filename_with_path = rc->restore_file;
+  mo.checkpoint_saver = rc->full_saver;
+  mo.chief_only_hooks = hooks;
+  mo.n_chief_only_hooks = 2;
+  mo.hooks = user_hooks;
   mo.n_hooks = n_hooks;
+  mo.save_checkpoint_secs = f->save_secs;
+  mo.save_checkpoint_steps = f->save_secs > 0 ? 0 : f->save_steps;
+  mo.save_summaries_steps = 0; /* the progress hook writes the numbers */
+  mo.log_step_count_steps = 0;
+  mo.summary_writer = &sw;
+  mo.checkpoint_listeners = &lis;
+  mo.n_checkpoint_listeners = 1;
   mo.stop_on_signals = g_size == 1; /* a preempted job saves first */
   double t0 = now_secs();
-  if ((st = cairn_monitored_session_new(&mo, &ms)) != CAIRN_OK) {
+  if ((st = cairn_monitored_training_session_new(&mo, &ms)) != CAIRN_OK) {
     ret = report_error("creating the monitored session", st, NULL);
     goto out;
   }
@@ -632,35 +616,28 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   if (chief && g_size > 1)
     printf("distributed over %d ranks: %lld examples of each batch per rank\n", g_size, (long long)(f->batch / g_size));
 
+  /* The train op's batches: this rank's rows of each global batch (all of
+     them on one process). */
   int64_t bshape[2] = {f->batch, d->features}, yshape[1] = {f->batch};
-  cairn_tensor *xb = NULL, *yb = NULL;
-  if ((st = cairn_tensor_new(CAIRN_DTYPE_F32, 2, bshape, &xb)) != CAIRN_OK ||
-      (st = cairn_tensor_new(CAIRN_DTYPE_I32, 1, yshape, &yb)) != CAIRN_OK) {
-    cairn_tensor_free(xb);
+  if ((st = cairn_tensor_new(CAIRN_DTYPE_F32, 2, bshape, &b->xb)) != CAIRN_OK ||
+      (st = cairn_tensor_new(CAIRN_DTYPE_I32, 1, yshape, &b->yb)) != CAIRN_OK) {
     ret = report_error("batch", st, NULL);
     goto out;
   }
-  /* This rank's rows of each global batch (all of them on one process). */
+  b->ds = ds;
   int64_t row0, row1;
   fmnist_dist_shard(f->batch, &row0, &row1);
-  cairn_tensor xs, ys;
   int64_t xsshape[2] = {row1 - row0, d->features}, ysshape[1] = {row1 - row0};
-  if ((st = cairn_tensor_view(&xs, cairn_tensor_f32(xb) + row0 * d->features, CAIRN_DTYPE_F32, 2, xsshape)) !=
+  if ((st = cairn_tensor_view(&b->xs, cairn_tensor_f32(b->xb) + row0 * d->features, CAIRN_DTYPE_F32, 2, xsshape)) !=
           CAIRN_OK ||
-      (st = cairn_tensor_view(&ys, cairn_tensor_i32(yb) + row0, CAIRN_DTYPE_I32, 1, ysshape)) != CAIRN_OK) {
-    cairn_tensor_free(xb);
-    cairn_tensor_free(yb);
+      (st = cairn_tensor_view(&b->ys, cairn_tensor_i32(b->yb) + row0, CAIRN_DTYPE_I32, 1, ysshape)) != CAIRN_OK) {
     ret = report_error("batch", st, NULL);
     goto out;
   }
   if (chief && step >= f->max_steps)
     printf("already at step %lld (--max-steps %lld): nothing to train\n", (long long)step, (long long)f->max_steps);
+  cairn_run_args a = cairn_run_args_one(&m->train); /* the op takes its own batch */
   while (step < f->max_steps && !cairn_monitored_session_should_stop(ms)) {
-    if ((st = cairn_dataset_next(ds, xb, yb)) != CAIRN_OK) break;
-    cairn_feed feeds[2] = {{"x", &xs}, {"y", &ys}};
-    cairn_fetch lf = {"loss", {0}};
-    const cairn_op *ops[1] = {m->train};
-    cairn_run_args a = one_op(ops, feeds, &lf, 1);
     if ((st = cairn_monitored_session_run(ms, &a)) != CAIRN_OK) break;
     if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step)) != CAIRN_OK) break;
     int last = step >= f->max_steps;
@@ -674,8 +651,6 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
         break;
     }
   }
-  cairn_tensor_free(xb);
-  cairn_tensor_free(yb);
   /* The end of every run that trained: the test accuracy reached, and how
      long this run took (unless --eval-every has just printed it). */
   if (chief && st == CAIRN_OK && step > start && !(f->eval_every > 0) && !cairn_monitored_session_stop_signal(ms)) {
@@ -712,10 +687,12 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   ret = sig ? 128 + sig : 0;
 out:
   cairn_monitored_session_free(ms);
-  cairn_session_creator_free(creator);
-  for (int i = 0; i < 5; i++) cairn_hook_free(hooks[i]);
+  for (int i = 0; i < 4; i++) cairn_hook_free(hooks[i]);
   cairn_event_writer_free(events); /* after the hooks that use it */
   cairn_scaffold_free(sc);
+  cairn_tensor_free(b->xb);
+  cairn_tensor_free(b->yb);
+  memset(b, 0, sizeof *b);
   cairn_dataset_free(ds);
   return ret;
 }
@@ -728,21 +705,6 @@ typedef struct warm {
   size_t n;
 } warm;
 
-/* Recipe init_fn: TF's Scaffold(init_fn=lambda scaffold, sess:
-   saver_of_hidden_layers.restore(sess, CKPT)). */
-static cairn_status warm_init_fn(cairn_scaffold *sc, cairn_session *s, void *user) {
-  (void)sc;
-  (void)s;
-  warm *w = user;
-  cairn_saver_options so = cairn_saver_options_default();
-  cairn_saver *sv;
-  cairn_status st = cairn_saver_new_list(w->vars, w->n, &so, &sv);
-  if (st) return st;
-  st = cairn_saver_restore(sv, w->path, NULL);
-  cairn_saver_free(sv);
-  return st;
-}
-
 static int cmd_train_or_warm(flags *f, int warm_start) {
   data d;
   model m;
@@ -751,7 +713,7 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
   int ret = 1;
   char own[4096], src[4096];
   cairn_saver *partial = NULL, *full = NULL;
-  cairn_op *parts[2] = {NULL, NULL}, *local = NULL;
+  cairn_op *parts[2] = {NULL, NULL}, *local = NULL, *warm_op = NULL;
   cairn_ready_op *rfl = NULL;
   const char *include[2 * CAIRN_MLP_MAX_LAYERS];
   cairn_restore_options ro;
@@ -808,8 +770,14 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
     }
     for (size_t i = 0; i < w.n; i++) include[i] = cairn_var_name(w.vars[i]);
     if (strcmp(f->method, "init_fn") == 0) {
-      rc.so.init_fn = warm_init_fn;
-      rc.so.init_fn_user = &w;
+      /* TF's Scaffold(init_fn=lambda scaffold, sess:
+         saver_of_hidden_layers.restore(sess, CKPT)): a restore op. */
+      if ((st = cairn_op_new_restore("warm_start_hidden_layers", src, w.vars, w.n, NULL, NULL, &warm_op)) != CAIRN_OK) {
+        ret = report_error("init_fn recipe", st, NULL);
+        goto out;
+      }
+      rc.so.init_fn = cairn_op_init_fn;
+      rc.so.init_fn_user = warm_op;
       rc.so.init_fn_name = "warm_start_hidden_layers";
     } else if (strcmp(f->method, "local_init_op") == 0) {
       /* TF's recipe: Saver(hidden layers) restores CKPT; the model counts as
@@ -818,15 +786,11 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
          hold. (Its caveat: local_init_op runs on every session creation,
          so this form is only used for the first session of DIR.) */
       cairn_saver_options so = cairn_saver_options_default();
-      cairn_var *glob[256], *rest[256];
-      size_t n_rest = 0;
-      size_t n_glob = cairn_registry_list(m.reg, CAIRN_COLL_GLOBAL, glob, 256);
-      for (size_t i = 0; i < n_glob && i < 256; i++) {
-        cairn_var *v = glob[i];
-        int in_partial = 0;
-        for (size_t j = 0; j < w.n; j++) in_partial |= v == w.vars[j];
-        if (!in_partial) rest[n_rest++] = v;
-      }
+      /* Every GLOBAL variable but the hidden layers (their names hold no
+         glob characters: each excludes itself alone). */
+      cairn_var *rest[256];
+      size_t n_rest = cairn_registry_list_vars(m.reg, CAIRN_COLL_GLOBAL, NULL, 0, include, w.n, rest, 256);
+      if (n_rest > 256) n_rest = 256;
       if ((st = cairn_saver_new_list(w.vars, w.n, &so, &partial)) != CAIRN_OK ||
           (st = cairn_saver_new(m.reg, &so, &full)) != CAIRN_OK ||
           (st = cairn_op_new_init("local_init", m.reg, CAIRN_COLL_LOCAL, &parts[0])) != CAIRN_OK ||
@@ -858,6 +822,7 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
   }
   ret = run_training(f, &d, &m, &rc);
 out:
+  cairn_op_free(warm_op);
   cairn_op_free(local);
   cairn_op_free(parts[0]);
   cairn_op_free(parts[1]);

@@ -375,6 +375,19 @@ typedef struct cairn_monitored_training_session_options {
   cairn_session_manager_options sm; /* recovery_wait_secs, session_flags, env */
   const cairn_env *env;
   int stop_on_signals;            /* as cairn_monitored_session_options; default 0 */
+  /* Given to the CheckpointSaverHook this function creates (TF's
+     saving_listeners; ignored when it creates none: a worker, no
+     checkpoint_dir, or no save interval). Borrowed: they must outlive the
+     session. */
+  const struct cairn_checkpoint_listener *checkpoint_listeners;
+  size_t n_checkpoint_listeners;
+  /* The chief restores this file instead of checkpoint_dir's newest
+     (ChiefSessionCreator's checkpoint_filename_with_path: a warm start
+     whose saves still go to checkpoint_dir). NULL: checkpoint_dir's. */
+  const char *checkpoint_filename_with_path;
+  /* The CheckpointSaverHook's saver (borrowed), when the scaffold's saver
+     restores only part of the model (a warm start's). NULL: the scaffold's. */
+  cairn_saver *checkpoint_saver;
 } cairn_monitored_training_session_options;
 
 /* The values in the field comments above. A zero-filled struct is NOT the

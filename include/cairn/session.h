@@ -235,6 +235,11 @@ typedef struct cairn_run_args {
   void *summary_ctx;
 } cairn_run_args;
 
+/* The run arguments of one op and nothing else (no feed, no fetch: the
+ * hooks fetch what they need): `cairn_run_args a = cairn_run_args_one(&op);`.
+ * *op is borrowed (the array of one the run reads): it must outlive a. */
+CAIRN_API cairn_run_args cairn_run_args_one(cairn_op *const *op);
+
 /* TF's Session.run: runs args->ops in order (stops at the first error),
  * then fills every fetch: the value an op published under its name, else
  * "global_step" read before the ops ran, else the variable of that name

@@ -151,6 +151,16 @@ CAIRN_API size_t cairn_registry_count(const cairn_registry *r, unsigned mask);
  * most `cap` pointers to out and returns the total count (call with out
  * NULL, cap 0 to size the array). */
 CAIRN_API size_t cairn_registry_list(const cairn_registry *r, unsigned mask, cairn_var **out, size_t cap);
+/* The same, keeping the variables whose name matches some include glob (or
+ * n_include is 0) and no exclude glob: fnmatch(3) patterns, flags 0, so '*'
+ * also matches '/' ("dense/?*" matches "dense/kernel" and its optimizer
+ * slot "dense/kernel/Adam" alike). TF users write this list as a comprehension
+ * over tf.global_variables(); it is the var_list of a Saver
+ * (cairn_saver_new_list) or of a restore op (cairn_op_new_restore). NULL
+ * patterns are skipped. */
+CAIRN_API size_t cairn_registry_list_vars(const cairn_registry *r, unsigned mask, const char *const *include,
+                                          size_t n_include, const char *const *exclude, size_t n_exclude,
+                                          cairn_var **out, size_t cap);
 
 /* TF's report_uninitialized_variables(var_list): writes to `out` the
  * variables among vars[0..n) that are not initialized, in the order given

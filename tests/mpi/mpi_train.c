@@ -191,20 +191,6 @@ static int cmd_equiv(int64_t steps, int64_t B) {
   return worst;
 }
 
-typedef struct trainer {
-  cairn_mlp *mlp;
-} trainer;
-
-static cairn_status train_op(cairn_session *s, void *user) {
-  trainer *tr = user;
-  const cairn_tensor *x = cairn_session_feed(s, "x"), *y = cairn_session_feed(s, "y");
-  if (!x || !y) return cairn_session_fail(s, CAIRN_E_INVALID, "train: feed \"x\" and \"y\"");
-  float loss;
-  cairn_status st = cairn_mlp_train_step(tr->mlp, x, y, &loss);
-  if (st) return cairn_session_fail(s, st, "train: %s", cairn_errmsg());
-  return cairn_session_output_f64(s, "loss", loss);
-}
-
 static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t stall_at) {
   int rank = cairn_mpi_rank(g_mpi), size = cairn_mpi_size(g_mpi);
   const int64_t B = 32;
@@ -215,10 +201,10 @@ static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t s
   cairn_registry *r;
   cairn_status st;
   if ((st = cairn_registry_new(7 + (uint64_t)rank, &r))) die("registry_new", st);
-  trainer tr = {build(r, CAIRN_OPTIM_ADAM, cairn_mpi_scaled_lr(0.005f, size, 0, 0))};
-  cairn_mlp_set_grads_hook(tr.mlp, cairn_mpi_grads_fn, g_mpi);
+  cairn_mlp *mlp = build(r, CAIRN_OPTIM_ADAM, cairn_mpi_scaled_lr(0.005f, size, 0, 0));
+  cairn_mlp_set_grads_hook(mlp, cairn_mpi_grads_fn, g_mpi);
   cairn_op *op;
-  if ((st = cairn_op_new("train", train_op, &tr, NULL, &op))) die("op_new", st);
+  if ((st = cairn_mlp_train_op_new(mlp, NULL, &op))) die("train op", st);
   cairn_hook *bcast, *stop;
   if ((st = cairn_mpi_broadcast_hook_new(g_mpi, 0, &bcast))) die("broadcast hook", st);
   if ((st = cairn_stop_at_step_hook_new(-1, steps, &stop))) die("stop hook", st);
@@ -262,11 +248,7 @@ static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t s
     cairn_tensor tx, ty;
     shard_views(x, y, b, e, &tx, &ty);
     cairn_feed feeds[2] = {{"x", &tx}, {"y", &ty}};
-    const cairn_op *ops[1] = {op};
-    cairn_run_args a;
-    memset(&a, 0, sizeof a);
-    a.ops = ops;
-    a.n_ops = 1;
+    cairn_run_args a = cairn_run_args_one(&op);
     a.feeds = feeds;
     a.n_feeds = 2;
     if ((st = cairn_monitored_session_run(ms, &a))) break;
@@ -291,7 +273,7 @@ static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t s
   cairn_hook_free(bcast);
   cairn_hook_free(stop);
   cairn_op_free(op);
-  cairn_mlp_free(tr.mlp);
+  cairn_mlp_free(mlp);
   cairn_registry_free(r);
   free(x);
   free(y);

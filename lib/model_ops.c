@@ -1,0 +1,129 @@
+/* The MLP's step as a session op (TF's train_op, and the eval metrics run
+ * on a test set), and the run arguments of one op: the glue every training
+ * program would otherwise write as its own callbacks. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cairn/model.h"
+#include "cairn/session.h"
+
+cairn_run_args cairn_run_args_one(cairn_op *const *op) {
+  cairn_run_args a;
+  memset(&a, 0, sizeof a);
+  /* C does not convert cairn_op ** to const cairn_op *const * implicitly:
+     the parameter is cairn_op *const * so that callers pass &op uncast. */
+  a.ops = (const cairn_op *const *)op;
+  a.n_ops = op ? 1 : 0;
+  return a;
+}
+
+cairn_mlp_op_options cairn_mlp_op_options_default(void) {
+  cairn_mlp_op_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
+typedef struct mlp_op {
+  cairn_mlp *m;
+  cairn_mlp_op_options o; /* the names point into names[] */
+  char *names;
+} mlp_op;
+
+static void mlp_op_free(void *user) {
+  mlp_op *p = user;
+  if (!p) return;
+  free(p->names);
+  free(p);
+}
+
+/* The batch of this run: batch_fn's, or the feeds. */
+static cairn_status mlp_op_batch(cairn_session *s, const mlp_op *p, const char *what, const cairn_tensor **x,
+                                 const cairn_tensor **y) {
+  if (p->o.batch_fn) {
+    cairn_status st = p->o.batch_fn(p->o.batch_user, x, y);
+    if (st == CAIRN_E_OUT_OF_RANGE) return cairn_session_fail(s, st, "%s: end of the data: %s", what, cairn_errmsg());
+    if (st) return cairn_session_fail(s, st, "%s: batch: %s", what, cairn_errmsg());
+    if (!*x || !*y) return cairn_session_fail(s, CAIRN_E_NULL, "%s: batch_fn gave no batch", what);
+    return CAIRN_OK;
+  }
+  *x = cairn_session_feed(s, p->o.x_feed);
+  *y = cairn_session_feed(s, p->o.labels_feed);
+  if (!*x || !*y)
+    return cairn_session_fail(s, CAIRN_E_INVALID, "%s: feed \"%s\" and \"%s\"", what, p->o.x_feed, p->o.labels_feed);
+  return CAIRN_OK;
+}
+
+static cairn_status publish_loss(cairn_session *s, const mlp_op *p, const char *what, double loss) {
+  cairn_status st;
+  if (p->o.loss_fn && (st = p->o.loss_fn(p->o.loss_user, &loss)) != CAIRN_OK)
+    return cairn_session_fail(s, st, "%s: %s", what, cairn_errmsg());
+  return cairn_session_output_f64(s, p->o.loss_name, loss);
+}
+
+static cairn_status train_fn(cairn_session *s, void *user) {
+  mlp_op *p = user;
+  const cairn_tensor *x, *y;
+  cairn_status st = mlp_op_batch(s, p, p->o.name, &x, &y);
+  if (st) return st;
+  float loss;
+  if ((st = cairn_mlp_train_step(p->m, x, y, &loss)) != CAIRN_OK)
+    return cairn_session_fail(s, st, "%s: %s", p->o.name, cairn_errmsg());
+  return publish_loss(s, p, p->o.name, loss);
+}
+
+static cairn_status eval_fn(cairn_session *s, void *user) {
+  mlp_op *p = user;
+  const cairn_tensor *x, *y;
+  cairn_status st = mlp_op_batch(s, p, p->o.name, &x, &y);
+  if (st) return st;
+  float loss, acc;
+  if ((st = cairn_mlp_evaluate(p->m, x, y, &loss, &acc)) != CAIRN_OK)
+    return cairn_session_fail(s, st, "%s: %s", p->o.name, cairn_errmsg());
+  if ((st = publish_loss(s, p, p->o.name, loss)) != CAIRN_OK) return st;
+  return cairn_session_output_f64(s, p->o.accuracy_name, acc);
+}
+
+/* Copies the five names into one block, defaults filled in. */
+static cairn_status mlp_op_names(mlp_op *p, const char *def_name, const char *def_loss) {
+  const char **slot[5] = {&p->o.name, &p->o.x_feed, &p->o.labels_feed, &p->o.loss_name, &p->o.accuracy_name};
+  const char *def[5] = {def_name, "x", "y", def_loss, "accuracy"};
+  size_t len = 0;
+  for (int i = 0; i < 5; i++) {
+    if (!*slot[i]) *slot[i] = def[i];
+    len += strlen(*slot[i]) + 1;
+  }
+  char *q = p->names = malloc(len);
+  if (!q) return cairn__fail(CAIRN_E_NOMEM, "mlp_op_new: out of memory");
+  for (int i = 0; i < 5; i++) {
+    size_t n = strlen(*slot[i]) + 1;
+    memcpy(q, *slot[i], n);
+    *slot[i] = q;
+    q += n;
+  }
+  return CAIRN_OK;
+}
+
+static cairn_status mlp_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op_fn fn, const char *def_name,
+                               const char *def_loss, cairn_op **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "mlp_%s_op_new: out is NULL", def_name);
+  *out = NULL;
+  if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_%s_op_new: model is NULL", def_name);
+  mlp_op *p = calloc(1, sizeof *p);
+  if (!p) return cairn__fail(CAIRN_E_NOMEM, "mlp_%s_op_new: out of memory", def_name);
+  p->m = m;
+  p->o = o ? *o : cairn_mlp_op_options_default();
+  cairn_status st = mlp_op_names(p, def_name, def_loss);
+  if (!st) st = cairn_op_new(p->o.name, fn, p, mlp_op_free, out);
+  if (st) mlp_op_free(p); /* cairn_op_new frees user only once it owns it */
+  return st;
+}
+
+cairn_status cairn_mlp_train_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
+  return mlp_op_new(m, o, train_fn, "train", "loss", out);
+}
+
+cairn_status cairn_mlp_eval_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
+  return mlp_op_new(m, o, eval_fn, "eval", "eval_loss", out);
+}

@@ -1,0 +1,83 @@
+/* The restore op: a Saver of a variable list restoring one checkpoint file,
+ * wrapped as an op so that a Scaffold can run it as its local_init_op or
+ * its init_fn (the warm start every fine-tuning program writes). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cairn/saver.h"
+#include "cairn/session.h"
+
+typedef struct restore_op {
+  cairn_saver *saver;
+  char *path;
+  char *name;
+  const cairn_restore_options *opts;
+  cairn_restore_report *report;
+  const cairn_restore_report **report_out;
+} restore_op;
+
+static void restore_op_free(void *user) {
+  restore_op *r = user;
+  if (!r) return;
+  if (r->report_out) *r->report_out = NULL;
+  cairn_restore_report_free(r->report);
+  cairn_saver_free(r->saver);
+  free(r->path);
+  free(r->name);
+  free(r);
+}
+
+static cairn_status restore_fn(cairn_session *s, void *user) {
+  restore_op *r = user;
+  cairn_status st;
+  if (!r->opts) {
+    st = cairn_saver_restore(r->saver, r->path, NULL);
+  } else {
+    cairn_restore_report_free(r->report);
+    r->report = NULL;
+    if (r->report_out) *r->report_out = NULL;
+    st = cairn_saver_restore_partial(r->saver, r->path, r->opts, &r->report, NULL);
+    if (r->report_out) *r->report_out = r->report;
+  }
+  return st ? cairn_session_fail(s, st, "%s: %s", r->name, cairn_errmsg()) : CAIRN_OK;
+}
+
+static char *dup_str(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+cairn_status cairn_op_new_restore(const char *name, const char *path, cairn_var *const *vars, size_t n,
+                                  const cairn_restore_options *opts, const cairn_restore_report **report,
+                                  cairn_op **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "op_new_restore: out is NULL");
+  *out = NULL;
+  if (report) *report = NULL;
+  if (!path) return cairn__fail(CAIRN_E_NULL, "op_new_restore: path is NULL");
+  if (!name) name = "restore";
+  restore_op *r = calloc(1, sizeof *r);
+  if (!r) return cairn__fail(CAIRN_E_NOMEM, "op_new_restore: out of memory");
+  r->opts = opts;
+  r->report_out = report;
+  cairn_status st = CAIRN_OK;
+  if (!(r->path = dup_str(path)) || !(r->name = dup_str(name)))
+    st = cairn__fail(CAIRN_E_NOMEM, "op_new_restore: out of memory");
+  if (!st) st = cairn_saver_new_list(vars, n, NULL, &r->saver);
+  if (!st) st = cairn_op_new(r->name, restore_fn, r, restore_op_free, out);
+  if (st) {
+    r->report_out = NULL; /* *report stays NULL */
+    restore_op_free(r);
+  }
+  return st;
+}
+
+cairn_status cairn_op_init_fn(cairn_scaffold *sc, cairn_session *s, void *op) {
+  (void)sc;
+  cairn_op *o = op;
+  cairn_run_args a = cairn_run_args_one(&o);
+  return cairn_session_run(s, &a);
+}
