@@ -1,5 +1,6 @@
 /* The `checkpoint` state file (TF's CheckpointState in protobuf text form),
- * written atomically, and the lookup of the latest usable checkpoint.
+ * written atomically, read defensively, its entries confined to their
+ * directory. The latest usable checkpoint is found in checkpoint_latest.c.
  *
  * TF writes the file with text_format.MessageToString (as_utf8 False):
  *   model_checkpoint_path: "<newest>"\n
@@ -15,12 +16,11 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"
+#include "checkpoint_state_impl.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,18 +31,11 @@
 #include "cairn/saver.h"
 #include "cairn/session.h" /* cairn_env_log: the warnings about entries outside the directory */
 
-#define STATE_NAME "checkpoint"
 #define STATE_MAX_BYTES (16u << 20)
 
 /* ---- small string helpers --------------------------------------------------- */
 
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-  int oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n) {
+void cairn__sb_putn(cairn__sbuf *b, const char *s, size_t n) {
   if (b->oom) return;
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
@@ -60,7 +53,7 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
   b->p[b->n] = '\0';
 }
 
-static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+void cairn__sb_puts(cairn__sbuf *b, const char *s) { cairn__sb_putn(b, s, strlen(s)); }
 
 static const char *base_of(const char *path) {
   const char *slash = strrchr(path, '/');
@@ -74,27 +67,27 @@ static cairn_status errno_status(int e) {
 /* ---- writing ---------------------------------------------------------------- */
 
 /* protobuf's CEscape(as_utf8=False). */
-static void put_escaped(sbuf *b, const char *s) {
-  sb_putn(b, "\"", 1);
+void cairn__state_put_escaped(cairn__sbuf *b, const char *s) {
+  cairn__sb_putn(b, "\"", 1);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     char tmp[5];
     switch (*p) {
-    case '\t': sb_putn(b, "\\t", 2); break;
-    case '\n': sb_putn(b, "\\n", 2); break;
-    case '\r': sb_putn(b, "\\r", 2); break;
-    case '"': sb_putn(b, "\\\"", 2); break;
-    case '\'': sb_putn(b, "\\'", 2); break;
-    case '\\': sb_putn(b, "\\\\", 2); break;
+    case '\t': cairn__sb_putn(b, "\\t", 2); break;
+    case '\n': cairn__sb_putn(b, "\\n", 2); break;
+    case '\r': cairn__sb_putn(b, "\\r", 2); break;
+    case '"': cairn__sb_putn(b, "\\\"", 2); break;
+    case '\'': cairn__sb_putn(b, "\\'", 2); break;
+    case '\\': cairn__sb_putn(b, "\\\\", 2); break;
     default:
       if (*p < 0x20 || *p >= 0x7f) {
         snprintf(tmp, sizeof tmp, "\\%03o", (unsigned)*p);
-        sb_putn(b, tmp, 4);
+        cairn__sb_putn(b, tmp, 4);
       } else {
-        sb_putn(b, (const char *)p, 1);
+        cairn__sb_putn(b, (const char *)p, 1);
       }
     }
   }
-  sb_putn(b, "\"", 1);
+  cairn__sb_putn(b, "\"", 1);
 }
 
 /* The form a path takes in the state file of directory `dir` (whose
@@ -134,19 +127,19 @@ cairn_status cairn_checkpoint_state_write(const char *dir, const char *model_pat
     return cairn__fail(CAIRN_E_NOT_FOUND, "%s: directory '%s' %s", fn, dir,
                        se ? strerror(se) : "is not a directory");
 
-  char *final = cairn__path_join(dir, STATE_NAME);
+  char *final = cairn__path_join(dir, CAIRN__STATE_NAME);
   char *tmp = final ? malloc(strlen(final) + 16) : NULL;
   char *rdir = realpath(dir, NULL);
-  sbuf b = {0};
+  cairn__sbuf b = {0};
   cairn_status st = CAIRN_OK;
   if (!final || !tmp) {
     st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
     goto done;
   }
   /* TF: "Save path '%s' conflicts with path used for checkpoint state." */
-  if (strcmp(base_of(model_path), STATE_NAME) == 0) {
+  if (strcmp(base_of(model_path), CAIRN__STATE_NAME) == 0) {
     char *mf = state_form(rdir, model_path);
-    int same = mf && strcmp(mf, STATE_NAME) == 0;
+    int same = mf && strcmp(mf, CAIRN__STATE_NAME) == 0;
     free(mf);
     if (same) {
       st = cairn__fail(CAIRN_E_INVALID, "%s: save path '%s' conflicts with the state file '%s'", fn, model_path,
@@ -156,22 +149,22 @@ cairn_status cairn_checkpoint_state_write(const char *dir, const char *model_pat
   }
 
   /* Lines, oldest first; model_path appended unless it is already last. */
-  sb_puts(&b, "model_checkpoint_path: ");
+  cairn__sb_puts(&b, "model_checkpoint_path: ");
   char *f = state_form(rdir, model_path);
   if (!f) b.oom = 1;
-  else put_escaped(&b, f);
+  else cairn__state_put_escaped(&b, f);
   free(f);
-  sb_putn(&b, "\n", 1);
+  cairn__sb_putn(&b, "\n", 1);
   int last_is_model = n > 0 && strcmp(all_paths[n - 1], model_path) == 0;
   for (size_t i = 0; i <= n; i++) {
     const char *p = i < n ? all_paths[i] : (last_is_model ? NULL : model_path);
     if (!p) break;
-    sb_puts(&b, "all_model_checkpoint_paths: ");
+    cairn__sb_puts(&b, "all_model_checkpoint_paths: ");
     f = state_form(rdir, p);
     if (!f) b.oom = 1;
-    else put_escaped(&b, f);
+    else cairn__state_put_escaped(&b, f);
     free(f);
-    sb_putn(&b, "\n", 1);
+    cairn__sb_putn(&b, "\n", 1);
   }
   if (b.oom) {
     st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
@@ -284,7 +277,7 @@ static int hexval(char c) {
 }
 
 /* One quoted literal appended to b (unescaped); 0 on error. */
-static int parse_literal(parser *ps, sbuf *b) {
+static int parse_literal(parser *ps, cairn__sbuf *b) {
   char q = *ps->p++;
   while (ps->p < ps->end && *ps->p != q) {
     char c = *ps->p++;
@@ -293,7 +286,7 @@ static int parse_literal(parser *ps, sbuf *b) {
       return 0;
     }
     if (c != '\\') {
-      sb_putn(b, &c, 1);
+      cairn__sb_putn(b, &c, 1);
       continue;
     }
     if (ps->p >= ps->end) break;
@@ -339,7 +332,7 @@ static int parse_literal(parser *ps, sbuf *b) {
       return 0;
     }
     char ch = (char)v;
-    sb_putn(b, &ch, 1);
+    cairn__sb_putn(b, &ch, 1);
   }
   if (ps->p >= ps->end) {
     ps->err = "unterminated string";
@@ -351,8 +344,8 @@ static int parse_literal(parser *ps, sbuf *b) {
 
 /* A string value: one or more adjacent literals; malloc'd, NULL on error. */
 static char *parse_string(parser *ps) {
-  sbuf b = {0};
-  sb_putn(&b, "", 0);
+  cairn__sbuf b = {0};
+  cairn__sb_putn(&b, "", 0);
   if (ps->p >= ps->end || (*ps->p != '"' && *ps->p != '\'')) {
     ps->err = "expected a quoted string";
     free(b.p);
@@ -499,7 +492,7 @@ static char *complete_path(const char *dir, char *p) {
  * names a file directly in the checkpoint directory (realpath rdir). TF
  * writes such entries as base names; its absolute form of them is accepted
  * too. 1 when `entry` does; else 0 and why in why[0..len). */
-static int names_file_in_dir(const char *dir, const char *rdir, const char *entry, char *why, size_t len) {
+int cairn__names_file_in_dir(const char *dir, const char *rdir, const char *entry, char *why, size_t len) {
   for (const char *p = entry;;) {
     const char *q = strchr(p, '/');
     size_t n = q ? (size_t)(q - p) : strlen(p);
@@ -557,7 +550,7 @@ static int names_file_in_dir(const char *dir, const char *rdir, const char *entr
 /* Logs msg as a WARNING once per process: the state file is read several
  * times per run (latest checkpoint, restore, tools), and one bad entry
  * should not fill the log. A racy miss only repeats a warning. */
-static void warn_once(const char *msg) {
+void cairn__warn_once(const char *msg) {
   static _Atomic uint64_t seen[64];
   static atomic_uint next;
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -577,22 +570,22 @@ static void warn_once(const char *msg) {
 /* Warns that entry `what` of state file `file` is ignored, and why. */
 static void warn_ignored(const char *file, const char *what, const char *entry, const char *why,
                          const char *instead) {
-  sbuf b = {0};
-  sb_puts(&b, "checkpoint state '");
-  sb_puts(&b, file);
-  sb_puts(&b, "': ignoring ");
-  sb_puts(&b, what);
-  sb_puts(&b, " ");
-  put_escaped(&b, entry);
-  sb_puts(&b, ": ");
-  sb_puts(&b, why);
-  sb_puts(&b, "; a state file may only name files in its own directory");
+  cairn__sbuf b = {0};
+  cairn__sb_puts(&b, "checkpoint state '");
+  cairn__sb_puts(&b, file);
+  cairn__sb_puts(&b, "': ignoring ");
+  cairn__sb_puts(&b, what);
+  cairn__sb_puts(&b, " ");
+  cairn__state_put_escaped(&b, entry);
+  cairn__sb_puts(&b, ": ");
+  cairn__sb_puts(&b, why);
+  cairn__sb_puts(&b, "; a state file may only name files in its own directory");
   if (instead) {
-    sb_puts(&b, " (using ");
-    put_escaped(&b, instead);
-    sb_puts(&b, ", the newest listed one, instead)");
+    cairn__sb_puts(&b, " (using ");
+    cairn__state_put_escaped(&b, instead);
+    cairn__sb_puts(&b, ", the newest listed one, instead)");
   }
-  if (!b.oom) warn_once(b.p);
+  if (!b.oom) cairn__warn_once(b.p);
   free(b.p);
 }
 
@@ -611,7 +604,7 @@ static int confine(cairn_checkpoint_state *st, const char *dir, const char *file
     return 0;
   }
   for (size_t i = 0; i < st->n; i++) {
-    if (names_file_in_dir(dir, rdir, st->paths[i], why, sizeof why)) {
+    if (cairn__names_file_in_dir(dir, rdir, st->paths[i], why, sizeof why)) {
       st->paths[k++] = st->paths[i];
       continue;
     }
@@ -619,7 +612,7 @@ static int confine(cairn_checkpoint_state *st, const char *dir, const char *file
     st->ignored[st->n_ignored++] = st->paths[i];
   }
   st->n = k;
-  if (!names_file_in_dir(dir, rdir, st->model, why, sizeof why)) {
+  if (!cairn__names_file_in_dir(dir, rdir, st->model, why, sizeof why)) {
     const char *instead = st->n ? st->paths[st->n - 1] : NULL;
     warn_ignored(file, "model_checkpoint_path", st->model, why, instead);
     st->ignored[st->n_ignored++] = st->model;
@@ -637,7 +630,7 @@ cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state
   if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   if (!dir[0]) dir = ".";
-  char *file = cairn__path_join(dir, STATE_NAME);
+  char *file = cairn__path_join(dir, CAIRN__STATE_NAME);
   if (!file) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
 
   cairn_status s = CAIRN_OK;
@@ -747,241 +740,5 @@ done:
   }
   free(text);
   free(file);
-  return s;
-}
-
-/* ---- latest checkpoint ---------------------------------------------------------- */
-
-/* Appends "; " + text to the note, kept short enough for cairn_errmsg. */
-static void note_add(sbuf *note, const char *text) {
-  if (note->n > 0) sb_puts(note, "; ");
-  sb_puts(note, text);
-}
-
-/* 1 if `path` opens as a valid checkpoint; else 0 and why in why[0..len).
- * With keep, the open checkpoint is handed to the caller in *keep (a
- * caller that wants its metadata need not open it again). */
-static int usable(const char *path, char *why, size_t len, cairn_ckpt **keep) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) {
-    snprintf(why, len, "%s", errno == ENOENT ? "file does not exist" : strerror(errno));
-    return 0;
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    snprintf(why, len, "not a regular file");
-    return 0;
-  }
-  if (cairn__checkpoint_marked(&sb, why, len)) return 0;
-  cairn_ckpt *c = NULL;
-  cairn_status s = cairn_ckpt_open(path, NULL, &c);
-  if (s != CAIRN_OK) {
-    snprintf(why, len, "%s: %.200s", cairn_status_str(s), cairn_errmsg());
-    return 0;
-  }
-  if (keep) *keep = c;
-  else cairn_ckpt_close(c);
-  return 1;
-}
-
-typedef struct cand {
-  char *name;
-  long long step;
-  double mtime;
-} cand;
-
-static int cand_cmp(const void *a, const void *b) {
-  const cand *x = a, *y = b;
-  if (x->step != y->step) return x->step > y->step ? -1 : 1;
-  if (x->mtime != y->mtime) return x->mtime > y->mtime ? -1 : 1;
-  return strcmp(y->name, x->name);
-}
-
-/* "<anything>-<digits>" gives the step, else -1. */
-static long long step_of(const char *name) {
-  const char *dash = strrchr(name, '-');
-  if (!dash || dash == name || !dash[1] || strlen(dash + 1) > 18) return -1;
-  long long v = 0;
-  for (const char *p = dash + 1; *p; p++) {
-    if (*p < '0' || *p > '9') return -1;
-    v = v * 10 + (*p - '0');
-  }
-  return v;
-}
-
-/* Highest-step usable "<name>-<step>" file of dir: malloc'd path in *found
- * (NULL if none); 0 on allocation failure. */
-static int scan_dir(const char *dir, char **found, sbuf *note, cairn_ckpt **keep) {
-  *found = NULL;
-  DIR *d = opendir(dir);
-  if (!d) {
-    char t[512];
-    snprintf(t, sizeof t, "cannot list '%s': %s", dir, strerror(errno));
-    note_add(note, t);
-    return 1;
-  }
-  cand *c = NULL;
-  size_t n = 0, cap = 0;
-  int ok = 1;
-  char *rdir = realpath(dir, NULL);
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    long long step = step_of(de->d_name);
-    if (step < 0 || strstr(de->d_name, ".tmp.")) continue;
-    char why[800];
-    if (!names_file_in_dir(dir, rdir, de->d_name, why, sizeof why)) { /* a link leading out */
-      sbuf t = {0};
-      sb_puts(&t, "latest_checkpoint '");
-      sb_puts(&t, dir);
-      sb_puts(&t, "': skipping ");
-      put_escaped(&t, de->d_name);
-      sb_puts(&t, ": ");
-      sb_puts(&t, why);
-      if (!t.oom) warn_once(t.p);
-      free(t.p);
-      continue;
-    }
-    if (n == cap) {
-      size_t ncap = cap ? 2 * cap : 16;
-      cand *nc = realloc(c, ncap * sizeof *nc);
-      if (!nc) {
-        ok = 0;
-        break;
-      }
-      c = nc;
-      cap = ncap;
-    }
-    c[n].name = cairn__path_join(dir, de->d_name);
-    if (!c[n].name) {
-      ok = 0;
-      break;
-    }
-    struct stat sb;
-    c[n].mtime = stat(c[n].name, &sb) == 0 ? (double)sb.st_mtim.tv_sec + 1e-9 * (double)sb.st_mtim.tv_nsec : 0;
-    c[n].step = step;
-    n++;
-  }
-  closedir(d);
-  free(rdir);
-  if (ok && n > 1) qsort(c, n, sizeof *c, cand_cmp);
-  int skipped = 0;
-  for (size_t i = 0; ok && i < n && !*found; i++) {
-    char why[400];
-    if (usable(c[i].name, why, sizeof why, keep)) {
-      *found = c[i].name;
-      c[i].name = NULL;
-    } else if (skipped++ < 3) {
-      char t[560];
-      snprintf(t, sizeof t, "skipped '%s': %s", c[i].name, why);
-      note_add(note, t);
-    }
-  }
-  for (size_t i = 0; i < n; i++) free(c[i].name);
-  free(c);
-  return ok;
-}
-
-cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t len, char *note_out, size_t note_len,
-                                           cairn_ckpt **keep) {
-  static const char fn[] = "latest_checkpoint";
-  cairn__clear_error();
-  if (keep) *keep = NULL;
-  if (note_out && note_len) note_out[0] = '\0';
-  if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
-  if (!path) return cairn__fail(CAIRN_E_NULL, "%s: path is NULL", fn);
-  if (len == 0) return cairn__fail(CAIRN_E_INVALID, "%s: len is 0", fn);
-  if (!note_out && note_len) return cairn__fail(CAIRN_E_NULL, "%s: note is NULL, note_len %zu", fn, note_len);
-  path[0] = '\0';
-  const char *d = dir[0] ? dir : ".";
-  struct stat sd;
-  int se = stat(d, &sd) != 0 ? errno : 0;
-  if (se || !S_ISDIR(sd.st_mode))
-    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s': %s", fn, d, se ? strerror(se) : "not a directory");
-
-  sbuf note = {0};
-  char *result = NULL;
-  int fell_back = 0;
-  cairn_checkpoint_state *st = NULL;
-  cairn_status s = cairn_checkpoint_state_read(d, &st);
-  if (s == CAIRN_OK) {
-    /* model path, then the listed ones newest first */
-    size_t n = st->n;
-    for (size_t k = 0; k <= n && !result; k++) {
-      const char *p = k == 0 ? st->model : st->paths[n - k];
-      if (k > 0 && strcmp(p, st->model) == 0) continue;
-      char why[400];
-      if (usable(p, why, sizeof why, keep)) {
-        result = cairn__strdup(p);
-        if (!result) s = CAIRN_E_NOMEM;
-        break;
-      }
-      fell_back = 1;
-      char t[560];
-      snprintf(t, sizeof t, "skipped '%s': %s", p, why);
-      note_add(&note, t);
-    }
-    if (!result && s == CAIRN_OK) note_add(&note, "no checkpoint listed in the state file is usable");
-  } else if (s == CAIRN_E_NOMEM) {
-    free(note.p);
-    return s;
-  } else {
-    char t[600];
-    if (s == CAIRN_E_NOT_FOUND) snprintf(t, sizeof t, "no state file '%s/%s'", d, STATE_NAME);
-    else snprintf(t, sizeof t, "state file unusable (%s)", cairn_errmsg());
-    note_add(&note, t);
-    fell_back = 1;
-  }
-  cairn_checkpoint_state_free(st);
-  if (s == CAIRN_E_NOMEM) {
-    if (keep) {
-      cairn_ckpt_close(*keep);
-      *keep = NULL;
-    }
-    free(note.p);
-    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  }
-
-  if (!result) {
-    if (!scan_dir(d, &result, &note, keep)) {
-      free(note.p);
-      return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-    }
-    if (!result) {
-      s = cairn__fail(CAIRN_E_NOT_FOUND, "%s '%s': no usable checkpoint: %s; no valid '<name>-<step>' file in the "
-                      "directory", fn, d, note.p ? note.p : "");
-      free(note.p);
-      return s;
-    }
-    note_add(&note, "found by scanning the directory");
-  }
-  size_t rl = strlen(result);
-  if (rl + 1 > len) {
-    s = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' needs %zu bytes, path holds %zu", fn, result, rl + 1, len);
-    if (keep) {
-      cairn_ckpt_close(*keep);
-      *keep = NULL;
-    }
-    free(result);
-    free(note.p);
-    return s;
-  }
-  memcpy(path, result, rl + 1);
-  if (fell_back && !note.oom && note_len)
-    snprintf(note_out, note_len, "%s '%s': using '%s': %s", fn, d, result, note.p);
-  free(result);
-  free(note.p);
-  cairn__clear_error(); /* the candidates' open errors are in the note */
-  return CAIRN_OK;
-}
-
-cairn_status cairn_latest_checkpoint_note(const char *dir, char *path, size_t len, char *note, size_t note_len) {
-  return cairn__latest_checkpoint_open(dir, path, len, note, note_len, NULL);
-}
-
-cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len) {
-  /* The older form: the note goes into cairn_errmsg() on success, as long
-     as that channel holds. */
-  char note[CAIRN__ERRMSG_LEN];
-  cairn_status s = cairn_latest_checkpoint_note(dir, path, len, note, sizeof note);
-  if (s == CAIRN_OK && note[0]) (void)cairn__fail(CAIRN_OK, "%s", note);
   return s;
 }

@@ -1,6 +1,6 @@
 /* The MLP's step as a session op (TF's train_op, and the eval metrics run
- * on a test set), and the run arguments of one op: the glue every training
- * program would otherwise write as its own callbacks. */
+ * on a test set): the glue every training program would otherwise write
+ * as its own callbacks. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -8,16 +8,6 @@
 
 #include "cairn/model.h"
 #include "cairn/session.h"
-
-cairn_run_args cairn_run_args_one(cairn_op *const *op) {
-  cairn_run_args a;
-  memset(&a, 0, sizeof a);
-  /* C does not convert cairn_op ** to const cairn_op *const * implicitly:
-     the parameter is cairn_op *const * so that callers pass &op uncast. */
-  a.ops = (const cairn_op *const *)op;
-  a.n_ops = op ? 1 : 0;
-  return a;
-}
 
 cairn_mlp_op_options cairn_mlp_op_options_default(void) {
   cairn_mlp_op_options o;

@@ -201,6 +201,16 @@ static int64_t global_step_snapshot(const cairn_var *gs) {
   return 0;
 }
 
+cairn_run_args cairn_run_args_one(cairn_op *const *op) {
+  cairn_run_args a;
+  memset(&a, 0, sizeof a);
+  /* C does not convert cairn_op ** to const cairn_op *const * implicitly:
+     the parameter is cairn_op *const * so that callers pass &op uncast. */
+  a.ops = (const cairn_op *const *)op;
+  a.n_ops = op ? 1 : 0;
+  return a;
+}
+
 cairn_status cairn_session_run(cairn_session *s, const cairn_run_args *args) {
   static const char fn[] = "session_run";
   cairn_status st = check_open(s, fn);
