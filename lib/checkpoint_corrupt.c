@@ -1,7 +1,7 @@
 /* The process's list of checkpoint files found corrupt (cairn/saver.h,
  * cairn_checkpoint_mark_corrupt): a restore that meets a checkpoint whose
  * tensor data fails its checksum marks it, and cairn_latest_checkpoint
- * (checkpoint_state.c) skips it for the rest of the process, so that every later
+ * (checkpoint_latest.c) skips it for the rest of the process, so that every later
  * lookup — the next session's restore, a hook's, a tool's — agrees on the
  * checkpoint that was really restored.
  *

@@ -89,7 +89,7 @@ int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len);
 
 /* cairn_latest_checkpoint_note that, with keep, hands over the chosen
  * checkpoint still open in *keep (close it), so that reading its metadata
- * does not open it a second time (checkpoint_state.c). */
+ * does not open it a second time (checkpoint_latest.c). */
 struct cairn_ckpt;
 cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t len, char *note, size_t note_len,
                                            struct cairn_ckpt **keep);
