@@ -729,15 +729,7 @@ cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state
   *out = st;
   st = NULL;
 done:
-  if (st) {
-    /* complete_path may have left NULL holes after an allocation failure */
-    free(st->model);
-    for (size_t i = 0; i < st->n; i++) free(st->paths[i]);
-    free(st->paths);
-    for (size_t i = 0; i < st->n_ignored; i++) free(st->ignored[i]);
-    free(st->ignored);
-    free(st);
-  }
+  cairn_checkpoint_state_free(st); /* NULL holes complete_path may leave are fine */
   free(text);
   free(file);
   return s;
