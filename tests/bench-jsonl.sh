@@ -13,29 +13,14 @@
 # without it those points are skipped.
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
 BENCH="$top_builddir/bench/bench_ckpt"
 PY=/usr/bin/python3
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/bench-jsonl.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir bench-jsonl
 
 echo "1..3"
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && sed -n '1,12s/^/# /p' "$f"
-  done
-  return 0
-}
+TAP_LINES=12
 # Every line of FILE a JSON object, and at least one line.
 jsonl() {
   [ -s "$1" ] && "$PY" -c '

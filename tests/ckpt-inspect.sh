@@ -15,50 +15,15 @@
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
 TOOL="$top_builddir/tools/ckpt-inspect"
 DATA="$top_srcdir/tests/data"
 PY=/usr/bin/python3
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-inspect-test.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir ckpt-inspect-test
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && sed -n '1,15s/^/# /p' "$f"
-  done
-  return 0
-}
-skip() { n=$((n + 1)); echo "ok $n - # SKIP $1"; }
-check() { # check DESCRIPTION COMMAND...: ok when the command succeeds
-  d=$1
-  shift
-  if "$@"; then ok "$d"; else not_ok "$d"; fi
-}
-# run CMD...: stdout in $T/out, stderr in $T/err, status in $rc
-run() {
-  "$@" >"$T/out" 2>"$T/err"
-  rc=$?
-}
-# expect STATUS DESCRIPTION CMD...: runs CMD and checks its exit status
-expect() {
-  want=$1
-  d=$2
-  shift 2
-  run "$@"
-  if [ "$rc" -eq "$want" ]; then ok "$d"; else not_ok "$d (exit $rc, expected $want)"; fi
-}
-out_has() { grep -q -e "$1" "$T/out"; }
-err_has() { grep -q -e "$1" "$T/err"; }
+TAP_LINES=15
+
 # no_ctrl FILE: no control byte other than newline and tab
 no_ctrl() {
   ! od -An -v -tx1 "$1" | tr ' ' '\n' | grep -q -E '^(0[0-8]|0[b-f]|1[0-9a-f]|7f)$'

@@ -15,65 +15,21 @@
 # Needs $top_builddir; writes only into a temporary directory.
 
 : "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/fmnist-data.sh"
 PROG="$top_builddir/tools/cairn-fmnist"
 TOOL="$top_builddir/tools/ckpt-inspect"
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/ckptdir-test.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
+tap_tmpdir ckptdir-test
 T=$(cd "$T" && pwd -P)
-bg=
-cleanup() {
-  [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
 
 echo "1..12"
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && sed -n '1,20s/^/# /p' "$f"
-  done
-  return 0
-}
-check() {
-  d=$1
-  shift
-  if "$@"; then ok "$d"; else not_ok "$d"; fi
-}
-run() {
-  "$@" >"$T/out" 2>"$T/err"
-  rc=$?
-}
-out_has() { grep -q -e "$1" "$T/out"; }
 err_has() { grep -q -F -e "$1" "$T/err"; }
 
 # ---- the synthetic data set (as tests/fmnist.sh) ----------------------------------
-idx() {
-  awk -v n="$2" -v r="$3" -v c="$4" 'function b(x) { printf "\\%03o", x % 256 }
-    BEGIN {
-      if (c == "-") { b(0); b(0); b(8); b(1) } else { b(0); b(0); b(8); b(3) }
-      b(int(n / 16777216)); b(int(n / 65536)); b(int(n / 256)); b(n)
-      if (c != "-") { b(0); b(0); b(0); b(r); b(0); b(0); b(0); b(c) }
-      for (i = 0; i < n; i++) {
-        k = i % 10
-        if (c == "-") { b(k); continue }
-        for (j = 0; j < r * c; j++) b((j == k || j == k + 6) ? 200 + (i * 7) % 50 : (i * 13 + j * 29) % 60)
-      }
-    }' >"$T/fmt" && printf "$(cat "$T/fmt")" | gzip -c >"$1"
-}
 S="$T/data"
-mkdir -p "$S" &&
-  idx "$S/train-images-idx3-ubyte.gz" 320 4 4 && idx "$S/train-labels-idx1-ubyte.gz" 320 - - &&
-  idx "$S/t10k-images-idx3-ubyte.gz" 64 4 4 && idx "$S/t10k-labels-idx1-ubyte.gz" 64 - -
+fmnist_data "$S"
 SMALL="--data-dir $S --hidden 16,8 --batch-size 8 --seed 7 --log-every 0 --threads 1"
 
 # ---- 1. a crafted state file -------------------------------------------------------------

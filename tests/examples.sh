@@ -9,54 +9,14 @@
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/fmnist-data.sh"
 PROG="$top_builddir/examples/train_resume"
 TOOL="$top_builddir/tools/ckpt-inspect"
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/examples-test.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-bg=
-cleanup() {
-  [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir examples-test
 
 echo "1..22"
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && sed -n '1,20s/^/# /p' "$f"
-  done
-  return 0
-}
-check() { # check DESCRIPTION COMMAND...: ok when the command succeeds
-  d=$1
-  shift
-  if "$@"; then ok "$d"; else not_ok "$d"; fi
-}
-# run CMD...: stdout in $T/out, stderr in $T/err, status in $rc
-run() {
-  "$@" >"$T/out" 2>"$T/err"
-  rc=$?
-}
-out_has() { grep -q -e "$1" "$T/out"; }
-# the step of DIR's newest checkpoint according to its state file ("" if none)
-state_step() {
-  sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9][0-9]*\)"$/\1/p' "$1/checkpoint" 2>/dev/null
-}
-# a fingerprint of DIR: names, inodes, sizes, times (to the nanosecond),
-# contents; DIR itself but not its parent, where the test writes its own files
-fingerprint() {
-  (cd "$1" && ls -lid --full-time . && ls -liA --full-time && cksum ./*)
-}
 nap() { sleep 0.1 2>/dev/null || sleep 1; }
 
 D="$T/run"

@@ -16,47 +16,15 @@
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
 TOOL="$top_builddir/tools/ckpt-inspect"
 DATA="$top_srcdir/tests/data"
 PY=/usr/bin/python3
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/inspect-corrupt.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir inspect-corrupt
 
 echo "1..22"
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && sed -n '1,15s/^/# /p' "$f"
-  done
-  return 0
-}
-skip() { n=$((n + 1)); echo "ok $n - # SKIP $1"; }
-check() {
-  d=$1
-  shift
-  if "$@"; then ok "$d"; else not_ok "$d"; fi
-}
-run() {
-  "$@" >"$T/out" 2>"$T/err"
-  rc=$?
-}
-expect() {
-  want=$1
-  d=$2
-  shift 2
-  run "$@"
-  if [ "$rc" -eq "$want" ]; then ok "$d"; else not_ok "$d (exit $rc, expected $want)"; fi
-}
+TAP_LINES=15
 out_has() { grep -q -F -e "$1" "$T/out"; }
 err_has() { grep -q -F -e "$1" "$T/err"; }
 # offset_of FILE HEX...: offset of the first occurrence of the bytes, or nothing

@@ -17,27 +17,12 @@
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
 PROGRAMS="ckpt-inspect cairn-fmnist cairn-info"
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/manpages-test.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir manpages-test
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-not_ok() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  shift
-  for f in "$@"; do
-    [ -s "$f" ] && sed -n '1,15s/^/# /p' "$f"
-  done
-  return 0
-}
+TAP_LINES=15
 
 # The options a --help text names: every --long-option, and -h when it is
 # offered as an option ("-h", "-h/--help", "-h | --help").

@@ -20,18 +20,15 @@
 # writes only into a temporary directory (about 1 MB).
 
 : "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
 FMNIST="$top_builddir/tools/cairn-fmnist"
 TOOL="$top_builddir/tools/ckpt-inspect"
 PY=/usr/bin/python3
 LIMIT_KB=1048576
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/memory-bombs.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir memory-bombs
 
 # limited CMD...: runs CMD under the address-space limit, with a time limit
 # (a program that cannot even start under the limit must not hang the suite)
@@ -46,21 +43,7 @@ if ! limited "$FMNIST" --help >/dev/null 2>&1 || ! limited "$TOOL" --version >/d
 fi
 
 echo "1..8"
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && sed -n '1,15s/^/# /p' "$f"
-  done
-  return 0
-}
-skip() { n=$((n + 1)); echo "ok $n - # SKIP $1"; }
-run() {
-  "$@" >"$T/out" 2>"$T/err"
-  rc=$?
-}
+TAP_LINES=15
 err_has() { grep -q -F -e "$1" "$T/err"; }
 
 # be32 N: N as 4 big-endian bytes (octal escapes for printf)

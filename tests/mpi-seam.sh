@@ -15,12 +15,10 @@
 # Needs $top_builddir and $top_srcdir.
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
 export LC_ALL=C
 
 echo "1..5"
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() {
   n=$((n + 1))
   failed=$((failed + 1))

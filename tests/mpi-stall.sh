@@ -14,6 +14,9 @@
 #     collective at once).
 # `timeout` is only the safety net: a hang shows as exit 124.
 : "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/fmnist-data.sh"
 FMNIST="$top_builddir/tools/cairn-fmnist"
 case $FMNIST in /*) ;; *) FMNIST="$(pwd)/$FMNIST" ;; esac
 TRAIN="$top_builddir/tests/mpi/mpi_train"
@@ -23,10 +26,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
   echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
   exit 0
 fi
-T=$(mktemp -d "${TMPDIR:-/tmp}/mpi-stall-test.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
+tap_tmpdir mpi-stall-test
 # kill_rank FILE: SIGKILL the rank whose pid FILE holds, if that pid is
 # still a cairn-fmnist (not a recycled pid): a rank left stopped by a
 # failed case must not outlive the test.
@@ -52,44 +52,11 @@ CAIRN_MPI_TIMEOUT=2
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS OPENBLAS_NUM_THREADS CAIRN_MPI_TIMEOUT
 
 echo "1..7"
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && grep -v 'INFO' "$f" | sed -n '1,20s/^/# /p'
-  done
-  return 0
-}
-check() {
-  d=$1
-  shift
-  if "$@"; then ok "$d"; else not_ok "$d"; fi
-}
-now() { date +%s.%N; }
-nap() { sleep "$1" 2>/dev/null || sleep 1; }
-lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
-err_has() { grep -q -e "$1" "$T/err"; }
+TAP_OMIT='INFO'
 
 # The synthetic data set of tests/fmnist.sh.
-idx() {
-  awk -v n="$2" -v r="$3" -v c="$4" 'function b(x) { printf "\\%03o", x % 256 }
-    BEGIN {
-      if (c == "-") { b(0); b(0); b(8); b(1) } else { b(0); b(0); b(8); b(3) }
-      b(int(n / 16777216)); b(int(n / 65536)); b(int(n / 256)); b(n)
-      if (c != "-") { b(0); b(0); b(0); b(r); b(0); b(0); b(0); b(c) }
-      for (i = 0; i < n; i++) {
-        k = i % 10
-        if (c == "-") { b(k); continue }
-        for (j = 0; j < r * c; j++) b((j == k || j == k + 6) ? 200 + (i * 7) % 50 : (i * 13 + j * 29) % 60)
-      }
-    }' >"$T/fmt" && printf "$(cat "$T/fmt")" | gzip -c >"$1"
-}
 S="$T/data"
-mkdir -p "$S" &&
-  idx "$S/train-images-idx3-ubyte.gz" 320 4 4 && idx "$S/train-labels-idx1-ubyte.gz" 320 - - &&
-  idx "$S/t10k-images-idx3-ubyte.gz" 64 4 4 && idx "$S/t10k-labels-idx1-ubyte.gz" 64 - -
+fmnist_data "$S"
 
 # Every rank runs this wrapper: its pid (exec keeps it) in $T/pid-RANK, its
 # own directory DIR-RANK (rank 0's is the only one written).

@@ -28,6 +28,9 @@
 #     nothing; a 2-rank job stopped at step 30 (mid-epoch) and started again
 #     resumes from rank 0's checkpoint and data position and ends equal too.
 : "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/fmnist-data.sh"
 PROG="$top_builddir/tests/mpi/mpi_train"
 case $PROG in /*) ;; *) PROG="$(pwd)/$PROG" ;; esac
 FMNIST="$top_builddir/tools/cairn-fmnist"
@@ -39,12 +42,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
   echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
   exit 0
 fi
-T=$(mktemp -d "${TMPDIR:-/tmp}/mpi-test.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir mpi-test
 mkdir "$T/cwd"
 
 # Open MPI refuses root without these; CI runs as root on 2 cores. One
@@ -57,22 +55,8 @@ export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS OPE
 unset CAIRN_MPI_TIMEOUT
 
 echo "1..25"
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && grep -v 'INFO' "$f" | sed -n '1,25s/^/# /p'
-  done
-  return 0
-}
-check() {
-  d=$1
-  shift
-  if "$@"; then ok "$d"; else not_ok "$d"; fi
-}
-now() { date +%s.%N; }
+TAP_LINES=25
+TAP_OMIT='INFO'
 # mpi NP ARGS...: runs in $T/cwd; stdout $T/out, stderr $T/err, $rc, $secs
 mpi() {
   np=$1
@@ -82,13 +66,7 @@ mpi() {
   rc=$?
   secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
 }
-out_has() { grep -q -e "$1" "$T/out"; }
-err_has() { grep -q -e "$1" "$T/err"; }
-state_step() {
-  sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9][0-9]*\)"$/\1/p' "$1/checkpoint" 2>/dev/null
-}
 final_hash() { sed -n 's/^rank 0: done at step [0-9]* hash \([0-9a-f]*\).*/\1/p' "$T/out"; }
-lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 
 # 1-3: broadcast and equivalence with one rank
 mpi 2 equiv 20 64
@@ -166,23 +144,8 @@ check "... and the job ends within 30 s (took $secs s)" sh -c "test $rc -ne 0 -a
 
 # 20-23: cairn-fmnist train --distributed, on tests/fmnist.sh's synthetic
 # data set: gzip IDX, 4x4 images, 320 training and 64 test examples.
-idx() {
-  awk -v n="$2" -v r="$3" -v c="$4" 'function b(x) { printf "\\%03o", x % 256 }
-    BEGIN {
-      if (c == "-") { b(0); b(0); b(8); b(1) } else { b(0); b(0); b(8); b(3) }
-      b(int(n / 16777216)); b(int(n / 65536)); b(int(n / 256)); b(n)
-      if (c != "-") { b(0); b(0); b(0); b(r); b(0); b(0); b(0); b(c) }
-      for (i = 0; i < n; i++) {
-        k = i % 10
-        if (c == "-") { b(k); continue }
-        for (j = 0; j < r * c; j++) b((j == k || j == k + 6) ? 200 + (i * 7) % 50 : (i * 13 + j * 29) % 60)
-      }
-    }' >"$T/fmt" && printf "$(cat "$T/fmt")" | gzip -c >"$1"
-}
 S="$T/data"
-mkdir -p "$S" &&
-  idx "$S/train-images-idx3-ubyte.gz" 320 4 4 && idx "$S/train-labels-idx1-ubyte.gz" 320 - - &&
-  idx "$S/t10k-images-idx3-ubyte.gz" 64 4 4 && idx "$S/t10k-labels-idx1-ubyte.gz" 64 - -
+fmnist_data "$S"
 SMALL="--data-dir $S --hidden 16,8 --batch-size 8 --seed 7 --log-every 20 --threads 1 --save-checkpoint-steps 20"
 # Every rank runs this wrapper, which gives it its own directory DIR-RANK.
 cat >"$T/fmnist-rank" <<EOF

@@ -11,15 +11,12 @@
 # about 10 s. Needs $top_builddir; writes only into a temporary directory.
 
 : "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
 TOOL="$top_builddir/tools/ckpt-inspect"
 PY=/usr/bin/python3
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/npz-large.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir npz-large
 
 if ! [ -x "$PY" ] || ! "$PY" -c 'import zlib, struct' 2>/dev/null; then
   echo "1..0 # SKIP needs /usr/bin/python3 with zlib to write the archive"
@@ -37,16 +34,7 @@ if [ -n "$mem_kb" ] && [ "$mem_kb" -lt 2097152 ]; then
 fi
 
 echo "1..3"
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  for f in "$T/out" "$T/err"; do
-    [ -s "$f" ] && sed -n '1,15s/^/# /p' "$f"
-  done
-  return 0
-}
+TAP_LINES=15
 
 # One member big.npy, deflated: the header, then segments of 64 MiB of
 # zeros each compressed on its own and ended by a full flush (so one

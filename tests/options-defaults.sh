@@ -14,13 +14,9 @@
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
+. "$top_srcdir/tests/tap.sh"
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/options-defaults-test.XXXXXX") || {
-  echo "1..0 # SKIP cannot create a temporary directory"
-  exit 0
-}
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+tap_tmpdir options-defaults-test
 
 if ! command -v nm >/dev/null 2>&1; then
   echo "1..0 # SKIP nm (binutils) is not installed"
@@ -40,18 +36,7 @@ awk '$2 ~ /^[TW]$/ {print $3}' "$T/syms" | sort -u >"$T/exported"
 
 sed -n 's/^typedef struct \(cairn_[a-z0-9_]*_options\) {.*/\1/p' "$top_srcdir"/include/cairn/*.h | sort -u >"$T/structs"
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-not_ok() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  shift
-  for f in "$@"; do
-    [ -s "$f" ] && sed -n '1,15s/^/# /p' "$f"
-  done
-  return 0
-}
+TAP_LINES=15
 
 count=$(wc -l <"$T/structs")
 if [ "$count" -ge 10 ]; then
