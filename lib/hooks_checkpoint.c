@@ -35,7 +35,8 @@ static const char ckpt_name[] = "CheckpointSaverHook";
 /* One writer per directory: this hook writes into h->dir, so it holds the
  * directory's lock while its session lives, and clears the temporary files
  * a killed save left there. A directory that does not exist yet is locked
- * as soon as it does (around the first save, which may create it). */
+ * as soon as it does: the first save creates it, then locks it, then
+ * writes. */
 static cairn_status ckpt_lock(ckpt_hook *h) {
   if (h->lock) return CAIRN_OK;
   struct stat sb;
@@ -115,7 +116,6 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   }
   st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path);
   if (st != CAIRN_OK) return st;
-  if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   if (cairn_saver_last_save_unchanged(saver))
     cairn_env_log(h->env, CAIRN_LOG_INFO, "%s already holds exactly these values: not rewritten.", h->path);
   /* TF logs the prefix as checkpoint_path; the file actually written is

@@ -265,8 +265,6 @@ static int data_load(data *d, const char *dir) {
 
 /* ---- the model ---------------------------------------------------------------------------- */
 
-/* features → hidden... → 10, ReLU, Adam: tf.layers.dense names (dense/kernel,
- * dense_1/..., the output layer last), Adam slots, beta powers, global_step. */
 /* The train op's batch source: the next global batch of the dataset, and
  * this rank's rows of it (all of them on one process). */
 typedef struct batches {
@@ -297,6 +295,8 @@ static cairn_status mean_loss(void *user, double *loss) {
   return fmnist_dist_mean_loss(loss);
 }
 
+/* features → hidden... → 10, ReLU, Adam: tf.layers.dense names (dense/kernel,
+ * dense_1/..., the output layer last), Adam slots, beta powers, global_step. */
 static int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed) {
   memset(m, 0, sizeof *m);
   int64_t sizes[CAIRN_MLP_MAX_LAYERS + 1];

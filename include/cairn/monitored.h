@@ -519,7 +519,7 @@ CAIRN_API cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_option
  * saved.
  * The hook is the directory's one writer: begin() takes the lock of
  * checkpoint_dir (cairn_checkpoint_lock_new; if the directory does not
- * exist yet, as soon as it does, around the first save) and fails with
+ * exist yet, as soon as the first save has created it, before it writes) and fails with
  * CAIRN_E_BUSY when another trainer holds it:
  *   checkpoint_lock_new: checkpoint directory 'd' is in use by another
  *   trainer: pid 4242 on host 'node7' holds the lock 'd/.cairn.lock' (one
