@@ -6,15 +6,14 @@
  * or payload pieces of a raw-layout record); a batch of up to one piece per
  * thread is compressed and checksummed (in parallel with OpenMP once chunks
  * turn out to compress: see writer_add), then the batch is written in order
- * with one writev, and writeback of every 2 MiB is started at once
- * (sync_file_range) so that commit's fsync finds little left to do. Large raw pieces are written straight
+ * with one writev through the output queue (ckpt_write_queue.c). Large raw pieces are written straight
  * from the tensor's memory (no copy); small pieces and all headers are
  * copied into a staging buffer first and checksummed there, so that many
  * small tensors make few system calls. Either way a CRC is computed over
  * exactly the bytes handed to the kernel, from memory that does not change
  * during the call. */
-#define _GNU_SOURCE 1 /* sync_file_range */
-#include "ckpt_impl.h"
+#define _GNU_SOURCE 1 /* getrandom */
+#include "ckpt_write_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +24,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__linux__)
@@ -37,196 +35,6 @@
 #endif
 
 #include "cairn/runtime.h"
-
-#define STAGE_CAP ((size_t)256 << 10) /* staging buffer */
-#define SMALL_PIECE ((size_t)64 << 10) /* pieces up to this size are copied into staging */
-#define MAX_IOV 256
-#define SYNC_EVERY ((uint64_t)2 << 20)  /* start writeback every 2 MiB (measured: 1-4 MiB best) */
-#define MIN_COMPRESS 128               /* chunks smaller than this are stored raw */
-#define MAX_SLOTS 64
-
-typedef struct wmeta {
-  char *key;
-  uint8_t type;
-  uint64_t num;
-  unsigned char *data;
-  size_t len;
-} wmeta;
-
-/* One piece of a batch: input, and what encode_piece decided. */
-typedef struct piece {
-  const unsigned char *src;
-  uint32_t raw;
-  uint8_t codec;
-  uint32_t stored;
-  const unsigned char *out; /* stored bytes: src or a slot buffer */
-  uint32_t data_crc, raw_crc;
-  int crc_done; /* 0: small raw piece, CRC computed on the staged copy */
-} piece;
-
-struct cairn_ckpt_writer {
-  char *path, *tmp;
-  int fd;
-  cairn_status failed;
-  char fail_msg[CAIRN__ERRMSG_LEN]; /* the whole detail of the first failure */
-  uint32_t chunk_bytes, alignment;
-  uint64_t raw_min;
-  cairn_ckpt_compress compress;
-  int no_fsync;
-  unsigned char file_id[16];
-  uint64_t off;     /* bytes appended (written or queued) */
-  uint64_t flushed; /* bytes written to fd */
-  uint64_t synced;  /* writeback started up to here */
-  /* output queue */
-  unsigned char *stage;
-  size_t stage_len;
-  struct iovec iov[MAX_IOV];
-  int niov, n_ext;
-  /* records */
-  ck_entry *ents;
-  size_t n, cap;
-  uint32_t *hash; /* open addressing over ents: index + 1, 0 empty */
-  size_t hcap;
-  wmeta *meta;
-  size_t nmeta, meta_cap;
-  /* per-slot buffers (one slot per thread) */
-  int nslots;
-  unsigned char **cbuf, **sbuf;
-  piece *pieces;
-  /* record being written through cairn__ck_rec_* */
-  ck_entry *cur;
-  uint32_t cur_chunk;
-  uint64_t cur_done;
-  uint32_t cur_crc;
-};
-
-/* ---- errors ------------------------------------------------------------------ */
-
-static cairn_status io_status(int err) {
-  return (err == ENOSPC || err == EDQUOT) ? CAIRN_E_NOSPC : CAIRN_E_IO;
-}
-
-/* Marks the writer failed with the calling thread's current message. */
-static cairn_status set_failed(cairn_ckpt_writer *w, cairn_status s) {
-  if (!w->failed) {
-    w->failed = s;
-    snprintf(w->fail_msg, sizeof w->fail_msg, "%s", cairn_errmsg());
-  }
-  return s;
-}
-
-static cairn_status check_usable(cairn_ckpt_writer *w, const char *fn) {
-  if (!w) return cairn__fail(CAIRN_E_NULL, "%s: writer is NULL", fn);
-  if (w->failed)
-    return cairn__fail(CAIRN_E_STATE, "%s: '%s': the writer failed earlier (%s); only abort is valid", fn, w->path,
-                       w->fail_msg);
-  return CAIRN_OK;
-}
-
-/* ---- output queue ------------------------------------------------------------ */
-
-static cairn_status write_iov(cairn_ckpt_writer *w) {
-  struct iovec *v = w->iov;
-  int n = w->niov;
-  while (n > 0) {
-    ssize_t k = writev(w->fd, v, n > IOV_MAX ? IOV_MAX : n);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      return set_failed(w, cairn__fail(io_status(e), "ckpt_writer: writing '%s' (for '%s') at offset %llu: %s",
-                                       w->tmp, w->path, (unsigned long long)w->flushed, strerror(e)));
-    }
-    if (k == 0)
-      return set_failed(w, cairn__fail(CAIRN_E_IO, "ckpt_writer: writing '%s' at offset %llu: write returned 0",
-                                       w->tmp, (unsigned long long)w->flushed));
-    w->flushed += (uint64_t)k;
-    size_t left = (size_t)k;
-    while (n > 0 && left >= v->iov_len) {
-      left -= v->iov_len;
-      v++;
-      n--;
-    }
-    if (n > 0 && left) {
-      v->iov_base = (char *)v->iov_base + left;
-      v->iov_len -= left;
-    }
-  }
-  return CAIRN_OK;
-}
-
-static cairn_status flush(cairn_ckpt_writer *w) {
-  if (w->failed) return w->failed;
-  cairn_status s = w->niov ? write_iov(w) : CAIRN_OK;
-  w->niov = 0;
-  w->n_ext = 0;
-  w->stage_len = 0;
-  if (s) return s;
-#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
-  /* Start writeback early so that commit's fsync has little left to do;
-   * errors surface in fsync. */
-  if (!w->no_fsync && w->flushed - w->synced >= SYNC_EVERY) {
-    (void)sync_file_range(w->fd, (off_t)w->synced, (off_t)(w->flushed - w->synced), SYNC_FILE_RANGE_WRITE);
-    w->synced = w->flushed;
-  }
-#endif
-  return CAIRN_OK;
-}
-
-static void queue(cairn_ckpt_writer *w, const void *p, size_t len, int ext) {
-  if (w->niov && (const char *)w->iov[w->niov - 1].iov_base + w->iov[w->niov - 1].iov_len == (const char *)p &&
-      !ext) {
-    w->iov[w->niov - 1].iov_len += len;
-  } else {
-    w->iov[w->niov].iov_base = (void *)p;
-    w->iov[w->niov].iov_len = len;
-    w->niov++;
-  }
-  w->n_ext += ext;
-  w->off += len;
-}
-
-/* Room for len (≤ STAGE_CAP) bytes in the staging buffer, queued at once;
- * the caller fills them before the next call that may flush. */
-static cairn_status reserve(cairn_ckpt_writer *w, size_t len, unsigned char **out) {
-  if (w->stage_len + len > STAGE_CAP || w->niov + 2 > MAX_IOV) {
-    cairn_status s = flush(w);
-    if (s) return s;
-  }
-  *out = w->stage + w->stage_len;
-  w->stage_len += len;
-  queue(w, *out, len, 0);
-  return CAIRN_OK;
-}
-
-static cairn_status put_copy(cairn_ckpt_writer *w, const void *p, size_t len) {
-  unsigned char *d;
-  cairn_status s = reserve(w, len, &d);
-  if (!s && len) memcpy(d, p, len);
-  return s;
-}
-
-/* Queues caller memory that stays valid until the next flush. */
-static cairn_status put_ext(cairn_ckpt_writer *w, const void *p, size_t len) {
-  if (len == 0) return CAIRN_OK;
-  if (w->niov + 2 > MAX_IOV) {
-    cairn_status s = flush(w);
-    if (s) return s;
-  }
-  queue(w, p, len, 1);
-  return CAIRN_OK;
-}
-
-static cairn_status put_zeros(cairn_ckpt_writer *w, size_t len) {
-  while (len) {
-    size_t k = len < STAGE_CAP ? len : STAGE_CAP;
-    unsigned char *d;
-    cairn_status s = reserve(w, k, &d);
-    if (s) return s;
-    memset(d, 0, k);
-    len -= k;
-  }
-  return CAIRN_OK;
-}
 
 /* ---- randomness for the file id and the temporary name ------------------------- */
 
@@ -345,7 +153,7 @@ static cairn_status writer_new(const char *path, uint32_t chunk_bytes, uint32_t 
     err = w->fd < 0 ? errno : 0;
   }
   if (w->fd < 0) {
-    cairn_status s = cairn__fail(io_status(err), "ckpt_writer: cannot create '%s' (for '%s'): %s", w->tmp, path,
+    cairn_status s = cairn__fail(cairn__ckw_io_status(err), "ckpt_writer: cannot create '%s' (for '%s'): %s", w->tmp, path,
                                  strerror(err));
     free(w->tmp); /* never created: nothing to unlink */
     w->tmp = NULL;
@@ -374,7 +182,7 @@ static cairn_status writer_new(const char *path, uint32_t chunk_bytes, uint32_t 
   ck_put32(sb + 28, chunk_bytes);
   memcpy(sb + 32, w->file_id, 16);
   ck_put32(sb + 60, ck_crc_masked(sb, 60));
-  cairn_status s = put_copy(w, sb, sizeof sb);
+  cairn_status s = cairn__ckw_put_copy(w, sb, sizeof sb);
   if (s) {
     cairn_ckpt_writer_abort(w);
     return s;
@@ -492,7 +300,7 @@ static cairn_status begin_record(cairn_ckpt_writer *w, const char *fn, const cha
   /* Header. */
   size_t hsize = CK_REC_FIXED + 8u * (size_t)rank + nlen;
   unsigned char *h;
-  if ((s = reserve(w, hsize, &h))) {
+  if ((s = cairn__ckw_reserve(w, hsize, &h))) {
     free(e->name);
     free(e->chunks);
     return s;
@@ -514,7 +322,7 @@ static cairn_status begin_record(cairn_ckpt_writer *w, const char *fn, const cha
   w->n++;
   if (layout == CK_LAYOUT_RAW) {
     uint64_t a = w->alignment, pad = (a - w->off % a) % a;
-    if ((s = put_zeros(w, (size_t)pad))) return set_failed(w, s);
+    if ((s = cairn__ckw_put_zeros(w, (size_t)pad))) return cairn__ckw_set_failed(w, s);
   }
   e->data_offset = w->off;
   *out = e;
@@ -523,8 +331,8 @@ static cairn_status begin_record(cairn_ckpt_writer *w, const char *fn, const cha
 
 static cairn_status end_record(cairn_ckpt_writer *w, ck_entry *e) {
   unsigned char *t;
-  cairn_status s = reserve(w, CK_TRAILER, &t);
-  if (s) return set_failed(w, s);
+  cairn_status s = cairn__ckw_reserve(w, CK_TRAILER, &t);
+  if (s) return cairn__ckw_set_failed(w, s);
   memcpy(t, CK_TAG_TRAILER, 4);
   ck_put32(t + 4, e->seq);
   ck_put64(t + 8, e->raw_bytes);
@@ -590,16 +398,16 @@ static cairn_status emit_piece(cairn_ckpt_writer *w, ck_entry *e, uint32_t chunk
   size_t hdr = chunked ? CK_CHUNK_HDR : 0;
   unsigned char *h;
   if (p->stored <= SMALL_PIECE) {
-    if ((s = reserve(w, hdr + p->stored, &h))) return s;
+    if ((s = cairn__ckw_reserve(w, hdr + p->stored, &h))) return s;
     memcpy(h + hdr, p->out, p->stored);
     if (!p->crc_done) p->data_crc = p->raw_crc = cairn_crc32c(0, h + hdr, p->stored);
     if (chunked) fill_chunk_hdr(h, e, chunk_no, p);
   } else {
     if (chunked) {
-      if ((s = reserve(w, hdr, &h))) return s;
+      if ((s = cairn__ckw_reserve(w, hdr, &h))) return s;
       fill_chunk_hdr(h, e, chunk_no, p);
     }
-    if ((s = put_ext(w, p->out, p->stored))) return s;
+    if ((s = cairn__ckw_put_ext(w, p->out, p->stored))) return s;
   }
   if (chunked) {
     ck_chunk_ent *c = &e->chunks[chunk_no];
@@ -631,7 +439,7 @@ static int compresses(cairn_ckpt_writer *w, const unsigned char *src, uint32_t r
 }
 
 cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const cairn_tensor *t) {
-  cairn_status s = check_usable(w, "ckpt_writer_add");
+  cairn_status s = cairn__ckw_check_usable(w, "ckpt_writer_add");
   if (s) return s;
   if (w->cur) return cairn__fail(CAIRN_E_STATE, "ckpt_writer_add: a record is in progress");
   if (!t) return cairn__fail(CAIRN_E_NULL, "ckpt_writer_add: tensor is NULL");
@@ -684,12 +492,12 @@ cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const
     for (int i = 0; i < nb; i++) any_compressed |= w->pieces[i].codec != CK_CODEC_RAW;
     want_par = comp && (w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE || any_compressed);
     for (int i = 0; i < nb; i++)
-      if ((s = emit_piece(w, e, (uint32_t)(k0 + (uint64_t)i), &w->pieces[i]))) return set_failed(w, s);
+      if ((s = emit_piece(w, e, (uint32_t)(k0 + (uint64_t)i), &w->pieces[i]))) return cairn__ckw_set_failed(w, s);
     /* Slot buffers and the tensor are reused or may change after this. */
-    if (w->n_ext && (s = flush(w))) return s;
+    if (w->n_ext && (s = cairn__ckw_flush(w))) return s;
   }
   if ((s = end_record(w, e))) return s;
-  if (w->n_ext && (s = flush(w))) return s;
+  if (w->n_ext && (s = cairn__ckw_flush(w))) return s;
   return CAIRN_OK;
 }
 
@@ -697,7 +505,7 @@ cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const
 
 cairn_status cairn__ck_rec_begin(cairn_ckpt_writer *w, const char *name, cairn_dtype dt, int rank,
                                  const int64_t *shape, int layout) {
-  cairn_status s = check_usable(w, "ckpt_writer");
+  cairn_status s = cairn__ckw_check_usable(w, "ckpt_writer");
   if (s) return s;
   if (w->cur) return cairn__fail(CAIRN_E_STATE, "ckpt_writer: a record is in progress");
   if ((s = begin_record(w, "ckpt_writer", name, dt, rank, shape, layout, &w->cur))) return s;
@@ -719,8 +527,8 @@ static cairn_status rec_piece(cairn_ckpt_writer *w, unsigned codec, uint32_t raw
   p.data_crc = got;
   if (codec == CK_CODEC_RAW) p.raw_crc = got;
   cairn_status s = emit_piece(w, e, w->cur_chunk, &p);
-  if (!s && w->n_ext) s = flush(w);
-  if (s) return set_failed(w, s);
+  if (!s && w->n_ext) s = cairn__ckw_flush(w);
+  if (s) return cairn__ckw_set_failed(w, s);
   w->cur_chunk++;
   w->cur_done += raw;
   return CAIRN_OK;
@@ -728,7 +536,7 @@ static cairn_status rec_piece(cairn_ckpt_writer *w, unsigned codec, uint32_t raw
 
 cairn_status cairn__ck_rec_chunk(cairn_ckpt_writer *w, unsigned codec, uint32_t raw, const void *stored,
                                  uint32_t stored_size, uint32_t data_crc) {
-  cairn_status s = check_usable(w, "ckpt_writer");
+  cairn_status s = cairn__ckw_check_usable(w, "ckpt_writer");
   if (s) return s;
   ck_entry *e = w->cur;
   if (!e || e->layout != CK_LAYOUT_CHUNKED || w->cur_chunk >= e->n_chunks ||
@@ -742,7 +550,7 @@ cairn_status cairn__ck_rec_chunk(cairn_ckpt_writer *w, unsigned codec, uint32_t 
 }
 
 cairn_status cairn__ck_rec_payload(cairn_ckpt_writer *w, const void *data, size_t len) {
-  cairn_status s = check_usable(w, "ckpt_writer");
+  cairn_status s = cairn__ckw_check_usable(w, "ckpt_writer");
   if (s) return s;
   ck_entry *e = w->cur;
   if (!e || e->layout != CK_LAYOUT_RAW || len > UINT32_MAX || len > e->raw_bytes - w->cur_done)
@@ -752,7 +560,7 @@ cairn_status cairn__ck_rec_payload(cairn_ckpt_writer *w, const void *data, size_
 }
 
 cairn_status cairn__ck_rec_end(cairn_ckpt_writer *w, uint32_t raw_crc) {
-  cairn_status s = check_usable(w, "ckpt_writer");
+  cairn_status s = cairn__ckw_check_usable(w, "ckpt_writer");
   if (s) return s;
   ck_entry *e = w->cur;
   if (!e || (e->layout == CK_LAYOUT_CHUNKED ? w->cur_chunk != e->n_chunks : w->cur_done != e->raw_bytes))
@@ -762,182 +570,15 @@ cairn_status cairn__ck_rec_end(cairn_ckpt_writer *w, uint32_t raw_crc) {
   int all_raw = 1;
   for (uint32_t k = 0; k < e->n_chunks; k++) all_raw &= e->chunks[k].codec == CK_CODEC_RAW;
   if (all_raw && e->raw_crc != raw_crc)
-    return set_failed(w, cairn__fail(CAIRN_E_CORRUPT, "ckpt_writer: '%s': tensor CRC %08x, expected %08x",
+    return cairn__ckw_set_failed(w, cairn__fail(CAIRN_E_CORRUPT, "ckpt_writer: '%s': tensor CRC %08x, expected %08x",
                                      e->name, e->raw_crc, raw_crc));
   e->raw_crc = raw_crc;
   w->cur = NULL;
   return end_record(w, e);
 }
 
-/* ---- metadata ----------------------------------------------------------------------- */
-
-static cairn_status meta_set(cairn_ckpt_writer *w, const char *fn, const char *key, uint8_t type, uint64_t num,
-                             const void *data, size_t len) {
-  cairn_status s = check_usable(w, fn);
-  if (s) return s;
-  if (!key) return cairn__fail(CAIRN_E_NULL, "%s: key is NULL", fn);
-  size_t klen = strnlen(key, CK_MAX_KEY + 1);
-  if (!cairn__ck_key_ok((const unsigned char *)key, klen)) {
-    char sb[80];
-    return cairn__fail(CAIRN_E_INVALID, "%s: key '%s' is not 1..255 bytes of [a-z0-9_.]", fn,
-                       cairn__ck_short(key, klen > 60 ? 60 : klen, sb, sizeof sb));
-  }
-  if (len > UINT32_MAX) return cairn__fail(CAIRN_E_LIMIT, "%s: '%s': value of %zu bytes is too long", fn, key, len);
-  unsigned char *copy = NULL;
-  if (type == CAIRN_META_STR || type == CAIRN_META_BYTES) {
-    copy = malloc(len ? len : 1);
-    if (!copy) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-    if (len) memcpy(copy, data, len);
-  }
-  wmeta *m = NULL;
-  for (size_t i = 0; i < w->nmeta; i++)
-    if (strcmp(w->meta[i].key, key) == 0) m = &w->meta[i];
-  if (!m) {
-    if (w->nmeta == w->meta_cap) {
-      size_t ncap = w->meta_cap ? w->meta_cap * 2 : 8;
-      wmeta *nm = realloc(w->meta, ncap * sizeof *nm);
-      if (!nm) {
-        free(copy);
-        return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-      }
-      w->meta = nm;
-      w->meta_cap = ncap;
-    }
-    m = &w->meta[w->nmeta];
-    memset(m, 0, sizeof *m);
-    if (!(m->key = malloc(klen + 1))) {
-      free(copy);
-      return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-    }
-    memcpy(m->key, key, klen + 1);
-    w->nmeta++;
-  }
-  free(m->data);
-  m->type = type;
-  m->num = num;
-  m->data = copy;
-  m->len = len;
-  return CAIRN_OK;
-}
-
-cairn_status cairn_ckpt_writer_meta_u64(cairn_ckpt_writer *w, const char *key, uint64_t v) {
-  return meta_set(w, "ckpt_writer_meta_u64", key, CAIRN_META_U64, v, NULL, 0);
-}
-cairn_status cairn_ckpt_writer_meta_i64(cairn_ckpt_writer *w, const char *key, int64_t v) {
-  return meta_set(w, "ckpt_writer_meta_i64", key, CAIRN_META_I64, (uint64_t)v, NULL, 0);
-}
-cairn_status cairn_ckpt_writer_meta_f64(cairn_ckpt_writer *w, const char *key, double v) {
-  uint64_t bits;
-  memcpy(&bits, &v, 8);
-  return meta_set(w, "ckpt_writer_meta_f64", key, CAIRN_META_F64, bits, NULL, 0);
-}
-cairn_status cairn_ckpt_writer_meta_bool(cairn_ckpt_writer *w, const char *key, int v) {
-  return meta_set(w, "ckpt_writer_meta_bool", key, CAIRN_META_BOOL, v != 0, NULL, 0);
-}
-cairn_status cairn_ckpt_writer_meta_str(cairn_ckpt_writer *w, const char *key, const char *v) {
-  if (!v) return cairn__fail(CAIRN_E_NULL, "ckpt_writer_meta_str: value is NULL");
-  size_t len = strlen(v);
-  if (!cairn__ck_utf8_ok((const unsigned char *)v, len, 0))
-    return cairn__fail(CAIRN_E_INVALID, "ckpt_writer_meta_str: '%s': value is not valid UTF-8", key ? key : "");
-  return meta_set(w, "ckpt_writer_meta_str", key, CAIRN_META_STR, 0, v, len);
-}
-cairn_status cairn_ckpt_writer_meta_bytes(cairn_ckpt_writer *w, const char *key, const void *v, size_t len) {
-  if (!v && len) return cairn__fail(CAIRN_E_NULL, "ckpt_writer_meta_bytes: value is NULL");
-  return meta_set(w, "ckpt_writer_meta_bytes", key, CAIRN_META_BYTES, 0, v, len);
-}
-
 /* ---- commit ---------------------------------------------------------------------- */
 
-static int cmp_meta(const void *a, const void *b) {
-  return strcmp(((const wmeta *)a)->key, ((const wmeta *)b)->key);
-}
-
-static int cmp_ent(const void *a, const void *b) {
-  const ck_entry *x = *(ck_entry *const *)a, *y = *(ck_entry *const *)b;
-  return cairn__ck_cmp_bytes(x->name, x->name_len, y->name, y->name_len);
-}
-
-static cairn_status build_meta(cairn_ckpt_writer *w, unsigned char **out, uint64_t *size) {
-  if (w->nmeta > 1) qsort(w->meta, w->nmeta, sizeof *w->meta, cmp_meta);
-  uint64_t n = CK_META_FIXED;
-  for (size_t i = 0; i < w->nmeta; i++) {
-    const wmeta *m = &w->meta[i];
-    n += 2 + strlen(m->key);
-    n += m->type == CAIRN_META_BOOL ? 1 : (m->type == CAIRN_META_STR || m->type == CAIRN_META_BYTES) ? 4 + m->len : 8;
-  }
-  if (w->nmeta > UINT32_MAX || n > SIZE_MAX / 2)
-    return cairn__fail(CAIRN_E_LIMIT, "ckpt_writer_commit: '%s': metadata too large", w->path);
-  unsigned char *b = malloc((size_t)n), *p = b;
-  if (!b) return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer_commit: out of memory for %llu bytes of metadata",
-                             (unsigned long long)n);
-  memcpy(p, CK_TAG_META, 4);
-  ck_put32(p + 4, (uint32_t)w->nmeta);
-  ck_put64(p + 8, n);
-  p += 16;
-  for (size_t i = 0; i < w->nmeta; i++) {
-    const wmeta *m = &w->meta[i];
-    size_t kl = strlen(m->key);
-    *p++ = m->type;
-    *p++ = (unsigned char)kl;
-    memcpy(p, m->key, kl);
-    p += kl;
-    if (m->type == CAIRN_META_BOOL) {
-      *p++ = (unsigned char)m->num;
-    } else if (m->type == CAIRN_META_STR || m->type == CAIRN_META_BYTES) {
-      ck_put32(p, (uint32_t)m->len);
-      if (m->len) memcpy(p + 4, m->data, m->len);
-      p += 4 + m->len;
-    } else {
-      ck_put64(p, m->num);
-      p += 8;
-    }
-  }
-  ck_put32(p, ck_crc_masked(b, (size_t)n - 4));
-  *out = b;
-  *size = n;
-  return CAIRN_OK;
-}
-
-static cairn_status build_index(cairn_ckpt_writer *w, unsigned char **out, uint64_t *size) {
-  ck_entry **order = malloc((w->n ? w->n : 1) * sizeof *order);
-  if (!order) return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer_commit: out of memory for the index");
-  uint64_t n = CK_INDEX_FIXED;
-  for (size_t i = 0; i < w->n; i++) {
-    order[i] = &w->ents[i];
-    n += CK_IENTRY_FIXED + 8u * w->ents[i].rank + w->ents[i].name_len + (uint64_t)CK_ICHUNK * w->ents[i].n_chunks;
-  }
-  if (w->n > 1) qsort(order, w->n, sizeof *order, cmp_ent);
-  unsigned char *b = n <= SIZE_MAX / 2 ? malloc((size_t)n) : NULL, *p = b;
-  if (!b) {
-    free(order);
-    return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer_commit: out of memory for %llu bytes of index",
-                       (unsigned long long)n);
-  }
-  memcpy(p, CK_TAG_INDEX, 4);
-  ck_put32(p + 4, 0);
-  ck_put64(p + 8, w->n);
-  p += 16;
-  for (size_t i = 0; i < w->n; i++) {
-    const ck_entry *e = order[i];
-    cairn__ck_entry_put(p, e);
-    p += CK_IENTRY_FIXED;
-    for (int d = 0; d < e->rank; d++, p += 8) ck_put64(p, e->shape[d]);
-    memcpy(p, e->name, e->name_len);
-    p += e->name_len;
-    for (uint32_t k = 0; k < e->n_chunks; k++, p += CK_ICHUNK) {
-      p[0] = e->chunks[k].codec;
-      p[1] = p[2] = p[3] = 0;
-      ck_put32(p + 4, e->chunks[k].raw);
-      ck_put32(p + 8, e->chunks[k].stored);
-      ck_put32(p + 12, ck_mask(e->chunks[k].crc));
-    }
-  }
-  ck_put32(p, ck_crc_masked(b, (size_t)n - 4));
-  free(order);
-  *out = b;
-  *size = n;
-  return CAIRN_OK;
-}
 
 static cairn_status fsync_dir(const char *path) {
   char *dir = cairn__path_dir(path);
@@ -990,8 +631,8 @@ static cairn_status commit(cairn_ckpt_writer *w) {
   if (w->cur) return cairn__fail(CAIRN_E_STATE, "ckpt_writer_commit: a record is in progress");
   unsigned char *meta = NULL, *index = NULL;
   uint64_t meta_size = 0, index_size = 0;
-  cairn_status s = build_meta(w, &meta, &meta_size);
-  if (!s) s = build_index(w, &index, &index_size);
+  cairn_status s = cairn__ckw_build_meta(w, &meta, &meta_size);
+  if (!s) s = cairn__ckw_build_index(w, &index, &index_size);
   uint64_t meta_offset = w->off;
   unsigned char ft[CK_FOOTER_SIZE] = {0};
   memcpy(ft, CK_TAG_FOOTER, 4);
@@ -1004,28 +645,28 @@ static cairn_status commit(cairn_ckpt_writer *w) {
   ck_put32(ft + 40, CK_FLAG_COMPLETE);
   memcpy(ft + 44, w->file_id, 16);
   ck_put32(ft + 60, ck_crc_masked(ft, 60));
-  if (!s) s = put_ext(w, meta, (size_t)meta_size);
-  if (!s) s = put_ext(w, index, (size_t)index_size);
-  if (!s) s = put_copy(w, ft, sizeof ft);
-  if (!s) s = flush(w);
+  if (!s) s = cairn__ckw_put_ext(w, meta, (size_t)meta_size);
+  if (!s) s = cairn__ckw_put_ext(w, index, (size_t)index_size);
+  if (!s) s = cairn__ckw_put_copy(w, ft, sizeof ft);
+  if (!s) s = cairn__ckw_flush(w);
   free(meta);
   free(index);
   if (s) return s;
   if (!w->no_fsync && fsync(w->fd) != 0) {
     int e = errno;
-    return cairn__fail(io_status(e), "ckpt_writer_commit: fsync of '%s' (for '%s') failed: %s", w->tmp, w->path,
+    return cairn__fail(cairn__ckw_io_status(e), "ckpt_writer_commit: fsync of '%s' (for '%s') failed: %s", w->tmp, w->path,
                        strerror(e));
   }
   int fd = w->fd;
   w->fd = -1;
   if (close(fd) != 0) {
     int e = errno;
-    return cairn__fail(io_status(e), "ckpt_writer_commit: closing '%s' (for '%s') failed: %s", w->tmp, w->path,
+    return cairn__fail(cairn__ckw_io_status(e), "ckpt_writer_commit: closing '%s' (for '%s') failed: %s", w->tmp, w->path,
                        strerror(e));
   }
   if (rename(w->tmp, w->path) != 0) {
     int e = errno;
-    return cairn__fail(io_status(e), "ckpt_writer_commit: cannot rename '%s' to '%s': %s", w->tmp, w->path,
+    return cairn__fail(cairn__ckw_io_status(e), "ckpt_writer_commit: cannot rename '%s' to '%s': %s", w->tmp, w->path,
                        strerror(e));
   }
   free(w->tmp);
