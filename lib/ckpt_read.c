@@ -227,6 +227,12 @@ static cairn_status parse_index(cairn_ckpt *c) {
   return s;
 }
 
+int cairn__ckpt_is_file(const cairn_ckpt *c, const char *path) {
+  struct stat a, b;
+  return fstat(c->fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+         a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+}
+
 void cairn_ckpt_close(cairn_ckpt *c) {
   if (!c) return;
   if (c->fd >= 0) close(c->fd);

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"
+#include "saver_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +60,7 @@ struct cairn_saver {
 
   int replace_same_step; /* TF's overwrite of "<prefix>-<step>" (option) */
   int last_unchanged;    /* the last save found its file already holding the same contents */
+  cairn_ckpt *restored;  /* the checkpoint the last restore read: cairn__saver_keep_restored */
 };
 
 static double wall_clock(void *ctx) {
@@ -263,6 +265,7 @@ void cairn_saver_free(cairn_saver *s) {
   free(s->names);
   free(s->vars);
   free_last(s->last, s->n_last);
+  cairn_ckpt_close(s->restored);
   cairn_saver_clear_meta(s);
   free(s);
 }
@@ -496,7 +499,8 @@ static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *
   *unchanged = 0;
   if (cairn_checkpoint_is_marked_corrupt(file)) return CAIRN_OK; /* found damaged by a restore */
   cairn_ckpt *c = NULL;
-  if (cairn_ckpt_open(file, NULL, &c) != CAIRN_OK) return CAIRN_OK;
+  if (s->restored && cairn__ckpt_is_file(s->restored, file)) c = s->restored; /* the file a resume restored */
+  else if (cairn_ckpt_open(file, NULL, &c) != CAIRN_OK) return CAIRN_OK;
   char names[1024] = "";
   size_t differ = 0, n_ckpt = cairn_ckpt_count(c);
   int broken = 0;
@@ -574,8 +578,13 @@ static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *
                        fn, file, (long long)step, what);
     }
   }
-  cairn_ckpt_close(c);
+  if (c != s->restored) cairn_ckpt_close(c);
   return st;
+}
+
+void cairn__saver_keep_restored(cairn_saver *s, cairn_ckpt *c) {
+  cairn_ckpt_close(s->restored);
+  s->restored = c;
 }
 
 /* Lists the uninitialized variables of the save set into msg. */
@@ -660,6 +669,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   if (existed && global_step >= 0 && !s->replace_same_step &&
       (st = same_step_check(s, fn, file, global_step, &unchanged)))
     goto done;
+  cairn__saver_keep_restored(s, NULL); /* only the first save after a restore can be of its step */
   if (unchanged) goto record; /* the file already holds exactly this: keep it */
 
   /* 1. the checkpoint file */

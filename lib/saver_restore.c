@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"
+#include "saver_impl.h"
 #include "var_impl.h"
 
 #include <errno.h>
@@ -609,7 +610,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *pat
   }
   free(stage);
   free(used);
-  cairn_ckpt_close(c);
+  cairn__saver_keep_restored(s, c);
   if (report) *report = r;
   else cairn_restore_report_free(r);
   return CAIRN_OK;

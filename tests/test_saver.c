@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -2231,6 +2232,77 @@ Test(saver, same_step_never_replaces_a_committed_checkpoint_silently) {
   cairn_saver_free(s2);
   cairn_saver_free(s3);
   cairn_registry_free(r2);
+  cairn_registry_free(r);
+}
+
+/* Opens of `path` since the watch was set (inotify IN_OPEN events). */
+static int opens_since(int ino) {
+  char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  int n = 0;
+  ssize_t k;
+  while ((k = read(ino, buf, sizeof buf)) > 0)
+    for (char *p = buf; p < buf + k; p += sizeof(struct inotify_event) + ((struct inotify_event *)p)->len)
+      n += (((struct inotify_event *)p)->mask & IN_OPEN) != 0;
+  return n;
+}
+
+/* A resume restores <prefix>-S, then saves step S at once (CheckpointSaverHook
+   after session creation): that save compares against the checkpoint the
+   restore already has open instead of opening it again, with the same
+   verdicts (unchanged: kept; changed: refused). */
+Test(saver, same_step_save_after_restore_reads_the_restored_file_without_reopening) {
+  cairn_registry *r = new_registry();
+  cairn_var *a = vec(r, "hidden/kernel", 4, 1, 10);
+  vec(r, "head/kernel", 4, 1, 20);
+  cairn_saver_options o = fast(5);
+  cairn_saver *s = saver_of(r, &o);
+  char path[600];
+  save(s, P("model.ckpt"), 100, path);
+  cairn_saver_free(s);
+  char file[600];
+  snprintf(file, sizeof file, "%s", path);
+
+  int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  cr_assert_geq(ino, 0);
+  cr_assert_geq(inotify_add_watch(ino, file, IN_OPEN), 0);
+  /* Without a restore the comparison has to open the file: the probe sees it. */
+  s = saver_of(r, &o);
+  save(s, P("model.ckpt"), 100, path);
+  cr_assert_eq(cairn_saver_last_save_unchanged(s), 1);
+  cr_assert_geq(opens_since(ino), 1, "a save without a restore opens the file to compare");
+
+  /* Restore, then save the same step: one open in all (the restore's). */
+  ASSERT_OK(cairn_saver_restore(s, file, NULL));
+  cr_assert_eq(opens_since(ino), 1, "the restore opens the file once");
+  save(s, P("model.ckpt"), 100, path);
+  cr_assert_eq(cairn_saver_last_save_unchanged(s), 1);
+  cr_assert_eq(opens_since(ino), 0, "the same-step save reused the restored checkpoint");
+
+  /* Changed after the restore: refused, still without a second open. */
+  ASSERT_OK(cairn_saver_restore(s, file, NULL));
+  (void)opens_since(ino);
+  cairn_tensor_f32(cairn_var_tensor(a))[1] = -3;
+  cr_assert_eq(cairn_saver_save(s, P("model.ckpt"), 100, path, sizeof path), CAIRN_E_EXISTS);
+  ASSERT_MSG_HAS("1 of 2 variables differ: 'hidden/kernel'");
+  cr_assert_eq(opens_since(ino), 0);
+
+  /* The file replaced after the restore: compared with what is there now. */
+  cairn_tensor_f32(cairn_var_tensor(a))[1] = 11;
+  ASSERT_OK(cairn_saver_restore(s, file, NULL));
+  cairn_saver_options tf = fast(5);
+  tf.replace_same_step = 1;
+  cairn_saver *s2 = saver_of(r, &tf);
+  cairn_tensor_f32(cairn_var_tensor(a))[1] = 42;
+  save(s2, P("model.ckpt"), 100, path); /* another file at that name now */
+  cairn_tensor_f32(cairn_var_tensor(a))[1] = 11;
+  cr_assert_eq(cairn_saver_save(s, P("model.ckpt"), 100, path, sizeof path), CAIRN_E_EXISTS,
+               "the restored handle is not used for a file that was replaced");
+  cairn_tensor_f32(cairn_var_tensor(a))[1] = 42;
+  save(s, P("model.ckpt"), 100, path);
+  cr_assert_eq(cairn_saver_last_save_unchanged(s), 1);
+  close(ino);
+  cairn_saver_free(s);
+  cairn_saver_free(s2);
   cairn_registry_free(r);
 }
 
