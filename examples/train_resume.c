@@ -188,21 +188,6 @@ static void model_free(model *m) {
 
 /* Loss and accuracy on the held-out set, on session s (a raw session: no
  * hook sees this run, and the eval op does not touch the global step). */
-static cairn_status evaluate(cairn_session *s, const model *m, const problem *p, double *loss, double *acc) {
-  cairn_feed feeds[2] = {{"x", p->xte}, {"y", p->yte}};
-  cairn_fetch f[2] = {{"eval_loss", {0}}, {"accuracy", {0}}};
-  cairn_run_args a = cairn_run_args_one(&m->eval);
-  a.feeds = feeds;
-  a.n_feeds = 2;
-  a.fetches = f;
-  a.n_fetches = 2;
-  cairn_status st = cairn_session_run(s, &a);
-  if (st) return st;
-  *loss = f[0].value.f64;
-  *acc = f[1].value.f64;
-  return CAIRN_OK;
-}
-
 /* ---- small helpers ------------------------------------------------------------------------ */
 
 /* mkdir DIR unless it exists (TF's gfile.MakeDirs for one level). */
@@ -236,24 +221,6 @@ static void sleep_ms(long ms) {
 }
 
 /* ---- train ------------------------------------------------------------------------------------ */
-
-typedef struct eval_args {
-  const model *m;
-  const problem *p;
-  int64_t step;
-  double loss, accuracy;
-} eval_args;
-
-/* Evaluation between training rounds, inside the monitored session:
- * run_step_fn hands us the raw session, and runs on it fire no hook (no
- * checkpoint, no StopAtStep check) and are not training steps. */
-static cairn_status eval_step_fn(cairn_step_context *ctx, void *user) {
-  eval_args *e = user;
-  cairn_session *raw = cairn_step_context_session(ctx);
-  cairn_status st = evaluate(raw, e->m, e->p, &e->loss, &e->accuracy);
-  if (!st) st = cairn_session_global_step(raw, &e->step); /* unchanged by the evaluation */
-  return st;
-}
 
 typedef struct train_flags {
   const char *dir, *from;
@@ -348,8 +315,10 @@ static int cmd_train(const train_flags *f) {
 
     /* End of a round (every K steps, and the last one): evaluate. */
     if ((step + 1) % f->save_steps == 0 || cairn_monitored_session_should_stop(ms)) {
-      eval_args e = {&m, &p, 0, 0, 0};
-      if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) != CAIRN_OK) break;
+      /* Between steps: through run_step_fn, so no hook fires and the
+         evaluation is not a training step. */
+      cairn_mlp_eval_result e;
+      if ((st = cairn_mlp_eval_run_monitored(ms, m.eval, p.xte, p.yte, &e)) != CAIRN_OK) break;
       printf("step %4lld  train loss %.4f  eval loss %.4f  eval accuracy %.4f\n", (long long)e.step,
              loss_sum / (double)round_steps, e.loss, e.accuracy);
       loss_sum = 0;
@@ -417,15 +386,14 @@ static int cmd_eval(const train_flags *f) {
     goto out;
   }
   cairn_session *raw = cairn_monitored_session_raw_session(ms);
-  int64_t step;
-  double loss, acc;
-  if ((st = cairn_session_global_step(raw, &step)) != CAIRN_OK ||
-      (st = evaluate(raw, &m, &p, &loss, &acc)) != CAIRN_OK) {
+  cairn_mlp_eval_result e;
+  if ((st = cairn_mlp_eval_run(raw, m.eval, p.xte, p.yte, &e)) != CAIRN_OK) {
     rc = report_error("evaluating", st, cairn_session_errmsg(raw));
     exit_on_error(ms, st);
     goto out;
   }
-  printf("evaluated %s at step %lld: test loss %.4f  test accuracy %.4f\n", path, (long long)step, loss, acc);
+  printf("evaluated %s at step %lld: test loss %.4f  test accuracy %.4f\n", path, (long long)e.step, e.loss,
+         e.accuracy);
   if ((st = cairn_monitored_session_exit(ms, CAIRN_OK)) != CAIRN_OK) {
     rc = report_error("closing", st, cairn_monitored_session_errmsg(ms));
     goto out;
@@ -581,13 +549,14 @@ static int cmd_finetune(const train_flags *f) {
     }
   }
 
-  int64_t step;
-  double loss, acc;
-  if ((st = cairn_session_global_step(s, &step)) != CAIRN_OK || (st = evaluate(s, &m, &p, &loss, &acc)) != CAIRN_OK) {
+  cairn_mlp_eval_result e;
+  if ((st = cairn_mlp_eval_run(s, m.eval, p.xte, p.yte, &e)) != CAIRN_OK) {
     rc = report_error("evaluating", st, cairn_session_errmsg(s));
     goto out;
   }
-  printf("step %4lld  eval loss %.4f  eval accuracy %.4f  (start of this run)\n", (long long)step, loss, acc);
+  int64_t step = e.step;
+  printf("step %4lld  eval loss %.4f  eval accuracy %.4f  (start of this run)\n", (long long)step, e.loss,
+         e.accuracy);
   if (step >= f->steps)
     printf("already at step %lld (--steps %lld): nothing to train\n", (long long)step, (long long)f->steps);
 
@@ -606,10 +575,10 @@ static int cmd_finetune(const train_flags *f) {
     round_steps++;
     if ((st = cairn_session_global_step(s, &step)) != CAIRN_OK) break;
     if (step % f->save_steps == 0 || step >= f->steps) {
-      if ((st = evaluate(s, &m, &p, &loss, &acc)) != CAIRN_OK) break;
+      if ((st = cairn_mlp_eval_run(s, m.eval, p.xte, p.yte, &e)) != CAIRN_OK) break;
       if ((st = cairn_saver_save(saver, prefix, step, saved, sizeof saved)) != CAIRN_OK) break;
       printf("step %4lld  train loss %.4f  eval loss %.4f  eval accuracy %.4f  saved %s\n", (long long)step,
-             loss_sum / (double)round_steps, loss, acc, saved);
+             loss_sum / (double)round_steps, e.loss, e.accuracy, saved);
       loss_sum = 0;
       round_steps = 0;
     }

@@ -2,11 +2,13 @@
  * on a test set): the glue every training program would otherwise write
  * as its own callbacks. */
 #include "internal.h"
+#include "op_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "cairn/model.h"
+#include "cairn/monitored.h"
 #include "cairn/session.h"
 
 cairn_mlp_op_options cairn_mlp_op_options_default(void) {
@@ -116,4 +118,49 @@ cairn_status cairn_mlp_train_op_new(cairn_mlp *m, const cairn_mlp_op_options *o,
 
 cairn_status cairn_mlp_eval_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
   return mlp_op_new(m, o, eval_fn, "eval", "eval_loss", out);
+}
+
+/* ---- running the eval op ---- */
+
+cairn_status cairn_mlp_eval_run(cairn_session *s, cairn_op *eval_op, const cairn_tensor *x,
+                                const cairn_tensor *labels, cairn_mlp_eval_result *out) {
+  static const char fn[] = "mlp_eval_run";
+  if (!s || !eval_op || !out)
+    return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, !s ? "session" : !eval_op ? "eval_op" : "out");
+  if (eval_op->b.kind != CAIRN__OP_USER || eval_op->fn != eval_fn)
+    return cairn__fail(CAIRN_E_INVALID, "%s: op '%s' was not made by cairn_mlp_eval_op_new", fn, eval_op->b.name);
+  const mlp_op *p = eval_op->b.user;
+  cairn_feed feeds[2] = {{p->o.x_feed, x}, {p->o.labels_feed, labels}};
+  cairn_fetch f[2] = {{p->o.loss_name, {0}}, {p->o.accuracy_name, {0}}};
+  cairn_run_args a = cairn_run_args_one(&eval_op);
+  if (!p->o.batch_fn) {
+    if (!x || !labels) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, !x ? "x" : "labels");
+    a.feeds = feeds;
+    a.n_feeds = 2;
+  }
+  a.fetches = f;
+  a.n_fetches = 2;
+  cairn_status st = cairn_session_run(s, &a);
+  if (!st) st = cairn_session_global_step(s, &out->step);
+  if (st) return st;
+  out->loss = f[0].value.f64;
+  out->accuracy = f[1].value.f64;
+  return CAIRN_OK;
+}
+
+typedef struct eval_call {
+  cairn_op *op;
+  const cairn_tensor *x, *labels;
+  cairn_mlp_eval_result *out;
+} eval_call;
+
+static cairn_status eval_step_fn(cairn_step_context *ctx, void *user) {
+  const eval_call *c = user;
+  return cairn_mlp_eval_run(cairn_step_context_session(ctx), c->op, c->x, c->labels, c->out);
+}
+
+cairn_status cairn_mlp_eval_run_monitored(cairn_monitored_session *ms, cairn_op *eval_op, const cairn_tensor *x,
+                                          const cairn_tensor *labels, cairn_mlp_eval_result *out) {
+  eval_call c = {eval_op, x, labels, out};
+  return cairn_monitored_session_run_step_fn(ms, eval_step_fn, &c);
 }

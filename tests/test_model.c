@@ -475,3 +475,63 @@ Test(model, eval_op_publishes_loss_and_accuracy) {
   cairn_tensor_free(y);
   op_model_free(&om);
 }
+
+static cairn_status count_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
+  (void)ctx;
+  (void)req;
+  ++*(int *)self;
+  return CAIRN_OK;
+}
+
+/* cairn_mlp_eval_run: the eval op's loss and accuracy (the same numbers as
+   cairn_mlp_evaluate) and the global step, under the op's own names; inside
+   a monitored session no hook sees the run. */
+Test(model, eval_run_reads_back_loss_accuracy_and_step) {
+  op_model om;
+  op_model_new(&om);
+  cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, 64, 16), *y = mk(CAIRN_DTYPE_I32, 1, 64, 0);
+  blobs(X, y, 9);
+  float want_loss, want_acc;
+  cr_assert_eq(cairn_mlp_evaluate(om.m, X, y, &want_loss, &want_acc), CAIRN_OK);
+  cairn_mlp_op_options o = cairn_mlp_op_options_default();
+  o.x_feed = "images";
+  o.loss_name = "test_loss";
+  cairn_op *e, *t;
+  cr_assert_eq(cairn_mlp_eval_op_new(om.m, &o, &e), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_mlp_train_op_new(om.m, NULL, &t), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_tensor_i64(cairn_var_tensor(cairn_mlp_global_step(om.m)))[0] = 41;
+  cairn_mlp_eval_result r = {0, 0, 0};
+  cr_assert_eq(cairn_mlp_eval_run(om.s, e, X, y, &r), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(r.loss, (double)want_loss);
+  cr_assert_eq(r.accuracy, (double)want_acc);
+  cr_assert_eq(r.step, 41);
+  cr_assert_eq(cairn_mlp_eval_run(om.s, t, X, y, &r), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "mlp_eval_run: op 'train' was not made by cairn_mlp_eval_op_new"), "%s",
+            cairn_errmsg());
+  cr_assert_eq(cairn_mlp_eval_run(om.s, e, NULL, y, &r), CAIRN_E_NULL);
+
+  int before_runs = 0;
+  cairn_hook_vtable vt = {.name = "count", .before_run = count_before_run};
+  cairn_hook *h;
+  cr_assert_eq(cairn_hook_new(&vt, &before_runs, &h), CAIRN_OK);
+  cairn_singular_monitored_session_options so = cairn_singular_monitored_session_options_default();
+  so.registry = om.r;
+  so.hooks = &h;
+  so.n_hooks = 1;
+  so.sm.session_flags = CAIRN_SESSION_FRESH;
+  cairn_monitored_session *ms;
+  cr_assert_eq(cairn_singular_monitored_session_new(&so, &ms), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_mlp_eval_result rm = {0, 0, 0};
+  cr_assert_eq(cairn_mlp_eval_run_monitored(ms, e, X, y, &rm), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(before_runs, 0, "no hook sees an evaluation between steps");
+  cr_assert_eq(rm.loss, (double)want_loss);
+  cr_assert_eq(rm.accuracy, (double)want_acc);
+  cr_assert_eq(cairn_monitored_session_close(ms), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_monitored_session_free(ms);
+  cairn_hook_free(h);
+  cairn_op_free(e);
+  cairn_op_free(t);
+  cairn_tensor_free(X);
+  cairn_tensor_free(y);
+  op_model_free(&om);
+}

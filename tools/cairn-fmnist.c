@@ -326,21 +326,6 @@ static void model_free(model *m) {
 }
 
 /* Test-set accuracy on a session (raw: no hook fires, nothing changes). */
-static cairn_status evaluate(cairn_session *s, const model *m, const data *d, double *loss, double *acc) {
-  cairn_feed feeds[2] = {{"x", &d->xte}, {"y", d->yte}};
-  cairn_fetch f[2] = {{"eval_loss", {0}}, {"accuracy", {0}}};
-  cairn_run_args a = cairn_run_args_one(&m->eval);
-  a.feeds = feeds;
-  a.n_feeds = 2;
-  a.fetches = f;
-  a.n_fetches = 2;
-  cairn_status st = cairn_session_run(s, &a);
-  if (st) return st;
-  *loss = f[0].value.f64;
-  *acc = f[1].value.f64;
-  return CAIRN_OK;
-}
-
 /* The architecture recorded in the metadata of checkpoint `path`
  * ("user.fmnist.hidden"); frees meta. */
 static int hidden_from_meta(const char *path, cairn_saver_meta *meta, flags *f) {
@@ -456,21 +441,6 @@ static int prepare_dir(const char *dir) {
 }
 
 /* ---- training --------------------------------------------------------------------------------- */
-
-typedef struct eval_args {
-  const model *m;
-  const data *d;
-  int64_t step;
-  double loss, accuracy;
-} eval_args;
-
-static cairn_status eval_step_fn(cairn_step_context *ctx, void *user) {
-  eval_args *e = user;
-  cairn_session *raw = cairn_step_context_session(ctx);
-  cairn_status st = evaluate(raw, e->m, e->d, &e->loss, &e->accuracy);
-  if (!st) st = cairn_session_global_step(raw, &e->step);
-  return st;
-}
 
 /* What differs between train and the warm-start methods. */
 typedef struct recipe {
@@ -642,8 +612,8 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step)) != CAIRN_OK) break;
     int last = step >= f->max_steps;
     if (chief && f->eval_every > 0 && (step % f->eval_every == 0 || last)) {
-      eval_args e = {m, d, 0, 0, 0};
-      if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) != CAIRN_OK) break;
+      cairn_mlp_eval_result e;
+      if ((st = cairn_mlp_eval_run_monitored(ms, m->eval, &d->xte, d->yte, &e)) != CAIRN_OK) break;
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
              now_secs() - t0);
       if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.accuracy, e.step)) != CAIRN_OK ||
@@ -654,8 +624,8 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   /* The end of every run that trained: the test accuracy reached, and how
      long this run took (unless --eval-every has just printed it). */
   if (chief && st == CAIRN_OK && step > start && !(f->eval_every > 0) && !cairn_monitored_session_stop_signal(ms)) {
-    eval_args e = {m, d, 0, 0, 0};
-    if ((st = cairn_monitored_session_run_step_fn(ms, eval_step_fn, &e)) == CAIRN_OK) {
+    cairn_mlp_eval_result e;
+    if ((st = cairn_mlp_eval_run_monitored(ms, m->eval, &d->xte, d->yte, &e)) == CAIRN_OK) {
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
              now_secs() - t0);
       if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.accuracy, e.step)) == CAIRN_OK)
@@ -894,15 +864,15 @@ static int cmd_eval(flags *f) {
     memset(&m, 0, sizeof m);
   }
   cairn_session *raw = cairn_monitored_session_raw_session(ms);
-  int64_t step;
-  double loss, acc;
-  if ((st = cairn_session_global_step(raw, &step)) != CAIRN_OK || (st = evaluate(raw, &m, &d, &loss, &acc)) != CAIRN_OK) {
+  cairn_mlp_eval_result e;
+  if ((st = cairn_mlp_eval_run(raw, m.eval, &d.xte, d.yte, &e)) != CAIRN_OK) {
     ret = report_error("evaluating", st, cairn_session_errmsg(raw));
     cairn_status st2 = cairn_monitored_session_exit(ms, st);
     if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
     goto out;
   }
-  printf("checkpoint %s  step %lld\ntest_loss=%.4f\ntest_accuracy=%.4f\n", path, (long long)step, loss, acc);
+  printf("checkpoint %s  step %lld\ntest_loss=%.4f\ntest_accuracy=%.4f\n", path, (long long)e.step, e.loss,
+         e.accuracy);
   if ((st = cairn_monitored_session_exit(ms, CAIRN_OK)) != CAIRN_OK) {
     ret = report_error("closing", st, cairn_monitored_session_errmsg(ms));
     goto out;

@@ -133,6 +133,33 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_train_op_new(cairn_mlp *m, cons
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_eval_op_new(cairn_mlp *m, const cairn_mlp_op_options *o,
                                                           cairn_op **out);
 
+/* One evaluation: the eval op's loss and accuracy, and the global step of
+ * the session they were computed at. */
+typedef struct cairn_mlp_eval_result {
+  int64_t step;
+  double loss, accuracy;
+} cairn_mlp_eval_result;
+
+/* Runs eval_op (made by cairn_mlp_eval_op_new) once on s — x and labels fed
+ * under the op's feed names unless it has a batch_fn (then both may be
+ * NULL) — and reads back its loss, its accuracy and the global step.
+ * TF: sess.run([loss, accuracy], feed_dict=...) on a test set.
+ * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (not an op of cairn_mlp_eval_op_new),
+ * those of the run. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_eval_run(cairn_session *s, cairn_op *eval_op,
+                                                       const cairn_tensor *x, const cairn_tensor *labels,
+                                                       cairn_mlp_eval_result *out);
+
+/* The same inside a monitored session, between training steps: through
+ * cairn_monitored_session_run_step_fn on its raw session, so no hook fires
+ * and the run is not a training step (TF: ms.run_step_fn(lambda ctx:
+ * ctx.session.run(eval_metrics))); errors as run_step_fn's. */
+typedef struct cairn_monitored_session cairn_monitored_session;
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_eval_run_monitored(cairn_monitored_session *ms,
+                                                                 cairn_op *eval_op, const cairn_tensor *x,
+                                                                 const cairn_tensor *labels,
+                                                                 cairn_mlp_eval_result *out);
+
 #ifdef __cplusplus
 }
 #endif
