@@ -151,51 +151,34 @@ static cairn_status collection_single(cairn_registry *r, const char *key, const 
   return CAIRN_OK;
 }
 
-static cairn_status default_op(cairn_registry *r, const char *key, const char *name, unsigned init_mask,
-                               cairn_op **field) {
-  if (*field) return CAIRN_OK;
-  void *item;
-  int none;
-  cairn_status s = collection_single(r, key, key, &item, &none);
-  if (s) return s;
-  if (!none) {
-    *field = cairn_op_ref(item);
-    return CAIRN_OK;
+/* The scaffold's default for one op field (TF's Scaffold.get_or_default):
+ * the field as given; else the single item of the collection `key`; else a
+ * new op made by make_fn(name, r, mask) and added to that collection (the
+ * registry holds its own reference). One body for both op kinds. */
+#define DEFINE_DEFAULT_OP(fname, T, ref_fn, make_fn, add_fn, free_fn)                                        \
+  static cairn_status fname(cairn_registry *r, const char *key, const char *name, unsigned mask, T **field) { \
+    if (*field) return CAIRN_OK;                                                                               \
+    void *item;                                                                                                \
+    int none;                                                                                                  \
+    cairn_status s = collection_single(r, key, key, &item, &none);                                            \
+    if (s) return s;                                                                                           \
+    if (!none) {                                                                                               \
+      *field = ref_fn(item);                                                                                   \
+      return CAIRN_OK;                                                                                         \
+    }                                                                                                          \
+    T *op;                                                                                                     \
+    if ((s = make_fn(name, r, mask, &op))) return s;                                                           \
+    if ((s = add_fn(r, key, op))) {                                                                            \
+      free_fn(op);                                                                                             \
+      return s;                                                                                                \
+    }                                                                                                          \
+    *field = op;                                                                                               \
+    return CAIRN_OK;                                                                                           \
   }
-  cairn_op *op;
-  s = cairn_op_new_init(name, r, init_mask, &op);
-  if (s) return s;
-  s = cairn_registry_add_op(r, key, op);
-  if (s) {
-    cairn_op_free(op);
-    return s;
-  }
-  *field = op; /* the registry holds its own reference */
-  return CAIRN_OK;
-}
 
-static cairn_status default_ready(cairn_registry *r, const char *key, const char *name, unsigned mask,
-                                  cairn_ready_op **field) {
-  if (*field) return CAIRN_OK;
-  void *item;
-  int none;
-  cairn_status s = collection_single(r, key, key, &item, &none);
-  if (s) return s;
-  if (!none) {
-    *field = cairn_ready_op_ref(item);
-    return CAIRN_OK;
-  }
-  cairn_ready_op *op;
-  s = cairn_ready_op_new_uninitialized(name, r, mask, &op);
-  if (s) return s;
-  s = cairn_registry_add_ready_op(r, key, op);
-  if (s) {
-    cairn_ready_op_free(op);
-    return s;
-  }
-  *field = op;
-  return CAIRN_OK;
-}
+DEFINE_DEFAULT_OP(default_op, cairn_op, cairn_op_ref, cairn_op_new_init, cairn_registry_add_op, cairn_op_free)
+DEFINE_DEFAULT_OP(default_ready, cairn_ready_op, cairn_ready_op_ref, cairn_ready_op_new_uninitialized,
+                  cairn_registry_add_ready_op, cairn_ready_op_free)
 
 cairn_status cairn_scaffold_finalize(cairn_scaffold *sc) {
   if (!sc) return cairn__fail(CAIRN_E_NULL, "scaffold_finalize: scaffold is NULL");
