@@ -385,10 +385,9 @@ static int cmd_eval(const train_flags *f) {
     rc = report_error("restoring", st, NULL);
     goto out;
   }
-  cairn_session *raw = cairn_monitored_session_raw_session(ms);
   cairn_mlp_eval_result e;
-  if ((st = cairn_mlp_eval_run(raw, m.eval, p.xte, p.yte, &e)) != CAIRN_OK) {
-    rc = report_error("evaluating", st, cairn_session_errmsg(raw));
+  if ((st = cairn_mlp_eval_run_monitored(ms, m.eval, p.xte, p.yte, &e)) != CAIRN_OK) {
+    rc = report_error("evaluating", st, cairn_monitored_session_errmsg(ms));
     exit_on_error(ms, st);
     goto out;
   }

@@ -863,10 +863,9 @@ static int cmd_eval(flags *f) {
     model_free(&m);
     memset(&m, 0, sizeof m);
   }
-  cairn_session *raw = cairn_monitored_session_raw_session(ms);
   cairn_mlp_eval_result e;
-  if ((st = cairn_mlp_eval_run(raw, m.eval, &d.xte, d.yte, &e)) != CAIRN_OK) {
-    ret = report_error("evaluating", st, cairn_session_errmsg(raw));
+  if ((st = cairn_mlp_eval_run_monitored(ms, m.eval, &d.xte, d.yte, &e)) != CAIRN_OK) {
+    ret = report_error("evaluating", st, cairn_monitored_session_errmsg(ms));
     cairn_status st2 = cairn_monitored_session_exit(ms, st);
     if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
     goto out;
