@@ -16,6 +16,7 @@
 #define CAIRN_CKPT_BACKEND_H
 
 #include "ckpt_impl.h"
+#include "cairn/interop.h"
 
 /* What a backend's open fills; every array is malloc'd and becomes the
  * reader's (freed by cairn_ckpt_close). names and meta_arena hold the
@@ -44,7 +45,7 @@ typedef struct ck_backend {
 } ck_backend;
 
 extern const ck_backend cairn__ck_safetensors;
-/* extern const ck_backend cairn__ck_tfbundle; */
+extern const ck_backend cairn__ck_tfbundle;
 
 /* The backend for path by content, or NULL: cairn's own format (or
  * something no backend claims, which the cairn reader then refuses).

@@ -100,6 +100,14 @@ uint64_t cairn__shape_bytes(cairn_dtype dt, int rank, const uint64_t *shape, int
   return *ok ? n : 0;
 }
 
+int cairn__tensor_ok(const cairn_tensor *t) {
+  if (t->rank < 0 || t->rank > CAIRN_MAX_RANK || !cairn_dtype_size(t->dtype)) return 0;
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++)
+    if (t->shape[d] < 0 || __builtin_mul_overflow(n, t->shape[d], &n)) return 0;
+  return n == t->size && (n == 0 || t->data);
+}
+
 int cairn__bool_bytes_ok(const unsigned char *p, uint64_t n, uint64_t *bad_at) {
   for (uint64_t i = 0; i < n; i++)
     if (p[i] > 1) {
@@ -134,6 +142,10 @@ size_t cairn__varint_get(const unsigned char *p, const unsigned char *end, uint6
     if (i == 9 && b > 1) return 0; /* more than 64 bits */
     r |= b << (7 * i);
     if (!(p[i] & 0x80)) {
+      /* Only the shortest form: a padded varint would let a flipped bit
+       * re-encode the same number without any checksum noticing (the
+       * table's footer has none). */
+      if (i > 0 && p[i] == 0) return 0;
       *v = r;
       return i + 1;
     }
@@ -153,9 +165,34 @@ size_t cairn__varint_put(unsigned char *p, uint64_t v) {
 
 /* ---- format detection ------------------------------------------------------------ */
 
+/* 1 if file is a regular file ending in the LevelDB table magic. */
+static int is_table(const char *file) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat sb;
+  unsigned char ft[8];
+  int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= 48 &&
+           cairn__ck_pread_raw(fd, ft, 8, (uint64_t)sb.st_size - 8, &(int){0}) == 0 &&
+           ck_get64(ft) == 0xdb4775248b80fb57ull;
+  close(fd);
+  return ok;
+}
+
 const ck_backend *cairn__ck_detect(const char *path) {
   struct stat sb;
-  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+  size_t n = strlen(path);
+  if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    /* A TensorFlow prefix names no file itself. */
+    char *index = malloc(n + 7);
+    if (!index) return NULL;
+    memcpy(index, path, n);
+    memcpy(index + n, ".index", 7);
+    int tf = is_table(index);
+    free(index);
+    return tf ? &cairn__ck_tfbundle : NULL;
+  }
+  if (n > 6 && strcmp(path + n - 6, ".index") == 0 && is_table(path)) return &cairn__ck_tfbundle;
+  {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL; /* the cairn reader reports the error */
     unsigned char b[9];
@@ -166,5 +203,4 @@ const ck_backend *cairn__ck_detect(const char *path) {
     if (r == 0 && b[8] == '{') return &cairn__ck_safetensors;
     return NULL;
   }
-  return NULL;
 }

@@ -33,6 +33,10 @@ void cairn__tmpfile_abort(ck_tmpfile *f);
 /* Tensor bytes of a shape: 0 on overflow or a negative dimension (*ok = 0). */
 uint64_t cairn__shape_bytes(cairn_dtype dt, int rank, const uint64_t *shape, int *ok);
 
+/* 1 if t is a consistent tensor a writer can take: rank 0..8, shape ≥ 0,
+ * size = product of the shape, data unless empty. */
+int cairn__tensor_ok(const cairn_tensor *t);
+
 /* 1 if every byte of a bool tensor is 0 or 1. */
 int cairn__bool_bytes_ok(const unsigned char *p, uint64_t n, uint64_t *bad_at);
 

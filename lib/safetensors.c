@@ -382,7 +382,7 @@ cairn_status cairn_safetensors_writer_add(cairn_safetensors_writer *w, const cha
     return cairn__fail(CAIRN_E_INVALID, "%s: '%s': %s", fn, cairn__ck_short(name, len, nb, sizeof nb),
                        len ? "a tensor name is 1..1024 bytes of UTF-8 without control characters, not __metadata__"
                            : "empty name");
-  if (!st_dtype_name(t->dtype) || t->rank < 0 || t->rank > CAIRN_MAX_RANK || (cairn_tensor_nbytes(t) && !t->data))
+  if (!st_dtype_name(t->dtype) || !cairn__tensor_ok(t))
     return cairn__fail(CAIRN_E_INVALID, "%s: '%s': not a valid tensor", fn, cairn__ck_short(name, len, nb, sizeof nb));
   for (size_t i = 0; i < w->n; i++)
     if (strcmp(w->items[i].name, name) == 0)
