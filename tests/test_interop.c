@@ -716,3 +716,74 @@ Test(tfbundle, every_bit_flip_detected) {
   flip_every_bit_of(P("f.index"), P("f"));
   flip_every_bit_of(P("f.data-00000-of-00001"), P("f"));
 }
+
+/* ---- the Saver reads both formats ------------------------------------------------------- */
+
+TestSuite(interop_saver, .init = setup, .fini = teardown);
+
+static cairn_var *mkvar(cairn_registry *r, const char *name, int64_t n) {
+  cairn_var *v;
+  cr_assert_eq(cairn_var_create(r, name, CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_MODEL, &v), CAIRN_OK);
+  return v;
+}
+
+/* A file with old/kernel [1 2 3], dense/bias [4 5], dense/kernel/Adam [7 8 9] in the format. */
+static void write_src(const char *path, int tf) {
+  float k[3] = {1, 2, 3}, b[2] = {4, 5}, a[3] = {7, 8, 9};
+  int64_t s3 = 3, s2 = 2;
+  cairn_tensor tk, tb, ta;
+  cr_assert_eq(cairn_tensor_view(&tk, k, CAIRN_DTYPE_F32, 1, &s3), CAIRN_OK);
+  cr_assert_eq(cairn_tensor_view(&tb, b, CAIRN_DTYPE_F32, 1, &s2), CAIRN_OK);
+  cr_assert_eq(cairn_tensor_view(&ta, a, CAIRN_DTYPE_F32, 1, &s3), CAIRN_OK);
+  if (tf) {
+    cairn_tfbundle_writer *w;
+    cr_assert_eq(cairn_tfbundle_writer_open(path, &w), CAIRN_OK);
+    cr_assert_eq(cairn_tfbundle_writer_add(w, "old/kernel", &tk), CAIRN_OK);
+    cr_assert_eq(cairn_tfbundle_writer_add(w, "dense/bias", &tb), CAIRN_OK);
+    cr_assert_eq(cairn_tfbundle_writer_add(w, "dense/kernel/Adam", &ta), CAIRN_OK);
+    cr_assert_eq(cairn_tfbundle_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  } else {
+    cairn_safetensors_writer *w;
+    cr_assert_eq(cairn_safetensors_writer_open(path, &w), CAIRN_OK);
+    cr_assert_eq(cairn_safetensors_writer_add(w, "old/kernel", &tk), CAIRN_OK);
+    cr_assert_eq(cairn_safetensors_writer_add(w, "dense/bias", &tb), CAIRN_OK);
+    cr_assert_eq(cairn_safetensors_writer_add(w, "dense/kernel/Adam", &ta), CAIRN_OK);
+    cr_assert_eq(cairn_safetensors_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  }
+}
+
+static void partial_restore_from(const char *path) {
+  cairn_registry *r;
+  cr_assert_eq(cairn_registry_new(1, &r), CAIRN_OK);
+  cairn_var *k = mkvar(r, "dense/kernel", 3), *b = mkvar(r, "dense/bias", 2), *o = mkvar(r, "out/kernel", 3);
+  cairn_var *vars[3] = {k, b, o};
+  cairn_saver *s;
+  cr_assert_eq(cairn_saver_new_list(vars, 3, NULL, &s), CAIRN_OK);
+  const char *inc[] = {"dense/*"};
+  cairn_restore_rename ren[] = {{"old/kernel", "dense/kernel"}};
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.include = inc, ro.n_include = 1, ro.rename = ren, ro.n_rename = 1;
+  cairn_restore_report *rep = NULL;
+  cr_assert_eq(cairn_saver_restore_partial(s, path, &ro, &rep, NULL), CAIRN_OK, "%s", cairn_errmsg());
+  const float *kv = cairn_tensor_f32(cairn_var_tensor(k)), *bv = cairn_tensor_f32(cairn_var_tensor(b));
+  cr_assert(kv[0] == 1 && kv[2] == 3 && bv[0] == 4 && bv[1] == 5);
+  cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_RESTORED), 2);
+  cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_UNUSED), 1, "dense/kernel/Adam is unused");
+  cr_assert(!cairn_var_is_initialized(o), "out/kernel was excluded");
+  cairn_restore_report_free(rep);
+  /* The strict restore names what is missing. */
+  cr_assert_eq(cairn_saver_restore(s, path, NULL), CAIRN_E_NOT_FOUND);
+  cr_assert(strstr(cairn_errmsg(), "'out/kernel' not found"), "%s", cairn_errmsg());
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
+Test(interop_saver, partial_restore_from_a_tf_prefix) {
+  write_src(P("model.ckpt-5"), 1);
+  partial_restore_from(P("model.ckpt-5"));
+}
+
+Test(interop_saver, partial_restore_from_safetensors) {
+  write_src(P("m.safetensors"), 0);
+  partial_restore_from(P("m.safetensors"));
+}
