@@ -38,6 +38,9 @@
 #include <cairn/status.h>
 #include <cairn/tensor.h>
 
+#define FUZZ_NAME "fuzz_interop"
+#include "fuzz_util.h"
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -52,52 +55,16 @@ static const cairn_ckpt_limits limits = {
     .max_tensor_bytes = MAX_TENSOR_BYTES,
 };
 
-static char workdir[4096], st_path[4200], prefix[4200], index_path[4300], data_path[4300], rt_st[4200], rt_tf[4200];
-static volatile size_t sink;
-
-static void fail(const char *what, const char *detail) {
-  fprintf(stderr, "fuzz_interop: contract violated: %s (%s)\n", what, detail ? detail : "");
-  abort();
-}
-
-static void clean(int remove_dir) {
-  DIR *d = opendir(workdir);
-  if (d) {
-    struct dirent *de;
-    char p[8400];
-    while ((de = readdir(d))) {
-      if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-      snprintf(p, sizeof p, "%s/%s", workdir, de->d_name);
-      unlink(p);
-    }
-    closedir(d);
-  }
-  if (remove_dir) rmdir(workdir);
-}
+static char st_path[4200], prefix[4200], index_path[4300], data_path[4300], rt_st[4200], rt_tf[4200];
 
 static void at_exit(void) {
-  if (workdir[0]) clean(1);
-}
-
-static int make_workdir(const char *base) {
-  struct stat sb;
-  if (!base || !*base || stat(base, &sb) || !S_ISDIR(sb.st_mode) || access(base, W_OK)) return -1;
-  snprintf(workdir, sizeof workdir, "%s/cairn-fuzz-interop.XXXXXX", base);
-  if (!mkdtemp(workdir)) {
-    workdir[0] = 0;
-    return -1;
-  }
-  return 0;
+  if (workdir[0]) clean_dir(1);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  if (make_workdir(getenv("CAIRN_FUZZ_TMPDIR")) && make_workdir("/dev/shm") && make_workdir(getenv("TMPDIR")) &&
-      make_workdir("/tmp")) {
-    perror("fuzz_interop: cannot create a scratch directory");
-    abort();
-  }
+  make_workdir();
   snprintf(st_path, sizeof st_path, "%s/in.safetensors", workdir);
   snprintf(prefix, sizeof prefix, "%s/in", workdir);
   snprintf(index_path, sizeof index_path, "%s.index", prefix);
@@ -125,28 +92,6 @@ static void put(const char *path, const uint8_t *p, size_t n) {
     done += (size_t)w;
   }
   close(fd);
-}
-
-static void touch_errmsg(void) {
-  const char *m = cairn_errmsg();
-  if (!m) fail("cairn_errmsg returned NULL", NULL);
-  sink = strlen(m);
-}
-
-static uint64_t check_entry(const cairn_ckpt_entry *e) {
-  if (!e->name) fail("entry without a name", NULL);
-  size_t es = cairn_dtype_size(e->dtype);
-  if (!es) fail("entry with an unknown dtype", e->name);
-  if (e->rank < 0 || e->rank > CAIRN_MAX_RANK) fail("entry rank outside 0..8", e->name);
-  uint64_t n = 1;
-  int overflow = 0;
-  for (int d = 0; d < e->rank; d++) {
-    if (e->shape[d] < 0) fail("entry with a negative dimension", e->name);
-    if (e->shape[d] && n > UINT64_MAX / (uint64_t)e->shape[d]) overflow = 1;
-    n *= (uint64_t)e->shape[d];
-  }
-  if (overflow || (n && es > UINT64_MAX / n) || n * es != e->raw_bytes) fail("raw_bytes is not count x size", e->name);
-  return n;
 }
 
 /* Reads every tensor (with the CRC check for TF); returns the failures. */
@@ -280,6 +225,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st > 0) fail("open returned a positive status", NULL);
     touch_errmsg();
   }
-  clean(0);
+  clean_dir(0);
   return 0;
 }
