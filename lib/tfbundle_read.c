@@ -265,6 +265,11 @@ static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
                        "'%s': '%s' is a partitioned (sliced) variable; cairn reads whole tensors only (save it "
                        "unpartitioned in TensorFlow)",
                        c->index, nm);
+  /* TensorFlow 2's object-based checkpoints all carry this serialized
+   * object graph as a string scalar: metadata about Python objects, not a
+   * variable. Left out, so that their variables can be read. */
+  if (r->dtype == TF_DT_STRING && kv->klen == 28 && memcmp(kv->key, "_CHECKPOINTABLE_OBJECT_GRAPH", 28) == 0)
+    return CAIRN_OK;
   if (r->dtype == TF_DT_STRING)
     return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s': '%s' is a string tensor (DT_STRING); cairn has no string tensors",
                        c->index, nm);

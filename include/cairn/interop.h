@@ -11,7 +11,7 @@
  *   the bundle stores is checked: index blocks on open, a tensor's data on
  *   read. String, resource, variant and complex tensors, and sliced
  *   (partitioned) variables, are refused with CAIRN_E_UNSUPPORTED naming the
- *   tensor.
+ *   tensor; TensorFlow 2's "_CHECKPOINTABLE_OBJECT_GRAPH" string is left out.
  * - a safetensors file. The format has no checksum: a tensor's raw_crc32c is
  *   0 and a damaged data byte goes unnoticed (bool bytes other than 0 and 1
  *   are refused); the header is validated fully (offsets contiguous, in the
