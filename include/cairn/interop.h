@@ -17,7 +17,8 @@
  *   are refused); the header is validated fully (offsets contiguous, in the
  *   data region, matching dtype × shape). Its "__metadata__" strings are
  *   CAIRN_META_STR metadata.
- * cairn_ckpt_format tells which format a handle reads.
+ * cairn_ckpt_format tells which format a handle reads; cairn_ckpt_version
+ * gives 1.0 for a TF bundle (its bundle version) and 0.0 for safetensors.
  *
  * This header adds the writers. Both write atomically (temporary file,
  * fsync, rename, fsync of the directory), like cairn's own writer, and
