@@ -50,17 +50,6 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Bounds on what one input may make the harness allocate. */
-#define MAX_TENSOR_BYTES (8u << 20)
-#define MAX_TOTAL_BYTES (32u << 20)
-
-static const cairn_ckpt_limits limits = {
-  .max_index_bytes = 1u << 20,
-  .max_meta_bytes = 1u << 20,
-  .max_tensors = 4096,
-  .max_chunk_bytes = 1u << 20,
-  .max_tensor_bytes = MAX_TENSOR_BYTES,
-};
 
 static char in_path[4200];  /* the input: /proc/self/fd/N of a memfd, or a file */
 static char out_path[4200]; /* what cairn_ckpt_recover writes */

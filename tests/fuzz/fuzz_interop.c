@@ -23,20 +23,10 @@
  * files live under $CAIRN_FUZZ_TMPDIR, else /dev/shm, $TMPDIR or /tmp.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cairn/ckpt.h>
 #include <cairn/interop.h>
-#include <cairn/status.h>
-#include <cairn/tensor.h>
 
 #define FUZZ_NAME "fuzz_interop"
 #include "fuzz_util.h"
@@ -44,16 +34,6 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_TENSOR_BYTES (8u << 20)
-#define MAX_TOTAL_BYTES (32u << 20)
-
-static const cairn_ckpt_limits limits = {
-    .max_index_bytes = 1u << 20,
-    .max_meta_bytes = 1u << 20,
-    .max_tensors = 4096,
-    .max_chunk_bytes = 1u << 20,
-    .max_tensor_bytes = MAX_TENSOR_BYTES,
-};
 
 static char st_path[4200], prefix[4200], index_path[4300], data_path[4300], rt_st[4200], rt_tf[4200];
 

@@ -1,6 +1,6 @@
 /* fuzz_util.h: what the libFuzzer harnesses (fuzz_ckpt.c, fuzz_interop.c)
- * share: the scratch directory, the contract failure, the checks of an
- * index entry and of the error message. Each harness defines FUZZ_NAME
+ * share: the reader limits, the scratch directory, the contract failure,
+ * the checks of an index entry and of the error message. Each harness defines FUZZ_NAME
  * before including it. */
 #ifndef CAIRN_FUZZ_UTIL_H
 #define CAIRN_FUZZ_UTIL_H
@@ -16,6 +16,18 @@
 #include <cairn/ckpt.h>
 #include <cairn/status.h>
 #include <cairn/tensor.h>
+
+/* Bounds on what one input may make a harness allocate. */
+#define MAX_TENSOR_BYTES (8u << 20)
+#define MAX_TOTAL_BYTES (32u << 20)
+
+static const cairn_ckpt_limits limits = {
+    .max_index_bytes = 1u << 20,
+    .max_meta_bytes = 1u << 20,
+    .max_tensors = 4096,
+    .max_chunk_bytes = 1u << 20,
+    .max_tensor_bytes = MAX_TENSOR_BYTES,
+};
 
 static char workdir[4096];
 static volatile size_t sink; /* keeps the reads of returned strings and bytes */
