@@ -8,8 +8,9 @@
 #     diff across formats, --dtype conversion;
 #   - safetensors has no checksum: a flipped data bit shows in diff, a
 #     flipped header bit is refused;
-#   - cairn-fmnist warm-start --from a TensorFlow checkpoint prefix trains
-#     exactly as from cairn's own checkpoint (same accuracy, same bits).
+#   - cairn-fmnist warm-start --from a TensorFlow checkpoint prefix or a
+#     safetensors file trains exactly as from cairn's own checkpoint (same
+#     accuracy, same bits).
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
@@ -19,7 +20,7 @@ PROG="$top_builddir/tools/cairn-fmnist"
 PY=/usr/bin/python3
 
 tap_tmpdir interop
-echo "1..10"
+echo "1..11"
 
 have_numpy=0
 [ -x "$PY" ] && "$PY" -c 'import numpy' 2>/dev/null && have_numpy=1
@@ -152,5 +153,10 @@ fi
 run "$TOOL" diff "$T/w-own/model.ckpt-40" "$T/w-tf/model.ckpt-40"
 if [ "$rc" -eq 0 ]; then ok "... and ends with the same bits in every tensor"
 else not_ok "warm-start from TF and from cairn end differently (diff exit $rc)"; fi
+
+run "$PROG" warm-start --from "$T/s.safetensors" --checkpoint-dir "$T/w-st" $WARM
+run2 "$TOOL" diff "$T/w-own/model.ckpt-40" "$T/w-st/model.ckpt-40"
+if [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ]; then ok "warm-start --from a safetensors file: the same bits as from cairn's own"
+else not_ok "warm-start --from a safetensors file (exit $rc, diff $rc2)" "$T/err" "$T/out2"; fi
 
 [ "$failed" -eq 0 ]
