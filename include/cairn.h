@@ -14,6 +14,7 @@
 #include "cairn/data.h"
 #include "cairn/model.h"
 #include "cairn/ckpt.h"
+#include "cairn/interop.h"
 #include "cairn/saver.h"
 #include "cairn/session.h"
 #include "cairn/scaffold.h"

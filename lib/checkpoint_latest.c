@@ -31,7 +31,11 @@ static void note_add(cairn__sbuf *note, const char *text) {
  * caller that wants its metadata need not open it again). */
 static int usable(const char *path, char *why, size_t len, cairn_ckpt **keep) {
   struct stat sb;
-  if (stat(path, &sb) != 0) {
+  /* A TensorFlow checkpoint is a prefix; its .index file stands for it. */
+  char tf[4096];
+  int is_tf = stat(path, &sb) != 0 && (size_t)snprintf(tf, sizeof tf, "%s.index", path) < sizeof tf &&
+              stat(tf, &sb) == 0;
+  if (!is_tf && stat(path, &sb) != 0) {
     snprintf(why, len, "%s", errno == ENOENT ? "file does not exist" : strerror(errno));
     return 0;
   }

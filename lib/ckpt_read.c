@@ -9,6 +9,7 @@
  * allocated; every offset and size is computed with overflow checks. */
 #define _GNU_SOURCE 1
 #include "ckpt_impl.h"
+#include "ckpt_backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +45,8 @@ struct cairn_ckpt {
   ck_meta *meta;
   size_t nmeta;
   char *meta_arena;
+  const ck_backend *be; /* a foreign format (ckpt_backend.h), NULL for cairn's own */
+  void *bs;             /* the backend's state */
 };
 
 static void fill_limits(const cairn_ckpt_limits *in, cairn_ckpt_limits *out) {
@@ -235,6 +238,7 @@ int cairn__ckpt_is_file(const cairn_ckpt *c, const char *path) {
 
 void cairn_ckpt_close(cairn_ckpt *c) {
   if (!c) return;
+  if (c->be) c->be->close(c->bs);
   if (c->fd >= 0) close(c->fd);
   free(c->path);
   free(c->index);
@@ -311,7 +315,20 @@ cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, 
   }
   c->fd = -1;
   fill_limits(limits, &c->lim);
-  cairn_status s = open_impl(c);
+  cairn_status s;
+  if ((c->be = cairn__ck_detect(path))) {
+    ck_view v = {0};
+    s = c->be->open(path, &c->lim, &c->bs, &v);
+    if (!s) {
+      c->ents = v.ents, c->n = v.n, c->names = v.names;
+      c->meta = v.meta, c->nmeta = v.nmeta, c->meta_arena = v.meta_arena;
+      c->sb.major = v.major, c->sb.minor = v.minor;
+    } else {
+      c->be = NULL;
+    }
+  } else {
+    s = open_impl(c);
+  }
   if (s) {
     cairn_ckpt_close(c);
     return s;
@@ -321,6 +338,8 @@ cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, 
 }
 
 const char *cairn_ckpt_path(const cairn_ckpt *c) { return c ? c->path : NULL; }
+
+const char *cairn_ckpt_format(const cairn_ckpt *c) { return !c ? NULL : c->be ? c->be->name : "cairn"; }
 
 void cairn_ckpt_version(const cairn_ckpt *c, int *major, int *minor) {
   if (major) *major = c ? c->sb.major : 0;
@@ -595,6 +614,7 @@ cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst)
                        cairn_tensor_shape_str(dst, b, sizeof b));
   }
   if (e->raw_bytes && !dst->data) return cairn__fail(CAIRN_E_NULL, "ckpt_read: '%s': destination data is NULL", nm);
+  if (c->be) return c->be->read(c->bs, e, dst->data);
   return decode_tensor(c, e, dst->data, 0);
 }
 
@@ -659,6 +679,7 @@ static cairn_status check_trailer(const cairn_ckpt *c, const ck_entry *e) {
 
 cairn_status cairn_ckpt_verify(cairn_ckpt *c) {
   if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_verify: checkpoint is NULL");
+  if (c->be) return c->be->verify(c->bs, c->ents, c->n);
   /* File order: sequential reads. */
   size_t *order = malloc((c->n ? c->n : 1) * sizeof *order);
   if (!order) return cairn__fail(CAIRN_E_NOMEM, "ckpt_verify: out of memory");

@@ -340,10 +340,36 @@ static int hidden_from_meta(const char *path, cairn_saver_meta *meta, flags *f) 
   return 0;
 }
 
+/* The architecture from the kernels' shapes (dense/kernel (784, h1),
+ * dense_1/kernel (h1, h2), ..., the last one (hk, 10)): for checkpoints
+ * without cairn's metadata, such as TensorFlow's or safetensors files.
+ * 1 if it found none. */
+static int hidden_from_shapes(const char *path, flags *f) {
+  cairn_ckpt *c;
+  if (cairn_ckpt_open(path, NULL, &c) != CAIRN_OK) return 1;
+  char h[256] = "";
+  int n = 0;
+  for (int k = 0; k <= CAIRN_MLP_MAX_LAYERS; k++) {
+    char name[32];
+    cairn_ckpt_entry e;
+    snprintf(name, sizeof name, k ? "dense_%d/kernel" : "dense/kernel", k);
+    if (cairn_ckpt_find(c, name, &e) != CAIRN_OK || e.rank != 2) break;
+    if (k) snprintf(h + strlen(h), sizeof h - strlen(h), "%s%lld", k > 1 ? "," : "", (long long)e.shape[0]);
+    n++;
+  }
+  cairn_ckpt_close(c);
+  return n < 2 || parse_hidden(h, f->hidden, &f->n_hidden);
+}
+
 static int hidden_from_checkpoint(const char *path, flags *f) {
   cairn_saver_meta *meta;
   cairn_status st = cairn_saver_meta_read(path, &meta);
   if (st) return report_error("reading the checkpoint's metadata", st, NULL);
+  const char *h;
+  if (cairn_saver_meta_user_str(meta, "fmnist.hidden", &h) != CAIRN_OK && hidden_from_shapes(path, f) == 0) {
+    cairn_saver_meta_free(meta);
+    return 0;
+  }
   return hidden_from_meta(path, meta, f);
 }
 

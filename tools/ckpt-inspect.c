@@ -42,13 +42,17 @@ enum {
   OPT_ALL = 1 << 1,
   OPT_TOL = 1 << 2,
   OPT_FORCE = 1 << 3,
-  OPT_COMPRESS = 1 << 4
+  OPT_COMPRESS = 1 << 4,
+  OPT_FORMAT = 1 << 5,
+  OPT_DTYPE = 1 << 6
 };
 
 typedef struct options {
   int json, all, force;
   double atol, rtol;
   cairn_ckpt_compress compress;
+  const char *format;       /* export: npz, tf, safetensors (NULL: from OUT's name) */
+  cairn_dtype export_dtype; /* export: floating-point tensors converted to it (0: kept) */
   unsigned given; /* OPT_* seen on the command line */
 } options;
 
@@ -507,6 +511,13 @@ static void explain_missing(const char *arg) {
  * to its latest valid checkpoint (when allow_dir). Prints the error. */
 static int resolve(const char *arg, int allow_dir, char *out, size_t outlen) {
   struct stat st;
+  char tf[4096];
+  /* A TensorFlow checkpoint is a prefix: no file by that name, but PREFIX.index. */
+  if (stat(arg, &st) != 0 && (size_t)snprintf(tf, sizeof tf, "%s.index", arg) < sizeof tf && stat(tf, &st) == 0 &&
+      strlen(arg) < outlen) {
+    memcpy(out, arg, strlen(arg) + 1);
+    return 0;
+  }
   if (stat(arg, &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR)
       explain_missing(arg);
@@ -561,6 +572,17 @@ static cairn_status open_ckpt(const char *path, cairn_ckpt **c) {
     errorf("%s was written by a newer cairn (this is %s, which reads format %d.x)", path,
            cairn_version_string(), CAIRN_CKPT_VERSION_MAJOR);
   return s;
+}
+
+/* "format 1.0" for cairn's own files; the foreign formats by name. */
+static const char *format_label(const cairn_ckpt *c, char *b, size_t n) {
+  int major, minor;
+  const char *f = cairn_ckpt_format(c);
+  cairn_ckpt_version(c, &major, &minor);
+  if (strcmp(f, "tf") == 0) snprintf(b, n, "TensorFlow checkpoint (bundle version %d)", major);
+  else if (strcmp(f, "safetensors") == 0) snprintf(b, n, "safetensors");
+  else snprintf(b, n, "format %d.%d", major, minor);
+  return b;
 }
 
 /* Reads tensor e into a new tensor of its dtype and shape. */
@@ -668,7 +690,8 @@ static int cmd_list(const options *o, const char *arg) {
     }
     printf("# ");
     put_esc(stdout, path);
-    printf(": format %d.%d, %zu tensor%s\n", major, minor, n, n == 1 ? "" : "s");
+    char fl[80];
+    printf(": %s, %zu tensor%s\n", format_label(c, fl, sizeof fl), n, n == 1 ? "" : "s");
     printf("%-*s  %-*s  %-*s  %12s  %12s  %7s  %-8s  %s\n", (int)wn, "NAME", (int)wd, "DTYPE", (int)ws, "SHAPE",
            "RAW", "STORED", "RATIO", "CRC32C", "CHUNKS");
     for (size_t i = 0; i < n; i++) {
@@ -1452,6 +1475,8 @@ out:
 
 /* ---- verify ------------------------------------------------------------------ */
 
+static const char *g_verify_label = ""; /* cmd_verify: format_label of the file */
+
 static void verify_report(const options *o, const char *path, cairn_status s, const char *msg, int major,
                           int minor, size_t ntensors, char **bad, size_t nbad) {
   int incomplete = s == CAIRN_E_TRUNCATED;
@@ -1478,8 +1503,15 @@ static void verify_report(const options *o, const char *path, cairn_status s, co
   }
   put_esc(stdout, path);
   if (s == CAIRN_OK) {
-    printf(": OK (format %d.%d, %zu tensor%s; every checksum and rule verified)\n", major, minor, ntensors,
-           ntensors == 1 ? "" : "s");
+    if (strcmp(g_verify_label, "safetensors") == 0)
+      printf(": OK (safetensors, %zu tensor%s; header and every rule verified; the format has no checksums)\n",
+             ntensors, ntensors == 1 ? "" : "s");
+    else if (*g_verify_label && strncmp(g_verify_label, "format", 6) != 0)
+      printf(": OK (%s, %zu tensor%s; every checksum and rule verified)\n", g_verify_label, ntensors,
+             ntensors == 1 ? "" : "s");
+    else
+      printf(": OK (format %d.%d, %zu tensor%s; every checksum and rule verified)\n", major, minor, ntensors,
+             ntensors == 1 ? "" : "s");
     return;
   }
   printf(": %s: %s", incomplete ? "INCOMPLETE" : status_is_bad_file(s) ? "BAD" : "ERROR", cairn_status_str(s));
@@ -1518,6 +1550,8 @@ static int cmd_verify(const options *o, const char *arg) {
   }
   int major, minor;
   cairn_ckpt_version(c, &major, &minor);
+  static char label[80];
+  g_verify_label = format_label(c, label, sizeof label);
   size_t n = cairn_ckpt_count(c);
   s = cairn_ckpt_verify(c);
   char msg[2048] = "";
@@ -1581,7 +1615,8 @@ static int cmd_meta(const options *o, const char *arg) {
   } else {
     printf("# ");
     put_esc(stdout, path);
-    printf(": format %d.%d, %zu tensor%s, %zu metadata key%s\n", major, minor, cairn_ckpt_count(c),
+    char fl[80];
+    printf(": %s, %zu tensor%s, %zu metadata key%s\n", format_label(c, fl, sizeof fl), cairn_ckpt_count(c),
            cairn_ckpt_count(c) == 1 ? "" : "s", n, n == 1 ? "" : "s");
   }
   int rc = EXIT_OK_;
@@ -1734,10 +1769,155 @@ static const char *npy_descr(cairn_dtype dt) {
   return NULL;
 }
 
+/* Converts a floating-point tensor to dt (round to nearest even; from f64
+ * through f32 for the 16-bit types); other tensors are returned as they are.
+ * *conv is the new tensor to free, or NULL. */
+static cairn_status convert_float(cairn_tensor *t, cairn_dtype dt, cairn_tensor **conv) {
+  *conv = NULL;
+  if (!dt || !dtype_is_float(t->dtype) || t->dtype == dt) return CAIRN_OK;
+  cairn_status s = cairn_tensor_new(dt, t->rank, t->shape, conv);
+  if (s != CAIRN_OK) return s;
+  unsigned char *d = (*conv)->data;
+  for (int64_t i = 0; i < t->size; i++) {
+    double v = get_d(t->dtype, t->data, (uint64_t)i);
+    if (dt == CAIRN_DTYPE_F64) memcpy(d + 8 * i, &v, 8);
+    else {
+      float f = (float)v;
+      uint16_t h = dt == CAIRN_DTYPE_F16 ? f32_to_f16(f) : f32_to_bf16(f);
+      if (dt == CAIRN_DTYPE_F32) memcpy(d + 4 * i, &f, 4);
+      else memcpy(d + 2 * i, &h, 2);
+    }
+  }
+  return CAIRN_OK;
+}
+
+/* export --format tf|safetensors: every tensor (converted by --dtype),
+ * and for safetensors the metadata as __metadata__ strings. */
+static int export_foreign(const options *o, cairn_ckpt *c, const char *path, const char *out, int tf) {
+  size_t n = cairn_ckpt_count(c), nconv = 0;
+  cairn_tensor **keep = calloc(n + 1, sizeof *keep); /* safetensors writes the data at commit */
+  cairn_safetensors_writer *sw = NULL;
+  cairn_tfbundle_writer *tw = NULL;
+  cairn_status s = !keep ? CAIRN_E_NOMEM
+                         : tf ? cairn_tfbundle_writer_open(out, &tw) : cairn_safetensors_writer_open(out, &sw);
+  if (s != CAIRN_OK) {
+    error_status(out, s);
+    free(keep);
+    return EXIT_ERROR;
+  }
+  for (size_t i = 0; i < n; i++) {
+    cairn_ckpt_entry e;
+    cairn_tensor *t = NULL, *cv = NULL;
+    if ((s = cairn_ckpt_entry_at(c, i, &e)) != CAIRN_OK) {
+      error_status(path, s);
+      goto fail;
+    }
+    if ((s = read_tensor(c, &e, &t)) != CAIRN_OK) {
+      error_tensor(path, e.name, s);
+      goto fail;
+    }
+    if ((s = convert_float(t, o->export_dtype, &cv)) != CAIRN_OK) {
+      error_tensor(path, e.name, s);
+      cairn_tensor_free(t);
+      goto fail;
+    }
+    if (cv) {
+      cairn_tensor_free(t);
+      t = cv;
+      nconv++;
+    }
+    s = tf ? cairn_tfbundle_writer_add(tw, e.name, t) : cairn_safetensors_writer_add(sw, e.name, t);
+    if (s != CAIRN_OK) {
+      error_tensor(out, e.name, s);
+      cairn_tensor_free(t);
+      goto fail;
+    }
+    if (tf) cairn_tensor_free(t);
+    else keep[i] = t;
+  }
+  for (size_t i = 0; !tf && i < cairn_ckpt_meta_count(c); i++) {
+    const char *key, *sv;
+    cairn_meta_type ty;
+    char buf[64];
+    uint64_t u;
+    int64_t iv;
+    double d;
+    int b;
+    if (cairn_ckpt_meta_at(c, i, &key, &ty) != CAIRN_OK) continue;
+    sv = NULL;
+    if (ty == CAIRN_META_STR && cairn_ckpt_meta_str(c, key, &sv) == CAIRN_OK) {
+    } else if (ty == CAIRN_META_U64 && cairn_ckpt_meta_u64(c, key, &u) == CAIRN_OK) {
+      snprintf(buf, sizeof buf, "%llu", (unsigned long long)u), sv = buf;
+    } else if (ty == CAIRN_META_I64 && cairn_ckpt_meta_i64(c, key, &iv) == CAIRN_OK) {
+      snprintf(buf, sizeof buf, "%lld", (long long)iv), sv = buf;
+    } else if (ty == CAIRN_META_F64 && cairn_ckpt_meta_f64(c, key, &d) == CAIRN_OK) {
+      snprintf(buf, sizeof buf, "%.17g", d), sv = buf;
+    } else if (ty == CAIRN_META_BOOL && cairn_ckpt_meta_bool(c, key, &b) == CAIRN_OK) {
+      sv = b ? "true" : "false";
+    }
+    if (sv && cairn_safetensors_writer_meta(sw, key, sv) != CAIRN_OK) sv = NULL;
+    if (!sv) {
+      fputs(PROG ": note: metadata '", stderr);
+      put_esc(stderr, key);
+      fputs("' not exported (safetensors metadata holds strings)\n", stderr);
+    }
+  }
+  s = tf ? cairn_tfbundle_writer_commit(tw) : cairn_safetensors_writer_commit(sw);
+  tw = NULL, sw = NULL;
+  for (size_t i = 0; i < n; i++) cairn_tensor_free(keep[i]);
+  free(keep);
+  if (s != CAIRN_OK) {
+    error_status(out, s);
+    return EXIT_ERROR;
+  }
+  if (tf) {
+    /* The state file lets TensorFlow's latest_checkpoint find it; an
+     * existing one (a training directory's) is left alone. */
+    char *dir = strdup(out), *sl = dir ? strrchr(dir, '/') : NULL;
+    const char *d = !dir ? "." : sl ? (sl == dir ? "/" : (*sl = '\0', dir)) : ".";
+    char state[4200];
+    struct stat st;
+    snprintf(state, sizeof state, "%s/checkpoint", d);
+    if (dir && stat(state, &st) != 0 && cairn_checkpoint_state_write(d, out, NULL, 0, 0) != CAIRN_OK)
+      errorf("note: %s: could not write the state file: %s", state, cairn_errmsg());
+    free(dir);
+  }
+  printf("exported %zu tensor%s to ", n, n == 1 ? "" : "s");
+  put_esc(stdout, out);
+  printf(" (%s", tf ? "TensorFlow checkpoint" : "safetensors");
+  if (nconv) printf(", %zu converted to %s", nconv, dtype_str(o->export_dtype));
+  printf(")\n");
+  cairn_ckpt_close(c);
+  return EXIT_OK_;
+fail:
+  if (tf) cairn_tfbundle_writer_abort(tw);
+  else cairn_safetensors_writer_abort(sw);
+  for (size_t i = 0; i < n; i++) cairn_tensor_free(keep[i]);
+  free(keep);
+  cairn_ckpt_close(c);
+  return EXIT_ERROR;
+}
+
 static int cmd_export(const options *o, const char *arg, const char *out) {
   char path[4096], err[4096];
   if (resolve(arg, 1, path, sizeof path) != 0) return EXIT_ERROR;
-  if (check_output(o, path, out) != 0) return EXIT_ERROR;
+  const char *form = o->format ? o->format : ends_with(out, ".safetensors") ? "safetensors" : "npz";
+  if (strcmp(form, "tf") == 0) {
+    char idx[4200];
+    snprintf(idx, sizeof idx, "%s.index", out);
+    if (check_output(o, path, idx) != 0) return EXIT_ERROR;
+  } else if (check_output(o, path, out) != 0) {
+    return EXIT_ERROR;
+  }
+  if (strcmp(form, "npz") != 0) {
+    cairn_ckpt *fc;
+    if (open_ckpt(path, &fc) != CAIRN_OK) return EXIT_ERROR;
+    return export_foreign(o, fc, path, out, strcmp(form, "tf") == 0);
+  }
+  if (o->export_dtype) {
+    errorf("export: --dtype applies to --format tf and safetensors");
+    return EXIT_ERROR;
+  }
   cairn_ckpt *c;
   if (open_ckpt(path, &c) != CAIRN_OK) return EXIT_ERROR;
   size_t n = cairn_ckpt_count(c), nbf16 = 0;
@@ -1830,9 +2010,74 @@ static int npz_to_dtype(const npz_array *a, cairn_dtype *dt) {
   return -1;
 }
 
+/* import of a TensorFlow checkpoint or a safetensors file (c is open). */
+static int import_foreign(const options *o, cairn_ckpt *c, const char *in, const char *out) {
+  cairn_ckpt_write_options wo;
+  memset(&wo, 0, sizeof wo);
+  wo.compress = o->compress;
+  cairn_ckpt_writer *w = NULL;
+  cairn_status s = cairn_ckpt_writer_open(out, &wo, &w);
+  size_t n = cairn_ckpt_count(c), nmeta = 0;
+  for (size_t i = 0; i < n && s == CAIRN_OK; i++) {
+    cairn_ckpt_entry e;
+    cairn_tensor *t = NULL;
+    if ((s = cairn_ckpt_entry_at(c, i, &e)) != CAIRN_OK || (s = read_tensor(c, &e, &t)) != CAIRN_OK) {
+      error_tensor(in, i < n ? e.name : "?", s);
+      cairn_ckpt_writer_abort(w);
+      cairn_ckpt_close(c);
+      return EXIT_ERROR;
+    }
+    s = cairn_ckpt_writer_add(w, e.name, t);
+    cairn_tensor_free(t);
+  }
+  for (size_t i = 0; i < cairn_ckpt_meta_count(c) && s == CAIRN_OK; i++) {
+    const char *key, *v;
+    cairn_meta_type ty;
+    if (cairn_ckpt_meta_at(c, i, &key, &ty) != CAIRN_OK || ty != CAIRN_META_STR || cairn_ckpt_meta_str(c, key, &v))
+      continue;
+    if (cairn_ckpt_writer_meta_str(w, key, v) == CAIRN_OK) {
+      nmeta++;
+    } else {
+      fputs(PROG ": note: metadata '", stderr);
+      put_esc(stderr, key);
+      fputs("' skipped (cairn keys are 1..255 bytes of [a-z0-9_.])\n", stderr);
+    }
+  }
+  if (s == CAIRN_OK) {
+    s = cairn_ckpt_writer_commit(w);
+    w = NULL;
+  }
+  const char *form = cairn_ckpt_format(c);
+  cairn_ckpt_close(c);
+  if (s != CAIRN_OK) {
+    cairn_ckpt_writer_abort(w);
+    error_status(out, s);
+    return EXIT_ERROR;
+  }
+  printf("imported %zu tensor%s", n, n == 1 ? "" : "s");
+  if (nmeta) printf(" and %zu metadata entr%s", nmeta, nmeta == 1 ? "y" : "ies");
+  printf(" from a %s into ", strcmp(form, "tf") == 0 ? "TensorFlow checkpoint" : "safetensors file");
+  put_esc(stdout, out);
+  fputc('\n', stdout);
+  return EXIT_OK_;
+}
+
 static int cmd_import(const options *o, const char *in, const char *out) {
   char err[4096];
   struct stat st;
+  cairn_ckpt *fc = NULL;
+  if (cairn_ckpt_open(in, NULL, &fc) == CAIRN_OK) {
+    if (strcmp(cairn_ckpt_format(fc), "cairn") == 0) {
+      cairn_ckpt_close(fc);
+      errorf("%s: is already a cairn checkpoint", in);
+      return EXIT_ERROR;
+    }
+    if (check_output(o, in, out) != 0) {
+      cairn_ckpt_close(fc);
+      return EXIT_ERROR;
+    }
+    return import_foreign(o, fc, in, out);
+  }
   if (stat(in, &st) != 0) {
     errorf("%s: %s", in, strerror(errno));
     return EXIT_ERROR;
@@ -1958,12 +2203,20 @@ static const command commands[] = {
      "Salvages a truncated (incomplete) or damaged checkpoint: every tensor written completely\n"
      "with valid checksums, and the metadata if it survived, are copied into the new valid file\n"
      "OUT. Prints how many tensors were recovered and lost. OUT is not replaced without --force.\n"},
-    {"export", 2, OPT_FORCE, "export [--force] CKPT OUT.npz",
+    {"export", 2, OPT_FORCE | OPT_FORMAT | OPT_DTYPE,
+     "export [--force] [--format npz|tf|safetensors] [--dtype bf16|f16|f32] CKPT OUT",
      "Writes every tensor into a NumPy .npz (members NAME.npy, stored uncompressed, ZIP64 when\n"
      "needed) that numpy.load reads. bf16 tensors are widened to float32 ('<f4') because NumPy has\n"
-     "no bfloat16; a note names each one. Metadata is not exported.\n"},
-    {"import", 2, OPT_FORCE | OPT_COMPRESS, "import [--force] [--compress auto|none|shuffle] IN.npz OUT",
-     "Reads a NumPy .npz (stored or deflated members, e.g. from numpy.savez or savez_compressed)\n"
+     "no bfloat16; a note names each one. Metadata is not exported.\n"
+     "--format tf writes a TensorFlow checkpoint OUT.index + OUT.data-00000-of-00001 (and the\n"
+     "directory's 'checkpoint' state file if it has none); --format safetensors (the default for\n"
+     "an OUT ending in .safetensors) a safetensors file with the metadata as __metadata__\n"
+     "strings. --dtype converts every floating-point tensor (for model-only exports: optimizer\n"
+     "slots lose precision too); integer tensors keep their dtype.\n"},
+    {"import", 2, OPT_FORCE | OPT_COMPRESS, "import [--force] [--compress auto|none|shuffle] IN OUT",
+     "IN may be a TensorFlow checkpoint prefix or a safetensors file: every tensor (and the\n"
+     "safetensors metadata whose keys cairn allows) is copied into the cairn checkpoint OUT.\n"
+     "Otherwise IN is a NumPy .npz. Reads a NumPy .npz (stored or deflated members, e.g. from numpy.savez or savez_compressed)\n"
      "and writes a cairn checkpoint with one tensor per .npy member, named after the member\n"
      "without '.npy'. Supported dtypes: float16/32/64, int8-64, uint8-64, bool, up to 8\n"
      "dimensions; big-endian and Fortran-order arrays are converted. Every size, offset, name\n"
@@ -2105,6 +2358,8 @@ int main(int argc, char **argv) {
     else if (kl == 7 && strncmp(a, "--force", kl) == 0) flag = OPT_FORCE;
     else if (kl == 6 && (strncmp(a, "--atol", kl) == 0 || strncmp(a, "--rtol", kl) == 0)) flag = OPT_TOL, needs_val = 1;
     else if (kl == 10 && strncmp(a, "--compress", kl) == 0) flag = OPT_COMPRESS, needs_val = 1;
+    else if (kl == 8 && strncmp(a, "--format", kl) == 0) flag = OPT_FORMAT, needs_val = 1;
+    else if (kl == 7 && strncmp(a, "--dtype", kl) == 0) flag = OPT_DTYPE, needs_val = 1;
     if (!flag) {
       errorf("%s: unknown option '%s' (usage: " PROG " %s)", cmd->name, a, cmd->usage);
       return EXIT_ERROR;
@@ -2136,6 +2391,20 @@ int main(int argc, char **argv) {
       else if (strcmp(val, "shuffle") == 0) o.compress = CAIRN_CKPT_COMPRESS_SHUFFLE;
       else {
         errorf("--compress: '%s' is not auto, none or shuffle", val);
+        return EXIT_ERROR;
+      }
+    } else if (flag == OPT_FORMAT) {
+      if (strcmp(val, "npz") != 0 && strcmp(val, "tf") != 0 && strcmp(val, "safetensors") != 0) {
+        errorf("--format: '%s' is not npz, tf or safetensors", val);
+        return EXIT_ERROR;
+      }
+      o.format = val;
+    } else if (flag == OPT_DTYPE) {
+      if (strcmp(val, "bf16") == 0) o.export_dtype = CAIRN_DTYPE_BF16;
+      else if (strcmp(val, "f16") == 0) o.export_dtype = CAIRN_DTYPE_F16;
+      else if (strcmp(val, "f32") == 0) o.export_dtype = CAIRN_DTYPE_F32;
+      else {
+        errorf("--dtype: '%s' is not bf16, f16 or f32", val);
         return EXIT_ERROR;
       }
     }

@@ -31,7 +31,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 
-pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libcriterion-dev dataset-fashion-mnist"
+pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libjansson-dev libsnappy-dev libcriterion-dev dataset-fashion-mnist"
 # The test mode also fuzzes the checkpoint reader with clang's libFuzzer, and
 # reads ckpt-inspect's .npz exports back with numpy and the TensorBoard event
 # files with the protobuf library.
@@ -237,26 +237,34 @@ fi
 
 echo "== libFuzzer: checkpoint reader under ASan+UBSan"
 # A separate clang build (static, serial so runs are deterministic) of
-# tests/fuzz/fuzz_ckpt, run for a bounded time on a copy of the seed corpus.
+# tests/fuzz/fuzz_ckpt and fuzz_interop, each run for a bounded time on a copy
+# of its seed corpus.
 fuzz_secs=${CAIRN_FUZZ_SECONDS:-60}
 mkdir -p _build-fuzz
-if (cd _build-fuzz && export CC=clang && configure_as --enable-fuzzing --disable-openmp --disable-shared &&
-    make -j"$jobs" tests/fuzz/fuzz_ckpt >make.out 2>&1); then
-  fuzz_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-fuzz.XXXXXX")
-  mkdir "$fuzz_dir/corpus" && cp tests/fuzz/corpus/* "$fuzz_dir/corpus/" 2>/dev/null
-  if CAIRN_FUZZ_TMPDIR=$fuzz_dir _build-fuzz/tests/fuzz/fuzz_ckpt -max_total_time="$fuzz_secs" -rss_limit_mb=2048 -timeout=20 \
-       -print_final_stats=1 -artifact_prefix="$fuzz_dir/" "$fuzz_dir/corpus" >_build-fuzz/fuzz.out 2>&1; then
-    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' _build-fuzz/fuzz.out)
-    ok "fuzz_ckpt: ${fuzz_secs} s, ${runs:-?} inputs, nothing found"
+# fuzz_run NAME CORPUS SECONDS: tests/fuzz/NAME on a copy of CORPUS, in $fuzz_dir
+fuzz_run() {
+  rm -rf "$fuzz_dir/corpus" && mkdir "$fuzz_dir/corpus" && cp "$2"/* "$fuzz_dir/corpus/" 2>/dev/null
+  if CAIRN_FUZZ_TMPDIR=$fuzz_dir _build-fuzz/tests/fuzz/$1 -max_total_time="$3" -rss_limit_mb=2048 -timeout=20 \
+       -print_final_stats=1 -artifact_prefix="$fuzz_dir/" "$fuzz_dir/corpus" >_build-fuzz/$1.out 2>&1; then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' _build-fuzz/$1.out)
+    ok "$1: $3 s, ${runs:-?} inputs, nothing found"
   else
-    grep -v '^#[0-9]\|^0x\|^Base64\|^\\' _build-fuzz/fuzz.out | tail -60
+    grep -v '^#[0-9]\|^0x\|^Base64\|^\\' _build-fuzz/$1.out | tail -60
     for f in "$fuzz_dir"/crash-* "$fuzz_dir"/leak-* "$fuzz_dir"/timeout-* "$fuzz_dir"/oom-*; do
       [ -f "$f" ] || continue
       echo "input $(basename "$f") ($(wc -c <"$f") bytes), hex:"
       od -An -tx1 -v "$f"
+      rm -f "$f"
     done
-    bad "fuzz_ckpt found a failing input"
+    bad "$1 found a failing input"
   fi
+}
+if (cd _build-fuzz && export CC=clang && configure_as --enable-fuzzing --disable-openmp --disable-shared &&
+    make -j"$jobs" tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_interop >make.out 2>&1); then
+  fuzz_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-fuzz.XXXXXX")
+  fuzz_run fuzz_ckpt tests/fuzz/corpus "$fuzz_secs"
+  # The TensorFlow bundle and safetensors readers: a third of the time more.
+  fuzz_run fuzz_interop tests/fuzz/corpus-interop $((fuzz_secs / 3 + 1))
   rm -rf "$fuzz_dir"
 else
   tail -40 _build-fuzz/make.out 2>/dev/null

@@ -145,7 +145,10 @@ typedef struct cairn_ckpt_entry {
 } cairn_ckpt_entry;
 
 /* Opens and validates superblock, footer, metadata and index (not the
- * tensor data: see read and verify). limits may be NULL. Errors:
+ * tensor data: see read and verify). limits may be NULL. A TensorFlow
+ * checkpoint prefix or a safetensors file is recognized by its bytes and
+ * read through the same calls (cairn/interop.h, doc/interop-formats.md).
+ * Errors:
  * CAIRN_E_IO, CAIRN_E_TRUNCATED (no valid footer: an incomplete file, which
  * cairn_ckpt_recover can salvage), CAIRN_E_CORRUPT (a checksum fails),
  * CAIRN_E_FORMAT (not a cairn checkpoint, or a broken rule), CAIRN_E_UNSUPPORTED

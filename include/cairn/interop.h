@@ -1,0 +1,91 @@
+/* cairn/interop.h — TensorFlow checkpoints and safetensors files.
+ *
+ * Reading needs nothing from this header: cairn_ckpt_open (cairn/ckpt.h)
+ * recognizes both formats by their bytes, so every reader of checkpoints —
+ * find / read / verify / entry_at / meta, the Saver's restore and partial
+ * restore, warm start, ckpt-inspect — accepts them as they are:
+ *
+ * - a TensorFlow V2 checkpoint ("tensor bundle") by its prefix, e.g.
+ *   "model.ckpt-100" for "model.ckpt-100.index" + "model.ckpt-100.data-
+ *   00000-of-00001" (the ".index" path itself is accepted too). Every CRC32C
+ *   the bundle stores is checked: index blocks on open, a tensor's data on
+ *   read. String, resource, variant and complex tensors, and sliced
+ *   (partitioned) variables, are refused with CAIRN_E_UNSUPPORTED naming the
+ *   tensor; TensorFlow 2's "_CHECKPOINTABLE_OBJECT_GRAPH" string is left out.
+ * - a safetensors file. The format has no checksum: a tensor's raw_crc32c is
+ *   0 and a damaged data byte goes unnoticed (bool bytes other than 0 and 1
+ *   are refused); the header is validated fully (offsets contiguous, in the
+ *   data region, matching dtype × shape). Its "__metadata__" strings are
+ *   CAIRN_META_STR metadata.
+ * cairn_ckpt_format tells which format a handle reads; cairn_ckpt_version
+ * gives 1.0 for a TF bundle (its bundle version) and 0.0 for safetensors.
+ *
+ * This header adds the writers. Both write atomically (temporary file,
+ * fsync, rename, fsync of the directory), like cairn's own writer, and
+ * take every dtype cairn has. Names: 1..1024 bytes of UTF-8 without
+ * control characters, unique (CAIRN_E_EXISTS). The full description of
+ * both formats as cairn reads and writes them is doc/interop-formats.md.
+ *
+ * Thread safety: a writer is used by one thread at a time.
+ */
+#ifndef CAIRN_INTEROP_H
+#define CAIRN_INTEROP_H
+
+#include "cairn/ckpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "cairn", "tf" (TensorFlow tensor bundle) or "safetensors"; NULL for NULL. */
+CAIRN_API const char *cairn_ckpt_format(const cairn_ckpt *c);
+
+/* ---- safetensors --------------------------------------------------------- */
+
+typedef struct cairn_safetensors_writer cairn_safetensors_writer;
+
+/* Starts a safetensors file that becomes `path` on commit. Errors:
+ * CAIRN_E_NULL, CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_safetensors_writer_open(const char *path, cairn_safetensors_writer **out);
+/* Adds tensor t under name. The header comes before the data, so the bytes
+ * are written at commit: t must stay alive and unchanged until then (the
+ * writer keeps a pointer, not a copy). Errors: CAIRN_E_INVALID (name, or
+ * "__metadata__"), CAIRN_E_EXISTS, CAIRN_E_NULL. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_safetensors_writer_add(cairn_safetensors_writer *w, const char *name,
+                                                                 const cairn_tensor *t);
+/* A "__metadata__" string entry; setting a key again replaces it. Keys and
+ * values: UTF-8 without NUL (CAIRN_E_INVALID). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_safetensors_writer_meta(cairn_safetensors_writer *w, const char *key,
+                                                                  const char *value);
+/* Writes header (tensors in name order, data in the same order, header
+ * padded with spaces to a multiple of 8 bytes) and data; frees w whatever
+ * the outcome. Errors: CAIRN_E_IO, CAIRN_E_NOSPC (nothing left behind). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_safetensors_writer_commit(cairn_safetensors_writer *w);
+/* Frees w, writes nothing. abort(NULL) does nothing. */
+CAIRN_API void cairn_safetensors_writer_abort(cairn_safetensors_writer *w);
+
+/* ---- TensorFlow tensor bundle --------------------------------------------- */
+
+typedef struct cairn_tfbundle_writer cairn_tfbundle_writer;
+
+/* Starts a bundle "<prefix>.index" + "<prefix>.data-00000-of-00001" (one
+ * shard). Errors: CAIRN_E_IO (directory missing or not writable),
+ * CAIRN_E_NULL, CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_tfbundle_writer_open(const char *prefix, cairn_tfbundle_writer **out);
+/* Appends t's bytes to the data shard before returning (t may change
+ * afterwards) and records name, dtype, shape, offset and the masked CRC32C.
+ * Errors: CAIRN_E_INVALID, CAIRN_E_EXISTS, CAIRN_E_NULL; CAIRN_E_IO /
+ * CAIRN_E_NOSPC fail the writer (commit returns the error). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_tfbundle_writer_add(cairn_tfbundle_writer *w, const char *name,
+                                                              const cairn_tensor *t);
+/* Writes the index (the header entry under the empty key, then the
+ * entries in key order, as a LevelDB table without compression), commits
+ * the data shard, then the index; frees w whatever the outcome. A reader
+ * sees the new bundle once its .index is in place. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_tfbundle_writer_commit(cairn_tfbundle_writer *w);
+CAIRN_API void cairn_tfbundle_writer_abort(cairn_tfbundle_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

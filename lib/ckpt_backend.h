@@ -1,0 +1,57 @@
+/* Foreign checkpoint formats behind cairn_ckpt_open (never installed).
+ *
+ * cairn_ckpt_open looks at the bytes of the path (cairn__ck_detect) and,
+ * for a format that is not cairn's own, hands the path to that format's
+ * backend. The backend parses and validates its index at open and fills a
+ * ck_view: the tensors sorted by name as ck_entry records (name, dtype,
+ * rank, shape, raw_bytes, raw_crc; data_offset and seq are the backend's
+ * own: offset and shard) and the metadata as ck_meta records sorted by
+ * key. The reader takes the view's arrays over and serves find, entry_at
+ * and the metadata getters from them exactly as for its own files; only
+ * reading a tensor's bytes and verifying go back to the backend.
+ *
+ * Backends: lib/safetensors.c, lib/tfbundle_read.c (tfbundle_write.c and
+ * safetensors.c hold the writers, public in cairn/interop.h). */
+#ifndef CAIRN_CKPT_BACKEND_H
+#define CAIRN_CKPT_BACKEND_H
+
+#include "ckpt_impl.h"
+#include "cairn/interop.h"
+
+/* What a backend's open fills; every array is malloc'd and becomes the
+ * reader's (freed by cairn_ckpt_close). names and meta_arena hold the
+ * NUL-terminated strings the entries and metadata point into. */
+typedef struct ck_view {
+  ck_entry *ents;
+  size_t n;
+  char *names;
+  ck_meta *meta;
+  size_t nmeta;
+  char *meta_arena;
+  int major, minor; /* what cairn_ckpt_version reports */
+} ck_view;
+
+typedef struct ck_backend {
+  const char *name; /* "tf" or "safetensors": cairn_ckpt_format */
+  /* Validates everything but the tensor bytes; limits are filled in. On
+   * error the backend has freed what it allocated, *state included. */
+  cairn_status (*open)(const char *path, const cairn_ckpt_limits *lim, void **state, ck_view *v);
+  /* Reads entry e (one of the view's) into dst (e->raw_bytes bytes),
+   * checking what the format lets it check (TF: the tensor's CRC32C). */
+  cairn_status (*read)(void *state, const ck_entry *e, unsigned char *dst);
+  /* Every rule and checksum of the whole checkpoint, tensor data included. */
+  cairn_status (*verify)(void *state, const ck_entry *ents, size_t n);
+  void (*close)(void *state); /* NULL is a no-op */
+} ck_backend;
+
+extern const ck_backend cairn__ck_safetensors;
+extern const ck_backend cairn__ck_tfbundle;
+
+/* The backend for path by content, or NULL: cairn's own format (or
+ * something no backend claims, which the cairn reader then refuses).
+ * safetensors: a regular file whose byte 8 is '{' after an 8-byte length.
+ * TF bundle: path is not a file but "<path>.index" is a LevelDB table
+ * with TF's footer magic; or path is such a "<prefix>.index" itself. */
+const ck_backend *cairn__ck_detect(const char *path);
+
+#endif

@@ -1,0 +1,54 @@
+/* Helpers shared by the foreign-format readers and writers (safetensors.c,
+ * leveldb_table.c, tfbundle_read.c, tfbundle_write.c; interop_common.c).
+ * Never installed. */
+#ifndef CAIRN_INTEROP_IMPL_H
+#define CAIRN_INTEROP_IMPL_H
+
+#include "ckpt_backend.h"
+#include "cairn/interop.h"
+
+#include <stdio.h>
+
+/* A file written atomically: "<path>.tmp.XXXXXX" in the destination
+ * directory, renamed over path by commit after an fsync (and the
+ * directory fsynced). fd < 0: not open. */
+typedef struct ck_tmpfile {
+  int fd;
+  char *tmp, *path;
+  uint64_t written;
+} ck_tmpfile;
+
+/* fn names the caller in messages. */
+cairn_status cairn__tmpfile_open(ck_tmpfile *f, const char *fn, const char *path);
+/* Appends len bytes (retrying short writes); ENOSPC gives CAIRN_E_NOSPC. */
+cairn_status cairn__tmpfile_write(ck_tmpfile *f, const char *fn, const void *p, size_t len);
+/* fsync, rename, fsync the directory; frees f's strings (the file is gone on error). */
+cairn_status cairn__tmpfile_commit(ck_tmpfile *f, const char *fn);
+/* Closes and removes the temporary file; a closed f is a no-op. */
+void cairn__tmpfile_abort(ck_tmpfile *f);
+
+/* Reads exactly len bytes at off into buf; messages name path, offset and `what`. */
+#define cairn__xpread cairn__ck_pread
+
+/* Tensor bytes of a shape: 0 on overflow or a negative dimension (*ok = 0). */
+uint64_t cairn__shape_bytes(cairn_dtype dt, int rank, const uint64_t *shape, int *ok);
+
+/* 1 if t is a consistent tensor a writer can take: rank 0..8, shape ≥ 0,
+ * size = product of the shape, data unless empty. */
+int cairn__tensor_ok(const cairn_tensor *t);
+
+/* 1 if every byte of a bool tensor is 0 or 1. */
+int cairn__bool_bytes_ok(const unsigned char *p, uint64_t n, uint64_t *bad_at);
+
+/* Sorts a view's entries by name in the reader's order (memcmp, shorter
+ * first); returns the index of the first duplicate name or n if none. */
+size_t cairn__view_sort(ck_entry *e, size_t n);
+/* Sorts metadata by key (strcmp, what the getters' binary search uses). */
+void cairn__view_sort_meta(ck_meta *m, size_t n);
+
+/* Base-128 varints (protobuf, LevelDB): 0 if p[0..end) holds no complete
+ * one of at most 10 bytes; else the bytes used. */
+size_t cairn__varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v);
+size_t cairn__varint_put(unsigned char *p, uint64_t v); /* p has 10 bytes */
+
+#endif
