@@ -171,10 +171,10 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   *stop = 0;
   /* The save in flight first: at most one, and its listeners hear of it
      before those of the next. */
-  int busy = 0;
+  int busy = 0, stop1 = 0;
   cairn_status st;
   if (h->pending && h->async && !sync && h->skip_busy) {
-    if ((st = ckpt_poll(h, s, 0, stop)) != CAIRN_OK) return st;
+    if ((st = ckpt_poll(h, s, 0, &stop1)) != CAIRN_OK) return st;
     busy = h->pending;
   }
   if (busy) {
@@ -184,10 +184,12 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
                   step, h->pending_step, h->pending_path);
     h->skipped = 1;
     h->skipped_step = step;
+    *stop = stop1;
     return CAIRN_OK;
   }
   int stop2 = 0;
   if ((st = ckpt_poll(h, s, 1, &stop2)) != CAIRN_OK) return st;
+  stop2 |= stop1;
   cairn_saver *saver = NULL;
   if ((st = ckpt_prologue(h, s, step, &saver)) != CAIRN_OK) return st;
   h->skipped = 0;

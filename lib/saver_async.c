@@ -19,6 +19,7 @@
 
 #include "cairn/saver.h"
 #include "cairn/session.h" /* cairn_env_log: an error nobody took */
+#include "cairn/tensor.h"  /* cairn_alloc */
 #include "saver_impl.h"
 
 /* Staging slab: every tensor at a 64-byte boundary (the writer's CRC and
@@ -164,7 +165,7 @@ void cairn__saver_async_free(cairn_saver *s) {
   pthread_mutex_destroy(&a->mu);
   free(a->file);
   free(a->dir);
-  free(a->slab);
+  cairn_free(a->slab);
   free(a->views);
   free(a->tp);
   free_meta(a->meta, a->n_meta);
@@ -221,15 +222,18 @@ cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix, int64_t 
   for (size_t i = 0; i < s->n; i++)
     need += (cairn_tensor_nbytes(cairn_var_tensor(s->vars[i])) + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
   if (need > a->slab_bytes || !a->slab) {
-    void *p = NULL;
-    if (posix_memalign(&p, STAGE_ALIGN, need ? need : STAGE_ALIGN) != 0) {
+    /* cairn_alloc: 64-byte aligned, and large blocks get transparent huge
+       pages where the system allows them, as the variables' own slabs:
+       the copy then runs at memcpy speed, not at page-walk speed. */
+    void *p = cairn_alloc(need ? need : STAGE_ALIGN);
+    if (!p) {
       free_meta(meta, s->n_meta);
       free(file);
       free(dir);
       return cairn__fail(CAIRN_E_NOMEM, "%s '%s': cannot allocate the staging buffer of %zu bytes", fn, prefix,
                          need);
     }
-    free(a->slab);
+    cairn_free(a->slab);
     a->slab = p;
     a->slab_bytes = need;
   }
