@@ -584,6 +584,11 @@ cairn_status cairn__saver_prepare(cairn_saver *s, const char *fn, const char *pr
   *empty = 0;
   if (path && len) path[0] = '\0';
   if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
+  /* At most one save in flight: wait for it. A failed background save is
+     reported by the next save, whatever its kind, which then does not start. */
+  cairn_status st = cairn__saver_async_drain(s, fn);
+  if (st) return st;
+  s->last_unchanged = 0;
   if (!prefix) return cairn__fail(CAIRN_E_NULL, "%s: prefix is NULL", fn);
   if (!prefix[0]) return cairn__fail(CAIRN_E_INVALID, "%s: prefix is empty", fn);
   if (path && len == 0) return cairn__fail(CAIRN_E_LIMIT, "%s: path buffer has 0 bytes", fn);
@@ -594,7 +599,6 @@ cairn_status cairn__saver_prepare(cairn_saver *s, const char *fn, const char *pr
   if (global_step >= 0) snprintf(file, pl + 24, "%s-%lld", prefix, (long long)global_step);
   else memcpy(file, prefix, pl + 1);
 
-  cairn_status st = CAIRN_OK;
   char *dir = NULL;
   const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
   if (strcmp(base, "checkpoint") == 0) {
@@ -772,16 +776,10 @@ done:
 
 cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len) {
   static const char fn[] = "saver_save";
-  if (path && len) path[0] = '\0';
-  if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
-  /* At most one save in flight, and a failed background save is reported
-     by the next save, whatever its kind. */
-  cairn_status st = cairn__saver_async_drain(s, fn);
-  if (st) return st;
-  s->last_unchanged = 0;
   char *file, *dir;
   int empty;
-  if ((st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, &file, &dir, &empty)) || empty) return st;
+  cairn_status st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, &file, &dir, &empty);
+  if (st || empty) return st;
   const cairn_tensor **t = malloc(s->n * sizeof *t);
   if (!t) {
     st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);

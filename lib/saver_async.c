@@ -200,15 +200,11 @@ static cairn_status copy_meta(const cairn_saver *s, const char *fn, cairn__meta_
 cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
                                     size_t len) {
   static const char fn[] = "saver_save_begin";
-  if (path && len) path[0] = '\0';
-  if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
-  /* At most one save in flight: wait for it; its error is this call's. */
-  cairn_status st = cairn__saver_async_drain(s, fn);
-  if (st) return st;
-  s->last_unchanged = 0;
   char *file, *dir;
   int empty;
-  if ((st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, &file, &dir, &empty)) || empty) return st;
+  /* waits for the save in flight; its error is this call's */
+  cairn_status st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, &file, &dir, &empty);
+  if (st || empty) return st;
   cairn__saver_async *a = NULL;
   cairn__meta_item *meta = NULL;
   if ((st = async_get(s, fn, &a)) || (st = copy_meta(s, fn, &meta))) {

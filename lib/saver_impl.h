@@ -51,8 +51,10 @@ struct cairn_saver {
   cairn__saver_async *async; /* lib/saver_async.c; NULL until the first save_begin */
 };
 
-/* The checks of a save before anything is written (arguments, file name,
- * path buffer, initialized variables, parent directory). On CAIRN_OK,
+/* The start of every save: waits for the save in flight and returns the
+ * error of a failed background save (cairn__saver_async_drain), then the
+ * checks before anything is written (arguments, file name, path buffer,
+ * initialized variables, parent directory). On CAIRN_OK,
  * *file ("<prefix>-<step>") and *dir (its directory) are malloc'ed, and
  * *empty is 1 when the save set is empty (nothing to write: path ""). */
 cairn_status cairn__saver_prepare(cairn_saver *s, const char *fn, const char *prefix, int64_t global_step,

@@ -251,7 +251,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save(cairn_saver *s, const ch
  * next begin, cairn_saver_save, cairn_saver_save_wait or
  * cairn_saver_save_status, with the failed save's message, e.g.
  *   saver_save_begin: the asynchronous save failed: save 'd/model.ckpt-200':
- *   ckpt_writer: write 'd/model.ckpt-200.tmp.Ab3xYz': No space left on device
+ *   writing 'h1/kernel': ckpt_writer: writing 'd/model.ckpt-200.tmp.Ab3xYz'
+ *   (for 'd/model.ckpt-200') at offset 1048640: No space left on device
  * (the failed save left no temporary file and changed neither the previous
  * checkpoints nor the state file, as a synchronous save that fails). A
  * call that returns such an error has not started a new save. Freeing the
