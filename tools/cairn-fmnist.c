@@ -64,6 +64,11 @@
  * the default action (the ranks could stop after different steps): the job
  * ends and resumes from the last checkpoint.
  *
+ * Checkpoints are asynchronous by default (--sync-checkpoints turns that
+ * off): the training state is copied at the step boundary and a background
+ * thread writes it (cairn/saver.h, "Asynchronous saving"); the files and
+ * the exact resumption are the same.
+ *
  * Exit status: 0 success, 1 an error (data, files, cairn), 2 usage,
  * 128 + N stopped by signal N after saving.
  */
