@@ -53,6 +53,13 @@ def walk(o, p=""):
 walk(j)
 PY
 done
+# Asynchronous checkpoints (bench/bench_async.c): the stall per save and the
+# training loop with a checkpoint every 50 steps, at 2 threads (the target's
+# setting) whatever --threads says.
+echo "run-bench: async checkpoints, 2 threads" >&2
+{ ./bench/bench_async --threads 2 $q 2>&1 >$res/async.t2.json || echo "run-bench: bench_async failed" >&2; } |
+  tee -a $res/tables.txt >&2
+[ -s $res/async.t2.json ] || fail=1
 # The comparison scripts: JSON to <name>.json, their tables (stderr) to
 # <name>.txt, then to tables.txt and the terminal.
 compare() { # name script args...

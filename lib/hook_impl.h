@@ -69,6 +69,13 @@ cairn_status cairn__hook_begin(cairn_hook *h, cairn_registry *r);
 cairn_status cairn__hook_after_create_session(cairn_hook *h, cairn_session *s, cairn_coordinator *coord);
 cairn_status cairn__hook_end(cairn_hook *h, cairn_session *s);
 
+/* CheckpointSaverHook's asynchronous save (lib/hooks_checkpoint.c): when
+ * h is one and its save in flight is committed (wait: once it is), its
+ * CHECKPOINT log and after_save listeners run on s (*request_stop = 1 if
+ * one asked to stop); a failed one returns its error. CAIRN_OK at once for
+ * any other hook. The monitored session's should_stop calls it. */
+cairn_status cairn__checkpoint_hook_poll(cairn_hook *h, cairn_session *s, int wait, int *request_stop);
+
 /* ---- Helpers of the built-in hooks ------------------------------------------
  * The global step. Hooks fetch "global_step" in before_run: the session
  * resolves it to the value read *before* the run's ops (TF's cached read

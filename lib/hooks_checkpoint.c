@@ -28,6 +28,14 @@ typedef struct ckpt_hook {
   int64_t steps_per_run;
   cairn_checkpoint_lock *lock; /* the directory's, from begin() (or the first save) to end() */
   char path[4096];
+  /* asynchronous saves (cairn_saver_save_begin) */
+  int async, skip_busy;
+  int pending;           /* a save was begun and its commit not yet seen */
+  int skipped;           /* the save of skipped_step was skipped (async_skip_busy): end() makes it */
+  int64_t skipped_step;
+  int64_t pending_step;
+  cairn_saver *pending_saver;
+  char pending_path[4096];
 } ckpt_hook;
 
 static const char ckpt_name[] = "CheckpointSaverHook";
@@ -95,13 +103,11 @@ static cairn_status ckpt_saver(ckpt_hook *h, cairn_session *s, cairn_saver **out
   return CAIRN_OK;
 }
 
-/* before_save of every listener; save; a CHECKPOINT session log;
-   after_save of every listener (all of them, even after one asked to
-   stop). *stop = 1 if one did. */
-static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int *stop) {
-  *stop = 0;
-  cairn_saver *saver = NULL;
-  cairn_status st = ckpt_saver(h, s, &saver);
+/* What comes before a save: the directory, its lock, the log line and
+   before_save of every listener (in the asynchronous case, on the
+   training thread before phase 1 copies the state they set). */
+static cairn_status ckpt_prologue(ckpt_hook *h, cairn_session *s, int64_t step, cairn_saver **saver) {
+  cairn_status st = ckpt_saver(h, s, saver);
   if (st != CAIRN_OK) return st;
   /* TF's hook creates checkpoint_dir (its summary writer and graph writer
      call MakeDirs), so a first run into a new directory works; the Saver
@@ -114,14 +120,21 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
     const cairn_checkpoint_listener *l = &h->listeners[i];
     if (l->before_save && (st = l->before_save(l->self, s, step)) != CAIRN_OK) return st;
   }
-  st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path);
-  if (st != CAIRN_OK) return st;
+  return CAIRN_OK;
+}
+
+/* What comes once the checkpoint `path` of `step` is committed: a CHECKPOINT
+   session log and after_save of every listener (all of them, even after
+   one asked to stop). *stop = 1 if one did. */
+static cairn_status ckpt_epilogue(ckpt_hook *h, cairn_session *s, cairn_saver *saver, int64_t step, const char *path,
+                                  int *stop) {
+  cairn_status st;
   if (cairn_saver_last_save_unchanged(saver))
-    cairn_env_log(h->env, CAIRN_LOG_INFO, "%s already holds exactly these values: not rewritten.", h->path);
+    cairn_env_log(h->env, CAIRN_LOG_INFO, "%s already holds exactly these values: not rewritten.", path);
   /* TF logs the prefix as checkpoint_path; the file actually written is
      more useful and is what cairn logs. */
   if (h->writer && h->writer->session_log &&
-      (st = h->writer->session_log(h->writer->self, CAIRN_SESSION_LOG_CHECKPOINT, h->path, step)) != CAIRN_OK)
+      (st = h->writer->session_log(h->writer->self, CAIRN_SESSION_LOG_CHECKPOINT, path, step)) != CAIRN_OK)
     return st;
   for (size_t i = 0; i < h->n_listeners; i++) {
     const cairn_checkpoint_listener *l = &h->listeners[i];
@@ -134,6 +147,65 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
     }
   }
   return CAIRN_OK;
+}
+
+/* The asynchronous save begun last: when it is committed (wait: once it
+   is), its epilogue; when it failed, its error (with the failed save's
+   message). Nothing to do when none is pending or it is still written. */
+static cairn_status ckpt_poll(ckpt_hook *h, cairn_session *s, int wait, int *stop) {
+  *stop = 0;
+  if (!h->pending) return CAIRN_OK;
+  int busy = 0;
+  cairn_status st = wait ? cairn_saver_save_wait(h->pending_saver) : cairn_saver_save_status(h->pending_saver, &busy);
+  if (busy) return CAIRN_OK;
+  h->pending = 0;
+  if (st != CAIRN_OK) return st;
+  if (!s) return CAIRN_OK; /* no session to tell (closed after a failed recovery) */
+  return ckpt_epilogue(h, s, h->pending_saver, h->pending_step, h->pending_path, stop);
+}
+
+/* A save of `step`: synchronous (cairn_saver_save, then the epilogue), or,
+   with async and not `sync`, phase 1 now and the epilogue when a later
+   poll sees the commit. *stop = 1 if a listener asked to stop. */
+static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int sync, int *stop) {
+  *stop = 0;
+  /* The save in flight first: at most one, and its listeners hear of it
+     before those of the next. */
+  int busy = 0, stop1 = 0;
+  cairn_status st;
+  if (h->pending && h->async && !sync && h->skip_busy) {
+    if ((st = ckpt_poll(h, s, 0, &stop1)) != CAIRN_OK) return st;
+    busy = h->pending;
+  }
+  if (busy) {
+    cairn_env_log(h->env, CAIRN_LOG_INFO,
+                  "Skipping the checkpoint of step %" PRId64 ": the save of step %" PRId64
+                  " (%s) is still being written.",
+                  step, h->pending_step, h->pending_path);
+    h->skipped = 1;
+    h->skipped_step = step;
+    *stop = stop1;
+    return CAIRN_OK;
+  }
+  int stop2 = 0;
+  if ((st = ckpt_poll(h, s, 1, &stop2)) != CAIRN_OK) return st;
+  stop2 |= stop1;
+  cairn_saver *saver = NULL;
+  if ((st = ckpt_prologue(h, s, step, &saver)) != CAIRN_OK) return st;
+  h->skipped = 0;
+  if (h->async && !sync) {
+    if ((st = cairn_saver_save_begin(saver, h->prefix, step, h->pending_path, sizeof h->pending_path)) != CAIRN_OK)
+      return st;
+    h->pending = 1;
+    h->pending_step = step;
+    h->pending_saver = saver;
+    *stop = stop2;
+    return CAIRN_OK;
+  }
+  if ((st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path)) != CAIRN_OK) return st;
+  st = ckpt_epilogue(h, s, saver, step, h->path, stop);
+  *stop |= stop2;
+  return st;
 }
 
 static cairn_status ckpt_begin(void *self, cairn_registry *r) {
@@ -158,7 +230,9 @@ static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordi
   cairn_status st = cairn__hook_read_step(s, ckpt_name, &step);
   if (st != CAIRN_OK) return st;
   int stop;
-  st = ckpt_save(h, s, step, &stop);
+  /* Synchronous even with async: a same-step conflict right after a
+     restore is reported here, with its explanation, before training. */
+  st = ckpt_save(h, s, step, 1, &stop);
   if (st == CAIRN_E_EXISTS) {
     /* Right after a restore, the model differs from the checkpoint of its
        own step: something changed the restored variables in between. */
@@ -175,10 +249,27 @@ static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordi
   return CAIRN_OK;
 }
 
+/* An asynchronous save's commit or failure is seen at the next run, in
+   before_run and after_run (a mutex and a flag when there is nothing). */
+static cairn_status ckpt_poll_run(ckpt_hook *h, cairn_run_context *ctx) {
+  int stop = 0;
+  cairn_status st = ckpt_poll(h, cairn_run_context_session(ctx), 0, &stop);
+  if (stop) cairn_run_context_request_stop(ctx);
+  return st;
+}
+
+static cairn_status ckpt_before_run(void *self, cairn_run_context *ctx, cairn_run_request *req) {
+  cairn_status st = ckpt_poll_run(self, ctx);
+  if (st != CAIRN_OK) return st;
+  return cairn__hook_fetch_step(self, ctx, req);
+}
+
 static cairn_status ckpt_after_run(void *self, cairn_run_context *ctx, const cairn_run_values *v) {
   ckpt_hook *h = self;
   int64_t stale;
-  cairn_status st = cairn__hook_fetched_step(v, &stale);
+  cairn_status st = ckpt_poll_run(h, ctx);
+  if (st != CAIRN_OK) return st;
+  st = cairn__hook_fetched_step(v, &stale);
   if (st != CAIRN_OK) return st;
   if (!cairn_timer_should_trigger_for_step(h->timer, stale + h->steps_per_run)) return CAIRN_OK;
   cairn_session *s = cairn_run_context_session(ctx);
@@ -187,19 +278,22 @@ static cairn_status ckpt_after_run(void *self, cairn_run_context *ctx, const cai
   if (!cairn_timer_should_trigger_for_step(h->timer, step)) return CAIRN_OK;
   cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
   int stop;
-  if ((st = ckpt_save(h, s, step, &stop)) != CAIRN_OK) return st;
+  if ((st = ckpt_save(h, s, step, 0, &stop)) != CAIRN_OK) return st;
   if (stop) cairn_run_context_request_stop(ctx);
   return CAIRN_OK;
 }
 
 static cairn_status ckpt_end_saves(ckpt_hook *h, cairn_session *s) {
+  int stop;
+  /* Close waits for the save in flight and reports how it ended. */
+  cairn_status st = ckpt_poll(h, s, 1, &stop);
+  if (st != CAIRN_OK) return st;
   if (!s) return CAIRN_OK; /* no session left (closed after a failed recovery) */
   int64_t step, last;
-  cairn_status st = cairn__hook_read_step(s, ckpt_name, &step);
-  if (st != CAIRN_OK) return st;
-  if (!cairn_timer_last_triggered_step(h->timer, &last) || last != step) {
-    int stop;
-    if ((st = ckpt_save(h, s, step, &stop)) != CAIRN_OK) return st;
+  if ((st = cairn__hook_read_step(s, ckpt_name, &step)) != CAIRN_OK) return st;
+  if (!cairn_timer_last_triggered_step(h->timer, &last) || last != step || (h->skipped && h->skipped_step == step)) {
+    /* the last save: nothing is left to overlap it with */
+    if ((st = ckpt_save(h, s, step, 1, &stop)) != CAIRN_OK) return st;
   }
   for (size_t i = 0; i < h->n_listeners; i++)
     if (h->listeners[i].end && (st = h->listeners[i].end(h->listeners[i].self, s, step)) != CAIRN_OK) return st;
@@ -214,13 +308,30 @@ static cairn_status ckpt_end(void *self, cairn_session *s) {
   return st;
 }
 
+static void ckpt_on_error(void *self, cairn_status why);
+static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, ckpt_before_run,
+                                          ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
+
+/* The session fails: the save in flight still completes (the lock is
+   held until then); its own error, if any, is logged, not lost. */
 static void ckpt_on_error(void *self, cairn_status why) {
   (void)why;
-  ckpt_unlock(self);
+  ckpt_hook *h = self;
+  if (h->pending) {
+    h->pending = 0;
+    if (cairn_saver_save_wait(h->pending_saver) != CAIRN_OK)
+      cairn_env_log(h->env, CAIRN_LOG_ERROR, "%s", cairn_errmsg());
+  }
+  ckpt_unlock(h);
 }
 
-static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, cairn__hook_fetch_step,
-                                          ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
+cairn_status cairn__checkpoint_hook_poll(cairn_hook *hook, cairn_session *s, int wait, int *request_stop) {
+  *request_stop = 0;
+  if (cairn__hook_vtable(hook) != &ckpt_vt) return CAIRN_OK;
+  return ckpt_poll(cairn_hook_self(hook), s, wait, request_stop);
+}
+
+
 
 cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(void) {
   cairn_checkpoint_saver_hook_options o;
@@ -249,6 +360,8 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
   h->writer = o->summary_writer;
   h->env = o->env;
   h->steps_per_run = 1;
+  h->async = o->async != 0;
+  h->skip_busy = o->async_skip_busy != 0;
   const char *base = o->checkpoint_basename ? o->checkpoint_basename : "model.ckpt";
   size_t len = strlen(o->checkpoint_dir) + 1 + strlen(base) + 1;
   h->dir = cairn__strdup(o->checkpoint_dir);

@@ -460,10 +460,31 @@ static int signal_stop(cairn_monitored_session *ms) {
   return 1;
 }
 
+/* CheckpointSaverHook's asynchronous save: its commit (listeners) or its
+   failure, seen here as well as in the next run. A failure is recorded in
+   the coordinator, so that should_stop raises it below and close's join
+   again. Returns 1 when it failed (hooked layer alone: no coordinator). */
+static int poll_saves(cairn_monitored_session *ms, int wait) {
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    int stop = 0;
+    cairn_status st = cairn__checkpoint_hook_poll(ms->hooks[i], ms->raw, wait, &stop);
+    if (stop) ms->hook_stop = 1;
+    if (st == CAIRN_OK) continue;
+    if (ms->coord) cairn_coordinator_request_stop(ms->coord, st, "%s", cairn_errmsg());
+    ms_ret(ms, st);
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- should_stop ---- */
 int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
   if (!ms || ms->closed) return 1;
-  if (signal_stop(ms)) return 1;
+  if (signal_stop(ms)) {
+    (void)poll_saves(ms, 1); /* a preempted job keeps the save it was writing */
+    return 1;
+  }
+  if (poll_saves(ms, 0) && ms->hooked_only) return 1;
   if (ms->hooked_only) return ms->hook_stop;
   if (!ms->raw) return 1; /* _RecoverableSession without a session */
   const char *msg;

@@ -156,6 +156,8 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
     ko.env = o->env;
     ko.listeners = o->checkpoint_listeners;
     ko.n_listeners = o->n_checkpoint_listeners;
+    ko.async = o->async_checkpoints;
+    ko.async_skip_busy = o->async_checkpoints_skip_busy;
     cairn_hook *h = NULL;
     if ((st = cairn_checkpoint_saver_hook_new(&ko, &h)) != CAIRN_OK) goto fail;
     all[n++] = cfg.owned_hooks[cfg.n_owned_hooks++] = h;

@@ -21,47 +21,13 @@
 #include "cairn/runtime.h"
 #include "cairn/saver.h"
 #include "cairn/session.h" /* cairn_env_log: a recovered path rotation will not delete */
+#include "saver_impl.h"
 
 #define CKPT_NAME_MAX 1024
 #define META_KEY_MAX 255
 
-typedef struct meta_item {
-  char *key; /* full key: "user.<k>" or "train.state.<k>" */
-  cairn_meta_type type;
-  int64_t i;
-  double f;
-  char *bytes; /* STR: NUL-terminated; BYTES: len bytes (+ a NUL) */
-  size_t len;
-} meta_item;
-
-typedef struct last_ckpt {
-  char *path;
-  double time;
-  int recovered; /* given to recover_last_checkpoints, not written by this saver */
-} last_ckpt;
-
-struct cairn_saver {
-  size_t n;
-  char **names;
-  cairn_var **vars;
-
-  int max_to_keep;
-  double keep_secs;
-  cairn_ckpt_write_options wopts;
-  cairn_saver_clock_fn clock;
-  void *clock_ctx;
-  double next_keep_time;
-
-  last_ckpt *last; /* oldest first */
-  size_t n_last;
-
-  meta_item *meta;
-  size_t n_meta;
-
-  int replace_same_step; /* TF's overwrite of "<prefix>-<step>" (option) */
-  int last_unchanged;    /* the last save found its file already holding the same contents */
-  cairn_ckpt *restored;  /* the checkpoint the last restore read: cairn__saver_keep_restored */
-};
+typedef cairn__meta_item meta_item;
+typedef cairn__last_ckpt last_ckpt;
 
 static double wall_clock(void *ctx) {
   (void)ctx;
@@ -260,12 +226,14 @@ static void free_last(last_ckpt *l, size_t n) {
 
 void cairn_saver_free(cairn_saver *s) {
   if (!s) return;
+  cairn__saver_async_free(s); /* the writer may still be reading s */
   if (s->names)
     for (size_t i = 0; i < s->n; i++) free(s->names[i]);
   free(s->names);
   free(s->vars);
   free_last(s->last, s->n_last);
   cairn_ckpt_close(s->restored);
+  cairn_ckpt_close(s->compare_with);
   cairn_saver_clear_meta(s);
   free(s);
 }
@@ -274,11 +242,23 @@ size_t cairn_saver_count(const cairn_saver *s) { return s ? s->n : 0; }
 const char *cairn_saver_name_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->names[i] : NULL; }
 cairn_var *cairn_saver_var_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->vars[i] : NULL; }
 
-int cairn_saver_last_save_unchanged(const cairn_saver *s) { return s ? s->last_unchanged : 0; }
+/* The rotation list and the unchanged flag belong to the save in flight
+   until it is done. */
+int cairn_saver_last_save_unchanged(const cairn_saver *s) {
+  if (!s) return 0;
+  cairn__saver_async_idle(s);
+  return s->last_unchanged;
+}
 
-size_t cairn_saver_last_checkpoints_count(const cairn_saver *s) { return s ? s->n_last : 0; }
+size_t cairn_saver_last_checkpoints_count(const cairn_saver *s) {
+  if (!s) return 0;
+  cairn__saver_async_idle(s);
+  return s->n_last;
+}
 const char *cairn_saver_last_checkpoint_at(const cairn_saver *s, size_t i) {
-  return s && i < s->n_last ? s->last[i].path : NULL;
+  if (!s) return NULL;
+  cairn__saver_async_idle(s);
+  return i < s->n_last ? s->last[i].path : NULL;
 }
 
 /* ---- metadata --------------------------------------------------------------------- */
@@ -449,14 +429,14 @@ static cairn_status wrap(cairn_status st, const char *path, const char *what) {
 
 /* 1 when the metadata item with key `key` of checkpoint c equals what a
  * save of s at `step` writes under that key; 0 otherwise. */
-static int meta_same(const cairn_saver *s, const cairn_ckpt *c, const char *key, cairn_meta_type type,
-                     int64_t step) {
+static int meta_same(const meta_item *meta, size_t n_meta, const cairn_ckpt *c, const char *key,
+                     cairn_meta_type type, int64_t step) {
   if (strcmp(key, "train.global_step") == 0) {
     int64_t v;
     return type == CAIRN_META_I64 && cairn_ckpt_meta_i64(c, key, &v) == CAIRN_OK && v == step;
   }
-  for (size_t i = 0; i < s->n_meta; i++) {
-    const meta_item *m = &s->meta[i];
+  for (size_t i = 0; i < n_meta; i++) {
+    const meta_item *m = &meta[i];
     if (strcmp(m->key, key) != 0) continue;
     if (m->type != type) return 0;
     switch (type) {
@@ -495,18 +475,20 @@ static int meta_same(const cairn_saver *s, const cairn_ckpt *c, const char *key,
  * cairn_ckpt_verify or was marked corrupt (cairn_checkpoint_mark_corrupt)
  * is not a good checkpoint: it is replaced as before (*unchanged = 0,
  * CAIRN_OK). */
-static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *file, int64_t step, int *unchanged) {
+static cairn_status same_step_check(const cairn_saver *s, const char *fn, const char *file, int64_t step,
+                                    const cairn_tensor *const *tensors, const meta_item *meta, size_t n_meta,
+                                    int *unchanged) {
   *unchanged = 0;
   if (cairn_checkpoint_is_marked_corrupt(file)) return CAIRN_OK; /* found damaged by a restore */
   cairn_ckpt *c = NULL;
-  if (s->restored && cairn__ckpt_is_file(s->restored, file)) c = s->restored; /* the file a resume restored */
+  if (s->compare_with && cairn__ckpt_is_file(s->compare_with, file)) c = s->compare_with; /* a resume's restore */
   else if (cairn_ckpt_open(file, NULL, &c) != CAIRN_OK) return CAIRN_OK;
   char names[1024] = "";
   size_t differ = 0, n_ckpt = cairn_ckpt_count(c);
   int broken = 0;
   cairn_status st = CAIRN_OK;
   for (size_t i = 0; i < s->n && !broken && !st; i++) {
-    const cairn_tensor *t = cairn_var_tensor(s->vars[i]);
+    const cairn_tensor *t = tensors[i];
     size_t bytes = cairn_tensor_nbytes(t);
     cairn_ckpt_entry e;
     int same = cairn_ckpt_find(c, s->names[i], &e) == CAIRN_OK && e.dtype == t->dtype && e.rank == t->rank &&
@@ -536,23 +518,23 @@ static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *
     cairn_meta_type type;
     if (cairn_ckpt_meta_at(c, i, &key, &type) != CAIRN_OK || strncmp(key, "ckpt.", 5) == 0) continue;
     n_keys++;
-    if (!meta_same(s, c, key, type, step) && meta_diff++ == 0) first_key = key;
+    if (!meta_same(meta, n_meta, c, key, type, step) && meta_diff++ == 0) first_key = key;
   }
   /* A key the save would add that the file lacks (train.global_step is
      always written at a step, so it is counted above). */
-  for (size_t k = 0; k < s->n_meta && !meta_diff && n_keys != s->n_meta + 1; k++) {
+  for (size_t k = 0; k < n_meta && !meta_diff && n_keys != n_meta + 1; k++) {
     int found = 0;
     for (size_t i = 0; i < cairn_ckpt_meta_count(c) && !found; i++) {
       const char *key;
       cairn_meta_type type;
-      found = cairn_ckpt_meta_at(c, i, &key, &type) == CAIRN_OK && strcmp(key, s->meta[k].key) == 0;
+      found = cairn_ckpt_meta_at(c, i, &key, &type) == CAIRN_OK && strcmp(key, meta[k].key) == 0;
     }
     if (!found) {
       meta_diff = 1;
-      first_key = s->meta[k].key;
+      first_key = meta[k].key;
     }
   }
-  if (n_keys != s->n_meta + 1 && meta_diff == 0) meta_diff = 1;
+  if (n_keys != n_meta + 1 && meta_diff == 0) meta_diff = 1;
   /* Before refusing, make sure the old file is sound: a damaged one (a bad
      checksum anywhere) holds nothing worth keeping. */
   if (!st && !broken && (differ || extra || meta_diff) && cairn_ckpt_verify(c) != CAIRN_OK) broken = 1;
@@ -578,7 +560,7 @@ static cairn_status same_step_check(cairn_saver *s, const char *fn, const char *
                        fn, file, (long long)step, what);
     }
   }
-  if (c != s->restored) cairn_ckpt_close(c);
+  if (c != s->compare_with) cairn_ckpt_close(c);
   return st;
 }
 
@@ -605,10 +587,21 @@ static size_t uninitialized(const cairn_saver *s, char *msg, size_t len) {
   return count;
 }
 
-cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len) {
-  static const char fn[] = "saver_save";
+cairn_status cairn__saver_prepare(cairn_saver *s, const char *fn, const char *prefix, int64_t global_step,
+                                  char *path, size_t len, char **file_out, char **dir_out, int *empty) {
+  *file_out = *dir_out = NULL;
+  *empty = 0;
   if (path && len) path[0] = '\0';
   if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
+  /* At most one save in flight: wait for it. A failed background save is
+     reported by the next save, whatever its kind, which then does not start. */
+  cairn_status st = cairn__saver_async_drain(s, fn);
+  if (st) return st;
+  /* Only the first save after a restore can be of the restored step: its
+     commit compares with the restored checkpoint, still open. */
+  cairn_ckpt_close(s->compare_with);
+  s->compare_with = s->restored;
+  s->restored = NULL;
   s->last_unchanged = 0;
   if (!prefix) return cairn__fail(CAIRN_E_NULL, "%s: prefix is NULL", fn);
   if (!prefix[0]) return cairn__fail(CAIRN_E_INVALID, "%s: prefix is empty", fn);
@@ -620,40 +613,38 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   if (global_step >= 0) snprintf(file, pl + 24, "%s-%lld", prefix, (long long)global_step);
   else memcpy(file, prefix, pl + 1);
 
-  cairn_status st = CAIRN_OK;
   char *dir = NULL;
-  cairn_ckpt_writer *w = NULL;
-  last_ckpt *nl = NULL;
-  size_t n_nl = 0, *evicted = NULL, n_ev = 0;
-  const char **all = NULL;
-
   const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
   if (strcmp(base, "checkpoint") == 0) {
     st = cairn__fail(CAIRN_E_INVALID, "%s: '%s' collides with the state file 'checkpoint' of its directory; give a "
                      "global_step or another prefix", fn, file);
-    goto done;
+    goto fail;
   }
   if (!base[0]) {
     st = cairn__fail(CAIRN_E_INVALID, "%s: prefix '%s' names a directory, not a file", fn, prefix);
-    goto done;
+    goto fail;
   }
   if (path && strlen(file) + 1 > len) {
     st = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' needs %zu bytes, path holds %zu", fn, file, strlen(file) + 1, len);
-    goto done;
+    goto fail;
   }
-  if (s->n == 0) goto done; /* allow_empty: TF returns None, writes nothing */
+  if (s->n == 0) { /* allow_empty: TF returns None, writes nothing */
+    *empty = 1;
+    free(file);
+    return CAIRN_OK;
+  }
 
   char names[CAIRN__ERRMSG_LEN - 256]; /* + the file name and the words around the list */
   size_t nu = uninitialized(s, names, sizeof names);
   if (nu) {
     st = cairn__fail(CAIRN_E_UNINITIALIZED, "%s '%s': %zu variable%s not initialized: %s", fn, file, nu,
                      nu == 1 ? " is" : "s are", names);
-    goto done;
+    goto fail;
   }
   dir = cairn__path_dir(file);
   if (!dir) {
     st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-    goto done;
+    goto fail;
   }
   struct stat sb;
   int se = stat(dir, &sb) != 0 ? errno : 0;
@@ -662,14 +653,34 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
                      "%s: parent directory '%s' of '%s' %s, can't save (the Saver does not create directories, "
                      "as TF's; CheckpointSaverHook and MonitoredTrainingSession create their checkpoint_dir)",
                      fn, dir, file, se == ENOENT ? "doesn't exist" : se ? strerror(se) : "is not a directory");
-    goto done;
+    goto fail;
   }
+  *file_out = file;
+  *dir_out = dir;
+  return CAIRN_OK;
+fail:
+  free(dir);
+  free(file);
+  return st;
+}
+
+cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,
+                                 int64_t global_step, const cairn_tensor *const *tensors, const meta_item *meta,
+                                 size_t n_meta) {
+  cairn_status st = CAIRN_OK;
+  cairn_ckpt_writer *w = NULL;
+  last_ckpt *nl = NULL;
+  size_t n_nl = 0, *evicted = NULL, n_ev = 0;
+  const char **all = NULL;
+  struct stat sb;
+  s->last_unchanged = 0;
   int existed = stat(file, &sb) == 0;
   int unchanged = 0;
-  if (existed && global_step >= 0 && !s->replace_same_step &&
-      (st = same_step_check(s, fn, file, global_step, &unchanged)))
-    goto done;
-  cairn__saver_keep_restored(s, NULL); /* only the first save after a restore can be of its step */
+  if (existed && global_step >= 0 && !s->replace_same_step)
+    st = same_step_check(s, fn, file, global_step, tensors, meta, n_meta, &unchanged);
+  cairn_ckpt_close(s->compare_with); /* the restored checkpoint has served its one comparison */
+  s->compare_with = NULL;
+  if (st) goto done;
   if (unchanged) goto record; /* the file already holds exactly this: keep it */
 
   /* 1. the checkpoint file */
@@ -678,7 +689,7 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
     goto done;
   }
   for (size_t i = 0; i < s->n && !st; i++)
-    if ((st = cairn_ckpt_writer_add(w, s->names[i], cairn_var_tensor(s->vars[i])))) {
+    if ((st = cairn_ckpt_writer_add(w, s->names[i], tensors[i]))) {
       char what[1100];
       snprintf(what, sizeof what, "writing '%s': ", s->names[i]);
       st = wrap(st, file, what);
@@ -689,8 +700,8 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   snprintf(producer, sizeof producer, "cairn %s", cairn_version_string());
   if (global_step >= 0) st = cairn_ckpt_writer_meta_i64(w, "train.global_step", global_step);
   if (!st) st = cairn_ckpt_writer_meta_str(w, "ckpt.producer", producer);
-  for (size_t i = 0; i < s->n_meta && !st; i++) {
-    const meta_item *m = &s->meta[i];
+  for (size_t i = 0; i < n_meta && !st; i++) {
+    const meta_item *m = &meta[i];
     switch (m->type) {
     case CAIRN_META_I64: st = cairn_ckpt_writer_meta_i64(w, m->key, m->i); break;
     case CAIRN_META_F64: st = cairn_ckpt_writer_meta_f64(w, m->key, m->f); break;
@@ -770,21 +781,40 @@ record:;
     /* nothing is recorded */
     for (size_t i = 0; i < n_nl; i++) free(nl[i].path);
   }
-  if (path) memcpy(path, file, strlen(file) + 1);
   s->last_unchanged = unchanged;
 
 done:
   free(nl);
   free(evicted);
   free(all);
+  return st;
+}
+
+cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len) {
+  static const char fn[] = "saver_save";
+  char *file, *dir;
+  int empty;
+  cairn_status st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, &file, &dir, &empty);
+  if (st || empty) return st;
+  const cairn_tensor **t = malloc(s->n * sizeof *t);
+  if (!t) {
+    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  } else {
+    for (size_t i = 0; i < s->n; i++) t[i] = cairn_var_tensor(s->vars[i]);
+    st = cairn__saver_commit(s, fn, file, dir, global_step, t, s->meta, s->n_meta);
+    if (!st && path) memcpy(path, file, strlen(file) + 1);
+  }
+  free(t);
   free(dir);
   free(file);
   return st;
 }
 
+
 cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s, const char *const *paths, size_t n) {
   static const char fn[] = "saver_recover_last_checkpoints";
   if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
+  cairn__saver_async_idle(s); /* the save in flight commits to the list it replaces */
   if (n > 0 && !paths) return cairn__fail(CAIRN_E_NULL, "%s: paths is NULL with n = %zu", fn, n);
   for (size_t i = 0; i < n; i++)
     if (!paths[i]) return cairn__fail(CAIRN_E_NULL, "%s: paths[%zu] is NULL", fn, i);

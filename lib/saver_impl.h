@@ -1,20 +1,102 @@
-/* Internals shared by the Saver's files (saver.c: construction and save;
- * saver_restore.c: restore). */
+/* Private interface of the Saver's files (lib/saver.c: construction and
+ * save; lib/saver_async.c: the asynchronous save; lib/saver_restore.c:
+ * restore): the saver's fields, the two halves of a save — the checks done
+ * before anything is written, and the commit (checkpoint file, rotation
+ * list, state file, deletions) of a given set of tensors and metadata — and
+ * the checkpoint a restore hands on. Never installed. */
 #ifndef CAIRN_SAVER_IMPL_H
 #define CAIRN_SAVER_IMPL_H
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
 
+typedef struct cairn__meta_item {
+  char *key; /* full key: "user.<k>" or "train.state.<k>" */
+  cairn_meta_type type;
+  int64_t i;
+  double f;
+  char *bytes; /* STR: NUL-terminated; BYTES: len bytes (+ a NUL) */
+  size_t len;
+} cairn__meta_item;
+
+typedef struct cairn__last_ckpt {
+  char *path;
+  double time;
+  int recovered; /* given to recover_last_checkpoints, not written by this saver */
+} cairn__last_ckpt;
+
+typedef struct cairn__saver_async cairn__saver_async;
+
+struct cairn_saver {
+  size_t n;
+  char **names;
+  cairn_var **vars;
+
+  int max_to_keep;
+  double keep_secs;
+  cairn_ckpt_write_options wopts;
+  cairn_saver_clock_fn clock;
+  void *clock_ctx;
+  double next_keep_time;
+
+  /* Written by the commit, which runs on the background writer while an
+     asynchronous save is in flight: read them only when none is. */
+  cairn__last_ckpt *last; /* oldest first */
+  size_t n_last;
+
+  cairn__meta_item *meta;
+  size_t n_meta;
+
+  int replace_same_step; /* TF's overwrite of "<prefix>-<step>" (option) */
+  int last_unchanged;    /* the last save found its file already holding the same contents */
+
+  cairn__saver_async *async; /* lib/saver_async.c; NULL until the first save_begin */
+
+  /* The checkpoint the last restore read, still open (training thread:
+     cairn__saver_keep_restored); the save's prepare hands it to the commit
+     as compare_with, which only the commit (maybe on the writer thread)
+     reads and closes. */
+  cairn_ckpt *restored, *compare_with;
+};
+
+/* The start of every save: waits for the save in flight and returns the
+ * error of a failed background save (cairn__saver_async_drain), then the
+ * checks before anything is written (arguments, file name, path buffer,
+ * initialized variables, parent directory). On CAIRN_OK,
+ * *file ("<prefix>-<step>") and *dir (its directory) are malloc'ed, and
+ * *empty is 1 when the save set is empty (nothing to write: path ""). */
+cairn_status cairn__saver_prepare(cairn_saver *s, const char *fn, const char *prefix, int64_t global_step,
+                                  char *path, size_t len, char **file, char **dir, int *empty);
+
+/* Writes tensors[0..s->n) under s->names with meta[0..n_meta) as the
+ * checkpoint `file` of step global_step, then the rotation list, the state
+ * file in dir and the deletions, exactly as cairn_saver_save; sets
+ * s->last_unchanged. Touches no variable and no s->meta, so it may run on
+ * another thread than the one that owns the variables. */
+cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,
+                                 int64_t global_step, const cairn_tensor *const *tensors,
+                                 const cairn__meta_item *meta, size_t n_meta);
+
 /* Hands the checkpoint a restore just read (open) to the saver, which keeps
- * it until its next save or its free: a resume saves the step it restored
- * right after session creation (CheckpointSaverHook), and that save's
- * same-step comparison then reads the file already open instead of opening
- * the newest checkpoint a second time. Closes the one kept before. */
+ * it for its next save: a resume saves the step it restored right after
+ * session creation (CheckpointSaverHook), and that save's same-step
+ * comparison then reads the file already open instead of opening the
+ * newest checkpoint a second time. Closes the one kept before. Training
+ * thread only. */
 void cairn__saver_keep_restored(cairn_saver *s, cairn_ckpt *c);
 
 /* 1 if c's open file is the file at path now (same device, inode, size and
  * modification time): ckpt_read.c. */
 int cairn__ckpt_is_file(const cairn_ckpt *c, const char *path);
+
+/* lib/saver_async.c: waits for the save in flight (if any) and returns
+ * the unreported error of a background save (then forgotten), else
+ * CAIRN_OK. `fn` names the caller in the message. */
+cairn_status cairn__saver_async_drain(cairn_saver *s, const char *fn);
+/* Waits for the save in flight without taking its result. */
+void cairn__saver_async_idle(const cairn_saver *s);
+/* Stops the writer thread and frees the staging buffers; an error nobody
+ * took is logged as a WARNING rather than dropped silently. */
+void cairn__saver_async_free(cairn_saver *s);
 
 #endif

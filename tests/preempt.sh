@@ -60,7 +60,11 @@ stop() {
   i=0
   while [ "$i" -lt 3000 ] && kill -0 "$bg" 2>/dev/null; do
     s=$(state_step "$dir")
-    [ -n "$s" ] && [ "$s" -ge "$want" ] && break
+    # The "model ..." line comes after session creation, once the signal
+    # handlers are in place (a signal during the creation ends the process
+    # as it would without them): on a loaded machine the step-0 save can be
+    # on disk well before that.
+    [ -n "$s" ] && [ "$s" -ge "$want" ] && grep -q '^model ' "$dir.out" 2>/dev/null && break
     nap 0.01
     i=$((i + 1))
   done

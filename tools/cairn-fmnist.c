@@ -6,6 +6,7 @@
  *                      [--save-checkpoint-steps K | --save-checkpoint-secs T]
  *                      [--eval-every N] [--log-every N] [--hidden H1,H2,...]
  *                      [--data-dir D] [--threads T] [--distributed]
+ *                      [--async-checkpoints | --sync-checkpoints]
  *   cairn-fmnist eval --checkpoint-dir DIR [--data-dir D] [--threads T]
  *   cairn-fmnist warm-start --from CKPT --checkpoint-dir DIR
  *                      --method init_fn|local_init_op|restore-option [train flags]
@@ -63,6 +64,11 @@
  * the default action (the ranks could stop after different steps): the job
  * ends and resumes from the last checkpoint.
  *
+ * Checkpoints are asynchronous by default (--sync-checkpoints turns that
+ * off): the training state is copied at the step boundary and a background
+ * thread writes it (cairn/saver.h, "Asynchronous saving"); the files and
+ * the exact resumption are the same.
+ *
  * Exit status: 0 success, 1 an error (data, files, cairn), 2 usage,
  * 128 + N stopped by signal N after saving.
  */
@@ -107,6 +113,7 @@ static void print_usage(FILE *out) {
           "usage: " PROG " train --checkpoint-dir DIR [--max-steps N] [--batch-size B] [--seed S]\n"
           "                    [--save-checkpoint-steps K | --save-checkpoint-secs T] [--eval-every N]\n"
           "                    [--log-every N] [--hidden H1,H2,...] [--data-dir D] [--threads T]\n"
+          "                    [--async-checkpoints | --sync-checkpoints]\n"
           "                    [--distributed]   (under mpirun: data-parallel over the ranks)\n"
           "       " PROG " eval --checkpoint-dir DIR [--data-dir D] [--threads T]\n"
           "       " PROG " warm-start --from CKPT --checkpoint-dir DIR --method init_fn|local_init_op|restore-option\n"
@@ -138,6 +145,7 @@ typedef struct flags {
   int n_hidden;
   int64_t hidden[CAIRN_MLP_MAX_LAYERS];
   int hidden_given;
+  int async; /* --async-checkpoints / --sync-checkpoints */
 } flags;
 
 static int parse_int(const char *s, long long lo, long long hi, long long *out) {
@@ -574,6 +582,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   mo.save_summaries_steps = 0; /* the progress hook writes the numbers */
   mo.log_step_count_steps = 0;
   mo.summary_writer = &sw;
+  mo.async_checkpoints = f->async;
   mo.checkpoint_listeners = &lis;
   mo.n_checkpoint_listeners = 1;
   mo.stop_on_signals = g_size == 1; /* a preempted job saves first */
@@ -943,6 +952,7 @@ int main(int argc, char **argv) {
      other jobs on 2 cores, ~250-850 with one). --threads 0: the library's
      default (every core). */
   f.threads = 1;
+  f.async = 1; /* --sync-checkpoints turns it off */
   f.hidden[0] = 256;
   f.hidden[1] = 128;
   int steps_given = 0, secs_given = 0, distributed = 0;
@@ -952,6 +962,10 @@ int main(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--distributed") == 0) {
       distributed = 1;
+      continue;
+    }
+    if ((is_train || is_warm) && (strcmp(a, "--async-checkpoints") == 0 || strcmp(a, "--sync-checkpoints") == 0)) {
+      f.async = a[2] == 'a';
       continue;
     }
     if (i + 1 >= argc) {

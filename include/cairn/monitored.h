@@ -388,6 +388,10 @@ typedef struct cairn_monitored_training_session_options {
   /* The CheckpointSaverHook's saver (borrowed), when the scaffold's saver
      restores only part of the model (a warm start's). NULL: the scaffold's. */
   cairn_saver *checkpoint_saver;
+  /* The CheckpointSaverHook's async and async_skip_busy (default 0: TF's
+     synchronous saves). */
+  int async_checkpoints;
+  int async_checkpoints_skip_busy;
 } cairn_monitored_training_session_options;
 
 /* The values in the field comments above. A zero-filled struct is NOT the
@@ -508,6 +512,20 @@ typedef struct cairn_checkpoint_saver_hook_options {
   size_t n_listeners;
   cairn_summary_writer *summary_writer; /* CHECKPOINT session logs; may be NULL */
   const cairn_env *env;
+  /* 1: the timer's saves are asynchronous (cairn_saver_save_begin, see
+     cairn/saver.h): before_save listeners and the state copy run at the
+     step boundary, the write goes on behind training, and the CHECKPOINT
+     log and after_save run at the first run, should_stop or close that
+     sees the commit. A failed background save fails that call with its
+     message. The save after session creation and the one at end() stay
+     synchronous (close waits for the save in flight first). 0: every save
+     is synchronous (TF). */
+  int async;
+  /* With async: a save due while the previous one is still being written
+     is skipped, with the INFO line "Skipping the checkpoint of step 150:
+     the save of step 100 (d/model.ckpt-100) is still being written."; 0
+     (the default) waits for it. */
+  int async_skip_busy;
 } cairn_checkpoint_saver_hook_options;
 
 /* Every field 0/NULL (a zero-filled struct is the same); checkpoint_dir and

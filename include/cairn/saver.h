@@ -76,7 +76,8 @@
  * that saves through one holds the lock itself.
  *
  * Lifetimes: a saver keeps pointers to its variables; free it before their
- * registry. Not thread-safe: one thread uses a saver at a time; the free
+ * registry. Not thread-safe: one thread uses a saver at a time (its own
+ * background writer aside, see "Asynchronous saving"); the free
  * functions (cairn_latest_checkpoint, the state-file and meta calls) are
  * reentrant.
  */
@@ -225,6 +226,63 @@ CAIRN_API void cairn_saver_clear_meta(cairn_saver *s);
  * checkpoint and the state file alike), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step,
                                                      char *path, size_t len);
+
+/* ---- Asynchronous saving ------------------------------------------------------
+ * A save in two phases, so that training does not stop for the write.
+ * Phase 1, in cairn_saver_save_begin on the caller's thread (call it at a
+ * step boundary): every variable of the save set and the metadata to be
+ * written (user keys, state blobs: the data iterator's position, RNG
+ * state...) are copied into a staging buffer. Phase 2, on the saver's
+ * background writer thread (started by the first call): the checkpoint
+ * file, the rotation list, the state file and the deletions, exactly as
+ * cairn_saver_save commits them (atomic file, same-step rules, fsyncs).
+ * Once begin returns, the caller may change the variables and the
+ * metadata: the checkpoint holds the values of phase 1.
+ *
+ * Memory: the staging buffer holds one copy of the save set's bytes
+ * (64-byte aligned per tensor); it is allocated by the first begin and
+ * reused by every later one, and freed with the saver.
+ *
+ * At most one save is in flight: begin, cairn_saver_save and
+ * cairn_saver_save_wait first wait for the one being written (a caller
+ * that prefers to skip a save asks cairn_saver_save_status first, as
+ * CheckpointSaverHook's skip option does). The error of a background save
+ * is never lost: it is returned, once, by whichever comes first of the
+ * next begin, cairn_saver_save, cairn_saver_save_wait or
+ * cairn_saver_save_status, with the failed save's message, e.g.
+ *   saver_save_begin: the asynchronous save failed: save 'd/model.ckpt-200':
+ *   writing 'h1/kernel': ckpt_writer: writing 'd/model.ckpt-200.tmp.Ab3xYz'
+ *   (for 'd/model.ckpt-200') at offset 1048640: No space left on device
+ * (the failed save left no temporary file and changed neither the previous
+ * checkpoints nor the state file, as a synchronous save that fails). A
+ * call that returns such an error has not started a new save. Freeing the
+ * saver waits for the save in flight; an error nobody took is then logged
+ * as a WARNING on stderr.
+ *
+ * While a save is in flight the rotation list belongs to it:
+ * cairn_saver_last_checkpoints_count/at, cairn_saver_last_save_unchanged
+ * and cairn_saver_recover_last_checkpoints wait for it first. The writer
+ * thread runs at a lower priority (nice +10 on Linux) so that training
+ * wins the cores when both want them, and makes no MPI call: on an MPI
+ * job (MPI_THREAD_FUNNELED) the chief's collectives stay on its training
+ * thread. One thread calls begin/wait/status on a saver (the saver's rule).
+ *
+ * Errors of begin: those of cairn_saver_save found before writing
+ * (CAIRN_E_NULL, CAIRN_E_INVALID, CAIRN_E_LIMIT, CAIRN_E_UNINITIALIZED,
+ * CAIRN_E_NOT_FOUND), a previous background save's error (above),
+ * CAIRN_E_NOMEM (the staging buffer: "saver_save_begin 'd/m': cannot
+ * allocate the staging buffer of N bytes"). The rest (CAIRN_E_EXISTS,
+ * CAIRN_E_NOSPC, CAIRN_E_IO) come from phase 2, later, as above. path
+ * receives the file that will be written. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix,
+                                                           int64_t global_step, char *path, size_t len);
+/* Waits until no save of s is in flight; returns the background save's
+ * error if it failed and nothing reported it yet, else CAIRN_OK. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save_wait(cairn_saver *s);
+/* Does not wait. *in_flight (may be NULL) is 1 while a save is being
+ * written; when none is, returns the error of the last background save if
+ * nothing reported it yet (then forgotten), else CAIRN_OK. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save_status(cairn_saver *s, int *in_flight);
 
 /* 1 when the last cairn_saver_save on s succeeded without writing because
  * its file already held exactly the same contents (see above); else 0. */
