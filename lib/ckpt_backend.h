@@ -51,7 +51,9 @@ extern const ck_backend cairn__ck_tfbundle;
  * something no backend claims, which the cairn reader then refuses).
  * safetensors: a regular file whose byte 8 is '{' after an 8-byte length.
  * TF bundle: path is not a file but "<path>.index" is a LevelDB table
- * with TF's footer magic; or path is such a "<prefix>.index" itself. */
-const ck_backend *cairn__ck_detect(const char *path);
+ * with TF's footer magic; or path is such a "<prefix>.index" itself.
+ * fd: path already open (cairn_ckpt_open, so that a cairn file is opened
+ * once), or -1. */
+const ck_backend *cairn__ck_detect(const char *path, int fd);
 
 #endif

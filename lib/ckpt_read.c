@@ -249,15 +249,12 @@ void cairn_ckpt_close(cairn_ckpt *c) {
   free(c);
 }
 
-static cairn_status open_impl(cairn_ckpt *c) {
+/* c->fd: the path opened by cairn_ckpt_open, or -1 and open_errno. */
+static cairn_status open_impl(cairn_ckpt *c, int open_errno) {
   cairn_status s;
   if (ck_host_big_endian())
     return cairn__fail(CAIRN_E_UNSUPPORTED, "ckpt_open: '%s': big-endian hosts are not supported", c->path);
-  c->fd = open(c->path, O_RDONLY | O_CLOEXEC);
-  if (c->fd < 0) {
-    int e = errno;
-    return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", c->path, strerror(e));
-  }
+  if (c->fd < 0) return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", c->path, strerror(open_errno));
   struct stat st;
   if (fstat(c->fd, &st) != 0) {
     int e = errno;
@@ -316,7 +313,11 @@ cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, 
   c->fd = -1;
   fill_limits(limits, &c->lim);
   cairn_status s;
-  if ((c->be = cairn__ck_detect(path))) {
+  c->fd = open(path, O_RDONLY | O_CLOEXEC); /* a TF prefix names no file: -1 */
+  int open_errno = errno;
+  if ((c->be = cairn__ck_detect(path, c->fd))) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
     ck_view v = {0};
     s = c->be->open(path, &c->lim, &c->bs, &v);
     if (!s) {
@@ -327,7 +328,7 @@ cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, 
       c->be = NULL;
     }
   } else {
-    s = open_impl(c);
+    s = open_impl(c, open_errno);
   }
   if (s) {
     cairn_ckpt_close(c);

@@ -178,7 +178,7 @@ static int is_table(const char *file) {
   return ok;
 }
 
-const ck_backend *cairn__ck_detect(const char *path) {
+const ck_backend *cairn__ck_detect(const char *path, int fd) {
   struct stat sb;
   size_t n = strlen(path);
   if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -193,11 +193,11 @@ const ck_backend *cairn__ck_detect(const char *path) {
   }
   if (n > 6 && strcmp(path + n - 6, ".index") == 0 && is_table(path)) return &cairn__ck_tfbundle;
   {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return NULL; /* the cairn reader reports the error */
+    int own = fd < 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0 && (fd = own) < 0) return NULL; /* the cairn reader reports the error */
     unsigned char b[9];
     int r = cairn__ck_pread_raw(fd, b, sizeof b, 0, &(int){0});
-    close(fd);
+    if (own >= 0) close(own);
     /* An 8-byte header length, then the JSON object's '{'. cairn's own
      * files start with "\x89CRN" and have a version number there. */
     if (r == 0 && b[8] == '{') return &cairn__ck_safetensors;

@@ -487,7 +487,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *pat
   }
 
   struct stat sb;
-  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(path)) { /* a TF prefix is no file */
+  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(path, -1)) { /* a TF prefix is no file */
     cairn_restore_report_free(r);
     return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file", fn, path);
   }
