@@ -72,9 +72,10 @@ static int block_count(int64_t d, int64_t other, double flops) {
  * a product over a short K (dX of a narrow layer), 0.60x. It ran the
  * forward X·W (NN) 1.2-1.3x slower and thin outputs (N < 64) 1.5x slower,
  * so those stay on the BLAS. Only in OpenMP builds: there every block runs
- * inside cairn's own parallel region, where oneDNN stays single-threaded
- * (a oneDNN call outside one would split K over its threads and change the
- * bits with the thread count). */
+ * inside cairn's own parallel region, where oneDNN stays single-threaded:
+ * called outside one, oneDNN splits a long K over its threads and the bits
+ * change with the thread count (measured: 64x64 with K 65536, 1 vs 2
+ * threads). */
 #ifdef USE_DNNL
 static int dnnl_shape(int trans_a, int trans_b, int N, int K) {
   if (N < 64) return 0;
