@@ -1,10 +1,19 @@
 /* bench_train_step: the MLP 784-1024-1024-10 (ReLU, sparse softmax
  * cross-entropy), batch 256: a training step with Adam and with SGD, and
  * the inference forward, each next to its GEMM-only floor measured in the
- * same round (the floor of a step is its 8 cblas_sgemm calls: 3 forward,
- * 3 dW, 2 dX; of the forward, its 3 forward calls), at the run's thread
- * count, interleaved round by round. The ratio is cairn time / floor time
- * (lower is better; 1.0 is the floor). Extends bench_mlp_step.
+ * same round (the floor of a step is its 8 GEMMs: 3 forward, 3 dW, 2 dX; of
+ * the forward, its 3 forward GEMMs), at the run's thread count, interleaved
+ * round by round. The ratio is cairn time / floor time (lower is better;
+ * 1.0 is the floor). Extends bench_mlp_step.
+ *
+ * Two floors: gemm_floor_* runs the GEMMs as cairn runs them (cairn__sgemm:
+ * the same blocks and libraries, without bias or activation);
+ * gemm_best_floor_* takes, GEMM by GEMM and round by round, the fastest of
+ * the alternatives measured next to it (gemm/<call> lines): cairn's blocks,
+ * one plain cblas_sgemm call with the BLAS's own threads, the same with the
+ * weight stored (out, in) as PyTorch stores it, and oneDNN's sgemm both ways
+ * when libdnnl-dev is installed. The best floor is the distance to the
+ * fastest GEMM on the machine, not to cairn's own.
  *
  *   bench_train_step [--threads T] [--repeats R] [--quick] [--no-machine]
  *                    [--batch B] [--steps K]
@@ -15,9 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#ifdef BENCH_HAVE_DNNL
+#include <dnnl.h>
+#endif
+
 #include <cairn.h>
 
 #include "bench_common.h"
+
+/* lib/gemm.c (libcairn_core is linked in statically, hidden symbols too) */
+void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
 
 #define CHECK(x)                                                                                   \
   do {                                                                                             \
@@ -37,21 +57,73 @@ static void fill(float *p, size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; i++) p[i] = cairn_rng_uniform(&r) - 0.5f;
 }
 
+/* The step's 8 GEMMs, C = op(A)·op(B): forward A_{i+1} = A_i·W_i (NN);
+ * backward dW_i = A_iᵀ·D_{i+1} (TN) and, for i > 0, D_i = D_{i+1}·W_iᵀ (NT).
+ * WT_i is W_i stored (out, in): the flipped form uses it (forward NT, dX NN). */
+static float *WT[3];
+typedef struct gemm_call {
+  char name[32];
+  int ta, tb, M, N, K, lda, ldb, ldc;
+  const float *A, *B, *Bt; /* Bt: op(B) from the flipped storage (NULL: none) */
+  float *C;
+} gemm_call;
+static gemm_call calls[8];
+static int n_calls;
+
+static void add_call(const char *what, int i, int ta, int tb, int M, int N, int K, const float *Am, const float *Bm,
+                     const float *Bt, float *C) {
+  gemm_call *c = &calls[n_calls++];
+  snprintf(c->name, sizeof c->name, "%s%d_%dx%dx%d", what, i, M, N, K);
+  c->ta = ta, c->tb = tb, c->M = M, c->N = N, c->K = K;
+  c->lda = ta ? M : K, c->ldb = tb ? K : N, c->ldc = N;
+  c->A = Am, c->B = Bm, c->Bt = Bt, c->C = C;
+}
+
+static void setup_calls(void) {
+  for (int i = 0; i < 3; i++)
+    add_call("fwd", i, 0, 0, (int)B, (int)sizes[i + 1], (int)sizes[i], A[i], W[i], WT[i], A[i + 1]);
+  for (int i = 2; i >= 0; i--) {
+    add_call("dW", i, 1, 0, (int)sizes[i], (int)sizes[i + 1], (int)B, A[i], D[i + 1], NULL, G[i]);
+    if (i > 0) add_call("dX", i, 0, 1, (int)B, (int)sizes[i], (int)sizes[i + 1], D[i + 1], W[i], WT[i], D[i]);
+  }
+}
+
+enum { ALT_CAIRN, ALT_BLAS, ALT_BLAS_FLIP, ALT_DNNL, ALT_DNNL_FLIP, N_ALT };
+static const char *alt_name[N_ALT] = {"cairn_blocks", "blas_one_call", "blas_weight_out_in", "dnnl_one_call",
+                                      "dnnl_weight_out_in"};
+
+/* Runs call c as alternative a; returns 0 when a does not apply. */
+static int run_call(const gemm_call *c, int a) {
+  int flip = a == ALT_BLAS_FLIP || a == ALT_DNNL_FLIP;
+  if (flip && !c->Bt) return 0;
+  int tb = flip ? !c->tb : c->tb, ldb = tb ? c->K : c->N;
+  const float *Bm = flip ? c->Bt : c->B;
+  switch (a) {
+    case ALT_CAIRN:
+      cairn__sgemm(c->ta, c->tb, c->M, c->N, c->K, 1.0f, c->A, c->lda, c->B, c->ldb, 0.0f, c->C, c->ldc, NULL);
+      return 1;
+    case ALT_BLAS:
+    case ALT_BLAS_FLIP:
+      cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, c->M, c->N, c->K,
+                  1.0f, c->A, c->lda, Bm, ldb, 0.0f, c->C, c->ldc);
+      return 1;
+#ifdef BENCH_HAVE_DNNL
+    case ALT_DNNL:
+    case ALT_DNNL_FLIP:
+      return dnnl_sgemm(c->ta ? 'T' : 'N', tb ? 'T' : 'N', c->M, c->N, c->K, 1.0f, c->A, c->lda, Bm, ldb, 0.0f, c->C,
+                        c->ldc) == dnnl_success;
+#endif
+    default: return 0;
+  }
+}
+
+/* The chosen formulation: the calls as cairn runs them. */
 static void gemm_forward(void) {
-  for (int i = 0; i < 3; i++) /* A_{i+1} = A_i·W_i */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)sizes[i + 1], (int)sizes[i], 1.0f, A[i],
-                (int)sizes[i], W[i], (int)sizes[i + 1], 0.0f, A[i + 1], (int)sizes[i + 1]);
+  for (int c = 0; c < 3; c++) run_call(&calls[c], ALT_CAIRN);
 }
 
 static void gemm_step(void) {
-  gemm_forward();
-  for (int i = 2; i >= 0; i--) { /* dW_i = A_iᵀ·D_{i+1};  D_i = D_{i+1}·W_iᵀ for i > 0 */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)sizes[i], (int)sizes[i + 1], (int)B, 1.0f, A[i],
-                (int)sizes[i], D[i + 1], (int)sizes[i + 1], 0.0f, G[i], (int)sizes[i + 1]);
-    if (i > 0)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)sizes[i], (int)sizes[i + 1], 1.0f, D[i + 1],
-                  (int)sizes[i + 1], W[i], (int)sizes[i + 1], 0.0f, D[i], (int)sizes[i]);
-  }
+  for (int c = 0; c < n_calls; c++) run_call(&calls[c], ALT_CAIRN);
 }
 
 static cairn_mlp *make_mlp(cairn_optim_kind kind, cairn_registry **reg) {
@@ -94,7 +166,14 @@ int main(int argc, char **argv) {
     W[i] = bench_alloc((size_t)(sizes[i] * sizes[i + 1]) * sizeof(float));
     G[i] = bench_alloc((size_t)(sizes[i] * sizes[i + 1]) * sizeof(float));
     fill(W[i], (size_t)(sizes[i] * sizes[i + 1]), 30 + (uint64_t)i);
+    WT[i] = bench_alloc((size_t)(sizes[i] * sizes[i + 1]) * sizeof(float));
+    for (int64_t r = 0; r < sizes[i]; r++)
+      for (int64_t k = 0; k < sizes[i + 1]; k++) WT[i][k * sizes[i] + r] = W[i][r * sizes[i + 1] + k];
   }
+  setup_calls();
+  /* per call and alternative, ms per call; the best floors, ms */
+  static double tc[8][N_ALT][BENCH_MAX_REPEATS], best_step[BENCH_MAX_REPEATS], best_fwd[BENCH_MAX_REPEATS];
+  int have_alt[N_ALT] = {0};
   enum { T_ADAM, T_SGD, T_FWD, T_GSTEP, T_GFWD, NT };
   double t[NT][BENCH_MAX_REPEATS], q[3][BENCH_MAX_REPEATS];
   float loss = 0;
@@ -111,7 +190,27 @@ int main(int argc, char **argv) {
     double t4 = bench_now();
     for (int k = 0; k < steps; k++) gemm_forward();
     double t5 = bench_now();
+    /* each GEMM alone, each alternative right after the other */
+    double bs = 0, bf = 0;
+    const int calls_per = steps < 3 ? steps : 3; /* 5 alternatives x 8 GEMMs: keep the round short */
+    for (int c = 0; c < n_calls; c++) {
+      double best = 1e30;
+      for (int a = 0; a < N_ALT; a++) {
+        double u0 = bench_now();
+        int ok = 1;
+        for (int k = 0; k < calls_per && ok; k++) ok = run_call(&calls[c], a);
+        double u = 1e3 * (bench_now() - u0) / calls_per;
+        if (!ok) continue;
+        have_alt[a] = 1;
+        if (rep >= 0) tc[c][a][rep] = u;
+        if (u < best) best = u;
+      }
+      bs += best;
+      if (c < 3) bf += best;
+    }
     if (rep < 0) continue;
+    best_step[rep] = bs;
+    best_fwd[rep] = bf;
     t[T_ADAM][rep] = 1e3 * (t1 - t0) / steps;
     t[T_GSTEP][rep] = 1e3 * (t2 - t1) / steps;
     t[T_SGD][rep] = 1e3 * (t3 - t2) / steps;
@@ -133,6 +232,21 @@ int main(int argc, char **argv) {
   bench_emit("gemm_floor_forward", p, bench_stats_of(t[T_GFWD], o.repeats), "ms", 0, NULL);
   bench_emit("inference_forward", p, bench_stats_of(t[T_FWD], o.repeats), "ms", bench_stats_of(q[2], o.repeats).median,
              "gemm_floor_forward");
+  bench_emit("gemm_best_floor_step", p, bench_stats_of(best_step, o.repeats), "ms", 0, NULL);
+  bench_emit("gemm_best_floor_forward", p, bench_stats_of(best_fwd, o.repeats), "ms", 0, NULL);
+  bench_section("the step's GEMMs one by one, ms per call; ratio = cairn's blocks / this alternative");
+  for (int c = 0; c < n_calls; c++)
+    for (int a = 0; a < N_ALT; a++) {
+      if (!have_alt[a] || (a == ALT_BLAS_FLIP || a == ALT_DNNL_FLIP ? !calls[c].Bt : 0)) continue;
+      double q2[BENCH_MAX_REPEATS];
+      for (int r = 0; r < o.repeats; r++) q2[r] = tc[c][ALT_CAIRN][r] / tc[c][a][r];
+      char name[80], pp[120];
+      snprintf(name, sizeof name, "gemm/%.31s", calls[c].name);
+      snprintf(pp, sizeof pp, "\"alt\": \"%s\", \"trans\": \"%c%c\"", alt_name[a], calls[c].ta ? 'T' : 'N',
+               (a == ALT_BLAS_FLIP || a == ALT_DNNL_FLIP) != !!calls[c].tb ? 'T' : 'N');
+      bench_emit(name, pp, bench_stats_of(tc[c][a], o.repeats), "ms", bench_stats_of(q2, o.repeats).median,
+                 "cairn_blocks");
+    }
   fprintf(stderr, "last loss %.5f\n", (double)loss);
   for (int i = 0; i < 4; i++) {
     cairn_free(A[i]);
@@ -141,6 +255,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3; i++) {
     cairn_free(W[i]);
     cairn_free(G[i]);
+    cairn_free(WT[i]);
   }
   cairn_tensor_free(X);
   cairn_tensor_free(Y);

@@ -4,7 +4,7 @@ MLP (ReLU, softmax cross-entropy, Adam), batch 256, float32, on the CPU, with
 the same rounds x steps timing and median. Prints JSON. Run with Debian's
 python3-torch: /usr/bin/python3 bench/torch_mlp_step.py [--threads T] [--mode M]
 --mode adam (default) | sgd (plain SGD, lr 0.01) | infer (forward under no_grad)."""
-import argparse, json, statistics, time
+import argparse, json, os, statistics, time
 
 import torch
 
@@ -44,14 +44,16 @@ if a.mode == "infer":
     step = infer  # noqa: F811
 
 
+# BENCH_CLOCK=cpu: this process's CPU time, as bench_common.c's bench_now
+clock = time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
 for _ in range(3):
     step()
 times = []
 for _ in range(a.rounds):
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(a.steps):
         loss = step()
-    times.append((time.perf_counter() - t0) / a.steps)
+    times.append((clock() - t0) / a.steps)
 print(json.dumps({"bench": "torch_mlp_step", "mode": a.mode, "torch": torch.__version__, "threads": torch.get_num_threads(),
                   "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps,
                   "step_ms_median": round(1e3 * statistics.median(times), 3),

@@ -10,15 +10,27 @@
  * is computed the same way whatever thread runs it, so the result has the
  * same bits for any thread count. This also is the "one thread budget":
  * BLAS never spawns threads of its own under cairn's loops. */
+/* Which library runs a block, and which side of C is cut, is decided from
+ * the GEMM's shape alone (never from timings), so two runs give the same
+ * bits. The figures behind each rule are in bench/RESULTS.md ("GEMM
+ * formulation"), measured with bench_gemm. */
 #define _POSIX_C_SOURCE 200809L
 #include "tensor_impl.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
 #ifdef CAIRN_HAVE_OPENMP
 #include <omp.h>
+#endif
+#ifdef CAIRN_BLAS_BLIS
+#include <blis.h>
+#endif
+#if defined(CAIRN_HAVE_DNNL) && defined(CAIRN_HAVE_OPENMP)
+#include <dnnl.h>
+#define USE_DNNL 1
 #endif
 
 /* The most blocks a large GEMM is cut into: the machine's processor count
@@ -54,13 +66,69 @@ static int block_count(int64_t d, int64_t other, double flops) {
   return nb;
 }
 
+/* oneDNN's sgemm for the shapes it ran faster than OpenBLAS's here (AMD
+ * EPYC Zen, AVX2; CPU time of single-threaded blocks, bench_gemm): the
+ * weight gradient Xᵀ·dY (TN) with a wide output, 0.89-0.93x the time, and
+ * a product over a short K (dX of a narrow layer), 0.60x. It ran the
+ * forward X·W (NN) 1.2-1.3x slower and thin outputs (N < 64) 1.5x slower,
+ * so those stay on the BLAS. Only in OpenMP builds: there every block runs
+ * inside cairn's own parallel region, where oneDNN stays single-threaded:
+ * called outside one, oneDNN splits a long K over its threads and the bits
+ * change with the thread count (measured: 64x64 with K 65536, 1 vs 2
+ * threads). */
+#ifdef USE_DNNL
+static int dnnl_shape(int trans_a, int trans_b, int N, int K) {
+  if (N < 64) return 0;
+  if (trans_a && !trans_b) return 1;
+  return K < 64;
+}
+#endif
+
+#ifdef CAIRN_BLAS_BLIS
+/* BLIS would start threads of its own outside cairn's regions when
+ * BLIS_NUM_THREADS or OMP_NUM_THREADS asks for them: hold it to one. */
+static pthread_once_t blis_once = PTHREAD_ONCE_INIT;
+static void blis_one_thread(void) { bli_thread_set_num_threads(1); }
+#endif
+
+/* One block, single-threaded, on the library chosen for the whole GEMM. */
+static void block_sgemm(int lib, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+#ifdef USE_DNNL
+  if (lib && dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) ==
+                 dnnl_success)
+    return; /* on failure (out of memory for its packing), the BLAS below does the block */
+#else
+  (void)lib;
+#endif
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc, const float *bias) {
+  cairn__sgemm_ep(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, NULL);
+}
+
+void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
+                     const cairn__gemm_epilogue *ep) {
   if (M <= 0 || N <= 0) return;
   if (bias) beta = 1.0f;
-  const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+#ifdef CAIRN_BLAS_BLIS
+  pthread_once(&blis_once, blis_one_thread);
+#endif
+  int lib = 0;
+#ifdef USE_DNNL
+  lib = dnnl_shape(trans_a, trans_b, N, K);
+#endif
   const double flops = 2.0 * M * N * (double)K;
-  const int split_n = N >= M; /* split the longer side of C */
+  /* Cut rows when there are enough of them for two blocks of 128: each
+   * block then packs half of op(A) and shares op(B). Measured against
+   * cutting the longer side (columns for every MLP shape but dW of the
+   * 1024x1024 layer) at 1 thread, CPU time of the blocks: forward 0.95-0.97x,
+   * dW 0.95x, dX 0.98-0.99x. */
+  const int split_n = !(M >= 2 * 128 || M >= N);
   const int d = split_n ? N : M;
   const int nb = block_count(d, split_n ? M : N, flops);
   /* block length: a multiple of 16 so that blocks start on kernel edges */
@@ -69,21 +137,22 @@ void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, co
   for (int i = 0; i < nb; i++) {
     int lo = i * len, hi = lo + len < d ? lo + len : d;
     if (lo >= hi) continue;
+    const int r0 = split_n ? 0 : lo, r1 = split_n ? M : hi, c0 = split_n ? lo : 0, c1 = split_n ? hi : N;
     /* The bias goes into the block right before its GEMM, by the thread
      * that computes it: the rows are still in its cache when the GEMM
      * accumulates onto them (a separate pass cost ~4 % of the forward). */
-    if (bias) {
-      int r0 = split_n ? 0 : lo, r1 = split_n ? M : hi, c0 = split_n ? lo : 0, c1 = split_n ? hi : N;
+    if (bias)
       for (int r = r0; r < r1; r++) memcpy(C + (size_t)r * ldc + c0, bias + c0, (size_t)(c1 - c0) * sizeof(float));
-    }
     if (split_n) {
       /* columns [lo, hi) of C and of op(B) */
       const float *Bb = trans_b ? B + (size_t)lo * ldb : B + lo;
-      cblas_sgemm(CblasRowMajor, ta, tb, M, hi - lo, K, alpha, A, lda, Bb, ldb, beta, C + lo, ldc);
+      block_sgemm(lib, trans_a, trans_b, M, hi - lo, K, alpha, A, lda, Bb, ldb, beta, C + lo, ldc);
     } else {
       /* rows [lo, hi) of C and of op(A) */
       const float *Ab = trans_a ? A + lo : A + (size_t)lo * lda;
-      cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, N, K, alpha, Ab, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);
+      block_sgemm(lib, trans_a, trans_b, hi - lo, N, K, alpha, Ab, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);
     }
+    /* and the epilogue (the activation) while the block is in cache */
+    if (ep) ep->fn(ep->ctx, r0, r1, c0, c1);
   }
 }

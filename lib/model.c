@@ -161,10 +161,15 @@ static cairn_status forward(cairn_mlp *m, const cairn_tensor *X) {
   cairn_tensor in = *X;
   for (int i = 0; !s && i < m->n; i++) {
     cairn_tensor z = view2(m->Z[i], B, m->sizes[i + 1]);
-    s = cairn_dense_forward(&in, cairn_var_tensor(m->W[i]), cairn_var_tensor(m->b[i]), &z);
-    if (s || i == m->n - 1) break;
-    in = view2(m->A[i], B, m->sizes[i + 1]);
-    s = cairn_act_forward(m->act, m->alpha, &z, &in);
+    if (i == m->n - 1) {
+      s = cairn_dense_forward(&in, cairn_var_tensor(m->W[i]), cairn_var_tensor(m->b[i]), &z);
+      break;
+    }
+    /* the activation runs on each GEMM block while it is in cache */
+    cairn_tensor a = view2(m->A[i], B, m->sizes[i + 1]);
+    s = cairn__dense_forward_act(&in, cairn_var_tensor(m->W[i]), cairn_var_tensor(m->b[i]), m->act, m->alpha, &z, &a);
+    if (!s && !cairn__act_fusable(m->act)) s = cairn_act_forward(m->act, m->alpha, &z, &a);
+    in = a;
   }
   return s;
 }

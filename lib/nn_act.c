@@ -37,22 +37,23 @@ static int use_stream(const float *out, const float *in0, const float *in1, size
   return n * sizeof(float) >= cairn__stream_min_bytes() && out != in0 && out != in1;
 }
 
-static void fwd_range(void *p, size_t lo, size_t hi) {
-  const struct act_ctx *c = p;
-  const cairn__kernel_table *k = c->k;
-  const float *x = c->in0 + lo;
-  float *y = c->out + lo;
-  size_t n = hi - lo;
-  cairn__kernels_stream = c->stream;
-  switch (c->act) {
+void cairn__act_fwd_span(const cairn__kernel_table *k, cairn_act act, float alpha, const float *x, float *y,
+                         size_t n) {
+  switch (act) {
     case CAIRN_ACT_RELU: k->relu_fwd(x, y, n); break;
-    case CAIRN_ACT_LEAKY_RELU: k->leaky_relu_fwd(x, y, n, c->alpha); break;
+    case CAIRN_ACT_LEAKY_RELU: k->leaky_relu_fwd(x, y, n, alpha); break;
     case CAIRN_ACT_SIGMOID: k->sigmoid_fwd(x, y, n); break;
     case CAIRN_ACT_TANH: k->tanh_fwd(x, y, n); break;
     case CAIRN_ACT_GELU: k->gelu_fwd(x, y, n); break;
     case CAIRN_ACT_GELU_TANH: k->gelu_tanh_fwd(x, y, n); break;
     default: break;
   }
+}
+
+static void fwd_range(void *p, size_t lo, size_t hi) {
+  const struct act_ctx *c = p;
+  cairn__kernels_stream = c->stream;
+  cairn__act_fwd_span(c->k, c->act, c->alpha, c->in0 + lo, c->out + lo, hi - lo);
   cairn__kernels_stream = 0;
 }
 

@@ -33,24 +33,72 @@ static cairn_status check_dense(const char *fn, const cairn_tensor *X, const cai
   return CAIRN_OK;
 }
 
-cairn_status cairn_dense_forward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *b,
-                                 cairn_tensor *Y) {
-  cairn_status s = check_dense("dense_forward", X, W, b, "Y", Y);
+int cairn__act_fusable(cairn_act act) {
+  return act != CAIRN_ACT_IDENTITY && act != CAIRN_ACT_SOFTMAX && act != CAIRN_ACT_LOG_SOFTMAX &&
+         (unsigned)act <= CAIRN_ACT_LOG_SOFTMAX;
+}
+
+struct act_ep {
+  const cairn__kernel_table *k;
+  cairn_act act;
+  float alpha;
+  const float *z; /* (B, out) */
+  float *a;       /* (B, out) */
+  int out;
+};
+
+/* A[r0:r1, c0:c1] = act(Z[r0:r1, c0:c1]): one call for whole rows. */
+static void act_block(void *p, int r0, int r1, int c0, int c1) {
+  const struct act_ep *e = p;
+  size_t off = (size_t)r0 * (size_t)e->out + (size_t)c0;
+  if (c0 == 0 && c1 == e->out) {
+    cairn__act_fwd_span(e->k, e->act, e->alpha, e->z + off, e->a + off, (size_t)(r1 - r0) * (size_t)e->out);
+    return;
+  }
+  for (int r = r0; r < r1; r++, off += (size_t)e->out)
+    cairn__act_fwd_span(e->k, e->act, e->alpha, e->z + off, e->a + off, (size_t)(c1 - c0));
+}
+
+/* Y = X·W + b, then A = act(Y) block by block when act is fusable. */
+static cairn_status forward(const char *fn, const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *b,
+                            cairn_act act, float alpha, cairn_tensor *Y, cairn_tensor *A) {
+  cairn_status s = check_dense(fn, X, W, b, "Y", Y);
   if (s) return s;
+  if (A) {
+    char ba[96], by[96];
+    if ((s = cairn__check_f32(fn, "A", A))) return s;
+    if (!cairn_tensor_same_shape(A, Y))
+      return cairn__fail(CAIRN_E_SHAPE, "%s: A is %s but Y is %s", fn, cairn_tensor_shape_str(A, ba, sizeof ba),
+                         cairn_tensor_shape_str(Y, by, sizeof by));
+  }
   const int B = (int)X->shape[0], in = (int)X->shape[1], out = (int)W->shape[1];
   if (B == 0 || out == 0) return CAIRN_OK;
   const float *bias = b ? b->data : NULL;
+  struct act_ep e = {cairn__kernels(), act, alpha, Y->data, A ? A->data : NULL, out};
+  cairn__gemm_epilogue ep = {act_block, &e};
+  const cairn__gemm_epilogue *epp = A && cairn__act_fusable(act) ? &ep : NULL;
   if (in > 0) {
     /* Y = X·W + b: (B, in)·(in, out), each row of Y starting as b */
-    cairn__sgemm(0, 0, B, out, in, 1.0f, X->data, in, W->data, out, 0.0f, Y->data, out, bias);
+    cairn__sgemm_ep(0, 0, B, out, in, 1.0f, X->data, in, W->data, out, 0.0f, Y->data, out, bias, epp);
   } else {
     for (int r = 0; r < B; r++) {
       float *y = (float *)Y->data + (size_t)r * out;
       if (bias) memcpy(y, bias, (size_t)out * sizeof(float));
       else memset(y, 0, (size_t)out * sizeof(float));
     }
+    if (epp) act_block(&e, 0, B, 0, out);
   }
   return CAIRN_OK;
+}
+
+cairn_status cairn_dense_forward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *b,
+                                 cairn_tensor *Y) {
+  return forward("dense_forward", X, W, b, CAIRN_ACT_IDENTITY, 0.0f, Y, NULL);
+}
+
+cairn_status cairn__dense_forward_act(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *b,
+                                      cairn_act act, float alpha, cairn_tensor *Z, cairn_tensor *A) {
+  return forward("dense_forward", X, W, b, act, alpha, Z, A);
 }
 
 struct colsum_ctx {

@@ -143,8 +143,23 @@ char *cairn_runtime_info(char *buf, size_t len) {
            "parallel %s",
            cairn_version_string(), isa, cairn__cpu_has_avx2_fma() ? "yes" : "no",
            want ? ", CAIRN_ISA=" : "", want ? want : "", omp, cairn_get_num_threads(), core, par);
-  const char *advice = cairn_blas_coretype_advice();
   size_t used = strlen(buf);
+#if defined(CAIRN_BLAS_BLIS) || defined(CAIRN_HAVE_DNNL)
+  /* the library cairn's GEMM blocks run on, when it is not OpenBLAS alone */
+  if (used + 1 < len)
+    snprintf(buf + used, len - used, "; gemm on %s",
+#ifdef CAIRN_BLAS_BLIS
+             "BLIS"
+#else
+             "OpenBLAS"
+#endif
+#ifdef CAIRN_HAVE_DNNL
+             " + oneDNN sgemm (dW, short K)"
+#endif
+    );
+  used = strlen(buf);
+#endif
+  const char *advice = cairn_blas_coretype_advice();
   if (advice && used + 1 < len)
     snprintf(buf + used, len - used, " (slow for this CPU: set OPENBLAS_CORETYPE=%s)", advice);
   return buf;

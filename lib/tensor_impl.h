@@ -6,6 +6,7 @@
 
 #include "internal.h"
 
+#include "cairn/nn.h"
 #include "cairn/tensor.h"
 
 /* Argument checks that produce the standard messages. `fn` and `what` name
@@ -23,6 +24,30 @@ int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
  * bias instead: C = alpha·op(A)·op(B) + bias. */
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
+/* cairn__sgemm that then calls ep->fn(ep->ctx, r0, r1, c0, c1) on each
+ * finished block C[r0:r1, c0:c1], by the thread that computed it, while the
+ * block is still in its cache (the dense layer's activation). */
+typedef struct cairn__gemm_epilogue {
+  void (*fn)(void *ctx, int r0, int r1, int c0, int c1);
+  void *ctx;
+} cairn__gemm_epilogue;
+void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
+                     const cairn__gemm_epilogue *ep);
+
+/* Y = act(X·W + b) with the activation applied to each block of the GEMM
+ * while it is in cache; Z (B, out) receives X·W + b, A (B, out) act(Z).
+ * An elementwise act only (identity, softmax and log-softmax: A is not
+ * written, the caller runs cairn_act_forward). Same checks and messages as
+ * cairn_dense_forward; A must have Z's shape. */
+cairn_status cairn__dense_forward_act(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *b,
+                                      cairn_act act, float alpha, cairn_tensor *Z, cairn_tensor *A);
+/* 1 when cairn__dense_forward_act applies act itself. */
+int cairn__act_fusable(cairn_act act);
+/* y[0:n] = act(x[0:n]) for an elementwise act, with the kernels k (nn_act.c). */
+struct cairn__kernel_table;
+void cairn__act_fwd_span(const struct cairn__kernel_table *k, cairn_act act, float alpha, const float *x, float *y,
+                         size_t n);
 
 /* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
  * instead of adding to them (the model's step, which saves a zeroing pass). */

@@ -535,3 +535,45 @@ Test(model, eval_run_reads_back_loss_accuracy_and_step) {
   cairn_tensor_free(y);
   op_model_free(&om);
 }
+
+/* The model's forward applies the hidden activation to each GEMM block
+ * while it is in cache; it must give what the public layers give one after
+ * the other (bitwise for ReLU, whose kernel is exact; within rounding of
+ * the kernels' tails for the others). */
+Test(model, fused_activation_matches_dense_then_act) {
+  const cairn_act acts[] = {CAIRN_ACT_RELU, CAIRN_ACT_LEAKY_RELU, CAIRN_ACT_SIGMOID, CAIRN_ACT_TANH, CAIRN_ACT_GELU,
+                            CAIRN_ACT_GELU_TANH};
+  /* B 300: row blocks; B 40: column blocks of the 700-wide layer */
+  const int64_t batches[] = {300, 40};
+  for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++)
+    for (size_t bi = 0; bi < 2; bi++) {
+      cairn_registry *r;
+      cr_assert_eq(cairn_registry_new(7, &r), CAIRN_OK);
+      int64_t sizes[3] = {200, 700, 10}, B = batches[bi];
+      cairn_mlp_config cfg = {.n_layers = 2, .sizes = sizes, .hidden_act = acts[ai], .act_alpha = 0.1f,
+                              .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(CAIRN_OPTIM_SGD)};
+      cairn_mlp *m = NULL;
+      cr_assert_eq(cairn_mlp_new(r, &cfg, &m), CAIRN_OK, "%s", cairn_errmsg());
+      cr_assert_eq(cairn_registry_initialize_collection(r, CAIRN_COLL_GLOBAL), CAIRN_OK);
+      cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, B, 200), *y = mk(CAIRN_DTYPE_I32, 1, B, 0);
+      blobs(X, y, 3);
+      const cairn_tensor *logits;
+      cr_assert_eq(cairn_mlp_forward(m, X, &logits), CAIRN_OK, "%s", cairn_errmsg());
+      cairn_tensor *Z = mk(CAIRN_DTYPE_F32, 2, B, 700), *A = mk(CAIRN_DTYPE_F32, 2, B, 700),
+                   *L = mk(CAIRN_DTYPE_F32, 2, B, 10);
+      cr_assert_eq(cairn_dense_forward(X, cairn_var_tensor(cairn_mlp_kernel(m, 0)), cairn_var_tensor(cairn_mlp_bias(m, 0)), Z),
+                   CAIRN_OK);
+      cr_assert_eq(cairn_act_forward(acts[ai], 0.1f, Z, A), CAIRN_OK);
+      cr_assert_eq(cairn_dense_forward(A, cairn_var_tensor(cairn_mlp_kernel(m, 1)), cairn_var_tensor(cairn_mlp_bias(m, 1)), L),
+                   CAIRN_OK);
+      const float *got = logits->data, *want = L->data;
+      if (acts[ai] == CAIRN_ACT_RELU)
+        cr_assert(memcmp(got, want, (size_t)(B * 10) * sizeof(float)) == 0, "relu, B %lld: other bits", (long long)B);
+      for (int64_t i = 0; i < B * 10; i++)
+        cr_assert(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "%s, B %lld: logit %lld is %.9g, want %.9g",
+                  cairn_act_name(acts[ai]), (long long)B, (long long)i, (double)got[i], (double)want[i]);
+      cairn_tensor_free(X); cairn_tensor_free(y); cairn_tensor_free(Z); cairn_tensor_free(A); cairn_tensor_free(L);
+      cairn_mlp_free(m);
+      cairn_registry_free(r);
+    }
+}

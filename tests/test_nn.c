@@ -437,3 +437,76 @@ Test(nn, bitwise_identical_for_1_and_2_threads) {
   cr_skip_test("serial build (--disable-openmp)");
 #endif
 }
+
+/* ---- GEMM formulation: every block rule, 1 vs 2 threads ------------------ */
+
+/* Y = X·W + b, dX, dW, db for one shape at t threads; out holds them in
+ * that order. Shapes below are chosen so that each way lib/gemm.c cuts or
+ * routes a GEMM runs: rows (B >= 256), columns (B < 256, wide out), the
+ * weight gradient with a wide output, a short K (dX of a narrow layer), a
+ * thin output (out < 64). */
+static void dense_run(int t, int64_t B, int64_t in, int64_t out, float *res) {
+#ifdef CAIRN_HAVE_OPENMP
+  omp_set_num_threads(t);
+#else
+  (void)t;
+#endif
+  cairn_tensor *X = mk(2, B, in), *W = mk(2, in, out), *b = mk(1, out, 0), *Y = mk(2, B, out), *dY = mk(2, B, out);
+  cairn_tensor *dX = mk(2, B, in), *dW = mk(2, in, out), *db = mk(1, out, 0);
+  fill(X, -1, 1, 11); fill(W, -1, 1, 12); fill(b, -1, 1, 13); fill(dY, -1, 1, 14);
+  cr_assert_eq(cairn_dense_forward(X, W, b, Y), CAIRN_OK, "%s", cairn_errmsg());
+  memset(dW->data, 0, cairn_tensor_nbytes(dW));
+  memset(db->data, 0, cairn_tensor_nbytes(db));
+  cr_assert_eq(cairn_dense_backward(X, W, dY, dX, dW, db), CAIRN_OK, "%s", cairn_errmsg());
+  size_t o = 0;
+  cairn_tensor *outs[] = {Y, dX, dW, db};
+  for (int i = 0; i < 4; i++) {
+    memcpy(res + o, outs[i]->data, cairn_tensor_nbytes(outs[i]));
+    o += (size_t)outs[i]->size;
+  }
+  /* spot checks against double precision: row 0 and the last row */
+  const float *x = cairn_tensor_f32(X), *w = cairn_tensor_f32(W), *dy = cairn_tensor_f32(dY);
+  for (int64_t r = 0; r < B; r += B - 1) {
+    for (int64_t j = 0; j < out; j++) {
+      double s = cairn_tensor_f32(b)[j];
+      for (int64_t k = 0; k < in; k++) s += (double)x[r * in + k] * w[k * out + j];
+      cr_assert(fabs(cairn_tensor_f32(Y)[r * out + j] - s) < 1e-4 * fmax(1, fabs(s)), "Y[%lld,%lld]", (long long)r,
+                (long long)j);
+    }
+    for (int64_t k = 0; k < in; k++) {
+      double s = 0;
+      for (int64_t j = 0; j < out; j++) s += (double)dy[r * out + j] * w[k * out + j];
+      cr_assert(fabs(cairn_tensor_f32(dX)[r * in + k] - s) < 1e-4 * fmax(1, fabs(s)), "dX[%lld,%lld]",
+                (long long)r, (long long)k);
+    }
+    if (B == 1) break;
+  }
+  for (int64_t j = 0; j < out; j += out - 1) {
+    double s = 0;
+    for (int64_t r = 0; r < B; r++) s += (double)x[r * in + in - 1] * dy[r * out + j];
+    cr_assert(fabs(cairn_tensor_f32(dW)[(in - 1) * out + j] - s) < 1e-4 * fmax(1, fabs(s)), "dW[%lld,%lld]",
+              (long long)(in - 1), (long long)j);
+    if (out == 1) break;
+  }
+  cairn_tensor *ts[] = {X, W, b, Y, dY, dX, dW, db};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
+}
+
+Test(nn, dense_every_block_rule_same_bits_for_1_and_2_threads) {
+#ifdef CAIRN_HAVE_OPENMP
+  const int64_t shapes[][3] = {{512, 96, 300}, {64, 40, 700}, {512, 600, 16}, {300, 784, 1024}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    int64_t B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+    size_t n = (size_t)(B * out + B * in + in * out + out);
+    float *one = malloc(n * sizeof(float)), *two = malloc(n * sizeof(float));
+    dense_run(1, B, in, out, one);
+    dense_run(2, B, in, out, two);
+    cr_assert(memcmp(one, two, n * sizeof(float)) == 0, "B %lld, %lld -> %lld: 1 and 2 threads give other bits",
+              (long long)B, (long long)in, (long long)out);
+    free(one);
+    free(two);
+  }
+#else
+  cr_skip_test("serial build (--disable-openmp)");
+#endif
+}

@@ -10,7 +10,9 @@
 #                                 --disable-openmp and its make check, a build
 #                                 with --without-mpi (what the demo builds on a
 #                                 machine without Open MPI), its make check and
-#                                 the demo's steps on it in short, make install
+#                                 the demo's steps on it in short, builds with
+#                                 --with-blas=blis and --with-dnnl and the
+#                                 numerics tests on them, make install
 #                                 into a temporary prefix + a program built with
 #                                 pkg-config, make distcheck, and a short
 #                                 libFuzzer run of the checkpoint reader
@@ -38,6 +40,8 @@ pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz
 [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy python3-protobuf man-db"
 # ... and runs tests/mpi.sh (data-parallel training, mpirun -np 2).
 [ "$mode" = test ] && pkgs="$pkgs libopenmpi-dev openmpi-bin"
+# ... and builds the two GEMM alternatives (--with-blas=blis, --with-dnnl).
+[ "$mode" = test ] && pkgs="$pkgs libblis-openmp-dev libdnnl-dev"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -113,8 +117,8 @@ count_trs() { # dir
   echo "$1: $p passed, $f failed"
 }
 
-check() { # dir label [VAR=value... for make check]
-  (d=$1 && shift 2 && cd "$d" && env "$@" make -j"$jobs" check >check.out 2>&1)
+check() { # dir label [VAR=value... for make check: on its command line, so TESTS= too]
+  (d=$1 && shift 2 && cd "$d" && make -j"$jobs" check "$@" >check.out 2>&1)
   rc=$?
   count_trs "$1"
   if [ $rc -ne 0 ]; then
@@ -184,6 +188,19 @@ if (build _build-nompi --without-mpi); then
 else
   bad "build with --without-mpi"
 fi
+
+# The GEMM alternatives users may configure: built, and the tests of what
+# they change (dense layers, the model's step, optimizers) run on them.
+for alt in "blis --with-blas=blis" "dnnl --with-dnnl"; do
+  name=${alt%% *} flag=${alt#* }
+  echo "== $flag build"
+  if (build "_build-$name" "$flag"); then
+    ok "build with $flag"
+    check "_build-$name" "make check $flag" CAIRN_TEST_ISAS=default TESTS="tests/test_nn tests/test_model tests/test_optim"
+  else
+    bad "build with $flag"
+  fi
+done
 
 echo "== make install + pkg-config"
 prefix=$(mktemp -d "${TMPDIR:-/tmp}/cairn-prefix.XXXXXX")
