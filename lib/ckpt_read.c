@@ -34,6 +34,10 @@ struct cairn_ckpt {
   char *path;
   int fd;
   uint64_t size;
+  /* What fstat said at open: cairn_ckpt_check_unchanged compares. */
+  dev_t dev;
+  ino_t ino;
+  struct timespec mtime;
   ck_super sb;
   ck_footer ft;
   cairn_ckpt_limits lim;
@@ -255,6 +259,9 @@ static cairn_status open_impl(cairn_ckpt *c) {
   }
   if (!S_ISREG(st.st_mode)) return cairn__fail(CAIRN_E_IO, "ckpt_open: '%s' is not a regular file", c->path);
   c->size = (uint64_t)st.st_size;
+  c->dev = st.st_dev;
+  c->ino = st.st_ino;
+  c->mtime = st.st_mtim;
   unsigned char buf[CK_SUPER_SIZE];
   size_t avail = c->size < CK_SUPER_SIZE ? (size_t)c->size : CK_SUPER_SIZE;
   if ((s = cairn__ck_pread(c->fd, buf, avail, 0, c->path, "superblock"))) return s;
@@ -590,6 +597,34 @@ cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst)
   }
   if (e->raw_bytes && !dst->data) return cairn__fail(CAIRN_E_NULL, "ckpt_read: '%s': destination data is NULL", nm);
   return decode_tensor(c, e, dst->data, 0);
+}
+
+cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, const char *name) {
+  if (!c || !name) return cairn__fail(CAIRN_E_NULL, "ckpt_verify_tensor: %s is NULL", !c ? "checkpoint" : "name");
+  const ck_entry *e = lookup(c, name);
+  if (!e) return not_found(c, "ckpt_verify_tensor", name);
+  return decode_tensor(c, e, NULL, 0);
+}
+
+cairn_status cairn_ckpt_check_unchanged(const cairn_ckpt *c) {
+  if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_check_unchanged: checkpoint is NULL");
+  struct stat st;
+  if (fstat(c->fd, &st) != 0) {
+    int e = errno;
+    return cairn__fail(CAIRN_E_IO, "'%s': cannot stat the open file: %s", c->path, strerror(e));
+  }
+  /* Not ctime: unlinking or renaming the file (a rotation by another
+     process) changes it but not the bytes this descriptor reads. */
+  if (st.st_dev != c->dev || st.st_ino != c->ino)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s': the open file is no longer the same file", c->path);
+  if ((uint64_t)st.st_size != c->size)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: %llu bytes then, %llu now", c->path,
+                       (ull)c->size, (ull)st.st_size);
+  if (st.st_mtim.tv_sec != c->mtime.tv_sec || st.st_mtim.tv_nsec != c->mtime.tv_nsec)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: it was written to (modification time "
+                       "%lld.%09ld then, %lld.%09ld now)", c->path, (long long)c->mtime.tv_sec, (long)c->mtime.tv_nsec,
+                       (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  return CAIRN_OK;
 }
 
 /* R23: the record header agrees with the index entry. */
