@@ -38,6 +38,13 @@ struct cairn_ckpt {
   dev_t dev;
   ino_t ino;
   struct timespec mtime;
+  /* Decoding scratch, kept from tensor to tensor until close: two buffers
+     of scratch_sz bytes per decoding thread (scratch[2t], scratch[2t+1]),
+     allocated on first use. Allocating them per tensor left the C heap
+     growing with the tensor count (freed blocks pinned under small ones). */
+  unsigned char **scratch;
+  int n_scratch;
+  size_t scratch_sz;
   ck_super sb;
   ck_footer ft;
   cairn_ckpt_limits lim;
@@ -234,6 +241,8 @@ static cairn_status parse_index(cairn_ckpt *c) {
 void cairn_ckpt_close(cairn_ckpt *c) {
   if (!c) return;
   if (c->fd >= 0) close(c->fd);
+  for (int i = 0; i < c->n_scratch; i++) cairn_free(c->scratch[i]);
+  free(c->scratch);
   free(c->path);
   free(c->index);
   free(c->ents);
@@ -506,7 +515,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
 
 /* Decodes (dst) or checks (dst NULL) every chunk of e; R20–R22 (R24 with
  * headers). */
-static cairn_status decode_tensor(const cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers) {
+static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers) {
   char nb[96];
   uint64_t npieces = cairn__ck_nchunks(e->raw_bytes, c->sb.chunk_bytes);
   if (npieces == 0) {
@@ -549,15 +558,31 @@ static cairn_status decode_tensor(const cairn_ckpt *c, const ck_entry *e, unsign
   for (uint32_t k = 0; k < e->n_chunks; k++)
     if (e->chunk_table[k * CK_ICHUNK] != CK_CODEC_RAW) lz4_bytes += ck_get32(e->chunk_table + k * CK_ICHUNK + 4);
   if (lz4_bytes < CK_PAR_MIN_BYTES) nt = 1;
+  if (c->n_scratch < 2 * nt || c->scratch_sz < x.bufsz) {
+    unsigned char **sc = calloc(2 * (size_t)nt, sizeof *sc);
+    if (!sc) {
+      free(x.crcs);
+      free(offs);
+      return cairn__fail(CAIRN_E_NOMEM, "'%s': '%s': out of memory for the chunk buffers", c->path, x.nm);
+    }
+    for (int i = 0; i < c->n_scratch; i++) cairn_free(c->scratch[i]);
+    free(c->scratch);
+    c->scratch = sc;
+    c->n_scratch = 2 * nt;
+    c->scratch_sz = x.bufsz > c->scratch_sz ? x.bufsz : c->scratch_sz;
+  }
+  x.bufsz = c->scratch_sz;
   _Atomic int stop = 0;
+  unsigned char **sc = c->scratch;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    unsigned char *a = NULL, *b = NULL;
+    int t = 0;
+#ifdef CAIRN_HAVE_OPENMP
+    t = omp_get_thread_num();
+#endif
 #pragma omp for schedule(dynamic, 1)
     for (uint64_t k = 0; k < npieces; k++)
-      if (!stop && decode_one(&x, k, &a, &b)) stop = 1;
-    cairn_free(a);
-    cairn_free(b);
+      if (!stop && decode_one(&x, k, &sc[2 * t], &sc[2 * t + 1])) stop = 1;
   }
   cairn_status s = CAIRN_OK;
   if (x.pe.s) {
