@@ -184,6 +184,23 @@ Test(crc32c, hw_and_table_agree) {
   free(b);
 }
 
+/* Every length around where the long-input method (carry-less multiply
+   folding of 64-byte blocks, then 16-byte blocks, then bytes) takes over
+   and each of its tails, at every alignment of 16. */
+Test(crc32c, folding_lengths_agree_with_the_table) {
+  size_t n = 4096 + 64;
+  unsigned char *b = malloc(n + 16);
+  fill_random(b, n + 16);
+  for (size_t len = 960; len <= 1300; len++)
+    for (size_t off = 0; off < 16; off += len % 7 == 0 ? 1 : 5) {
+      uint32_t seed = (uint32_t)(len * 2654435761u);
+      uint32_t a = cairn__crc32c_sw(seed, b + off, len), h = cairn__crc32c_hw(seed, b + off, len);
+      cr_assert_eq(a, h, "len %zu off %zu: table %08x, hw %08x", len, off, a, h);
+    }
+  for (size_t len = 4096 - 20; len <= n; len++) cr_assert_eq(cairn__crc32c_sw(0, b, len), cairn__crc32c_hw(0, b, len));
+  free(b);
+}
+
 Test(crc32c, incremental_and_combine) {
   size_t n = 100000;
   unsigned char *b = malloc(n);
