@@ -426,6 +426,7 @@ typedef struct dec_ctx {
   uint32_t *crcs;
   const char *nm;
   size_t bufsz;
+  const unsigned char *out; /* the decoded piece just checked (one thread only) */
   perr pe;
 } dec_ctx;
 
@@ -459,6 +460,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
     if (!d) return 1;
     if ((r = cairn__ck_pread_raw(c->fd, d, raw, off, &err))) return read_fail(x, k, off, r, err);
     x->crcs[k] = cairn_crc32c(0, d, raw);
+    x->out = d;
     return 0;
   }
   const unsigned char *ce = e->chunk_table + k * CK_ICHUNK;
@@ -501,6 +503,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   if (codec == CK_CODEC_RAW) {
     if (x->dst && src != x->dst + raw_off) memcpy(x->dst + raw_off, src, raw);
     x->crcs[k] = got;
+    x->out = src;
     return 0;
   }
   unsigned char *d = x->dst ? x->dst + raw_off : lazy_buf(x, k, pb);
@@ -510,12 +513,16 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
                     "'%s' offset %llu: '%s': chunk %llu: LZ4 data does not decode to exactly %u bytes", c->path,
                     (ull)off, x->nm, (ull)k, raw);
   x->crcs[k] = cairn_crc32c(0, d, raw);
+  x->out = d;
   return 0;
 }
 
 /* Decodes (dst) or checks (dst NULL) every chunk of e; R20–R22 (R24 with
- * headers). */
-static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers) {
+ * headers). With fn (and dst NULL), hands each decoded piece to fn in
+ * order, on the calling thread; fn's error stops the decode and is
+ * returned. */
+static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers,
+                                     cairn_ckpt_piece_fn fn, void *user) {
   char nb[96];
   uint64_t npieces = cairn__ck_nchunks(e->raw_bytes, c->sb.chunk_bytes);
   if (npieces == 0) {
@@ -557,7 +564,7 @@ static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned cha
   uint64_t lz4_bytes = 0;
   for (uint32_t k = 0; k < e->n_chunks; k++)
     if (e->chunk_table[k * CK_ICHUNK] != CK_CODEC_RAW) lz4_bytes += ck_get32(e->chunk_table + k * CK_ICHUNK + 4);
-  if (lz4_bytes < CK_PAR_MIN_BYTES) nt = 1;
+  if (lz4_bytes < CK_PAR_MIN_BYTES || fn) nt = 1;
   if (c->n_scratch < 2 * nt || c->scratch_sz < x.bufsz) {
     unsigned char **sc = calloc(2 * (size_t)nt, sizeof *sc);
     if (!sc) {
@@ -574,6 +581,7 @@ static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned cha
   x.bufsz = c->scratch_sz;
   _Atomic int stop = 0;
   unsigned char **sc = c->scratch;
+  uint64_t par_pieces = fn ? 0 : npieces;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     int t = 0;
@@ -581,13 +589,18 @@ static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned cha
     t = omp_get_thread_num();
 #endif
 #pragma omp for schedule(dynamic, 1)
-    for (uint64_t k = 0; k < npieces; k++)
+    for (uint64_t k = 0; k < par_pieces; k++)
       if (!stop && decode_one(&x, k, &sc[2 * t], &sc[2 * t + 1])) stop = 1;
   }
   cairn_status s = CAIRN_OK;
-  if (x.pe.s) {
+  if (fn) /* one thread (above): the pieces in order, each checked before fn sees it */
+    for (uint64_t k = 0; k < npieces && !s && !x.pe.s; k++) {
+      if (decode_one(&x, k, &sc[0], &sc[1])) break;
+      s = fn(user, k * c->sb.chunk_bytes, x.out, ck_chunk_raw(e->raw_bytes, c->sb.chunk_bytes, k));
+    }
+  if (!s && x.pe.s) {
     s = cairn__fail(x.pe.s, "%s", x.pe.msg);
-  } else {
+  } else if (!s) {
     uint32_t crc = 0;
     for (uint64_t k = 0; k < npieces; k++)
       crc = cairn__crc32c_combine(crc, x.crcs[k], ck_chunk_raw(e->raw_bytes, c->sb.chunk_bytes, k));
@@ -598,6 +611,10 @@ static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned cha
   free(x.crcs);
   free(offs);
   return s;
+}
+
+static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers) {
+  return decode_tensor_fn(c, e, dst, headers, NULL, NULL);
 }
 
 cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst) {
@@ -629,6 +646,14 @@ cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, const char *name) {
   const ck_entry *e = lookup(c, name);
   if (!e) return not_found(c, "ckpt_verify_tensor", name);
   return decode_tensor(c, e, NULL, 0);
+}
+
+cairn_status cairn_ckpt_read_pieces(cairn_ckpt *c, const char *name, cairn_ckpt_piece_fn fn, void *user) {
+  if (!c || !name || !fn)
+    return cairn__fail(CAIRN_E_NULL, "ckpt_read_pieces: %s is NULL", !c ? "checkpoint" : !name ? "name" : "fn");
+  const ck_entry *e = lookup(c, name);
+  if (!e) return not_found(c, "ckpt_read_pieces", name);
+  return decode_tensor_fn(c, e, NULL, 0, fn, user);
 }
 
 cairn_status cairn_ckpt_check_unchanged(const cairn_ckpt *c) {

@@ -755,6 +755,71 @@ Test(read, one_tensor_without_the_others) {
   free(f);
 }
 
+/* Reassembles the pieces cairn_ckpt_read_pieces hands over. */
+typedef struct pieces {
+  unsigned char *buf;
+  uint64_t next;
+  int calls;
+} pieces;
+
+static cairn_status take_piece(void *user, uint64_t off, const void *data, size_t len) {
+  pieces *p = user;
+  cr_assert_eq(off, p->next, "pieces come in order");
+  cr_assert_leq(len, 1024, "a piece is at most a chunk");
+  memcpy(p->buf + off, data, len);
+  p->next = off + len;
+  p->calls++;
+  return CAIRN_OK;
+}
+
+static cairn_status stop_piece(void *user, uint64_t off, const void *data, size_t len) {
+  (void)user;
+  (void)off;
+  (void)data;
+  (void)len;
+  return CAIRN_E_CANCELLED;
+}
+
+/* Piece by piece, verify without a destination, and the file-identity check. */
+Test(read, pieces_verify_tensor_and_unchanged) {
+  write_two(P("x.crn"));
+  cairn_ckpt *c;
+  OK(cairn_ckpt_open(P("x.crn"), NULL, &c));
+  cairn_tensor *b = read_new(c, "b");
+  unsigned char got[4000];
+  pieces p = {got, 0, 0};
+  OK(cairn_ckpt_read_pieces(c, "b", take_piece, &p));
+  cr_assert_eq(p.next, 4000);
+  cr_assert_eq(p.calls, 4, "4000 bytes in chunks of 1024");
+  cr_assert_eq(memcmp(got, b->data, 4000), 0);
+  FAILS(cairn_ckpt_read_pieces(c, "b", stop_piece, NULL), CAIRN_E_CANCELLED);
+  FAILS(cairn_ckpt_read_pieces(c, "nope", take_piece, &p), CAIRN_E_NOT_FOUND);
+  FAILS(cairn_ckpt_read_pieces(c, "b", NULL, NULL), CAIRN_E_NULL);
+  OK(cairn_ckpt_verify_tensor(c, "b"));
+  FAILS(cairn_ckpt_verify_tensor(c, "nope"), CAIRN_E_NOT_FOUND);
+  OK(cairn_ckpt_check_unchanged(c));
+  cairn_ckpt_close(c);
+  /* b's data damaged: both refuse it */
+  size_t len;
+  unsigned char *f = slurp(P("x.crn"), &len);
+  long at = find_bytes(f, len, (unsigned char *)b->data + 3000, 16);
+  cr_assert_gt(at, 0);
+  f[at] ^= 0x10;
+  spit(P("x.crn"), f, len);
+  OK(cairn_ckpt_open(P("x.crn"), NULL, &c));
+  FAILS(cairn_ckpt_verify_tensor(c, "b"), CAIRN_E_CORRUPT);
+  p.next = 0;
+  FAILS(cairn_ckpt_read_pieces(c, "b", take_piece, &p), CAIRN_E_CORRUPT);
+  OK(cairn_ckpt_verify_tensor(c, "a"));
+  /* the open file cut short: no longer what open saw */
+  cr_assert_eq(truncate(P("x.crn"), (off_t)len / 2), 0);
+  FAILS(cairn_ckpt_check_unchanged(c), CAIRN_E_CORRUPT);
+  cr_assert(strstr(cairn_errmsg(), "changed since it was opened"), "%s", cairn_errmsg());
+  cairn_ckpt_close(c);
+  cairn_tensor_free(b);
+  free(f);
+}
+
 Test(read, not_a_checkpoint) {
   spit(P("text"), "hello, world, this is not a checkpoint at all; it is just some text.\n", 70);
   cairn_ckpt *c;
