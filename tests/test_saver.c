@@ -1829,8 +1829,8 @@ Test(restore, peak_memory_stays_within_the_variables_plus_a_bound, .timeout = 12
 }
 
 /* Four variables a..d saved with values 1.., 2.., ...; a fresh registry of
-   the same variables, every element -7 and initialized. */
-static void four_saved(char *path, cairn_registry **r2, cairn_var *v2[4], int64_t dlen) {
+   the same variables, every element -7 and initialized, and its saver. */
+static cairn_saver *four_saved(char *path, cairn_registry **r2, cairn_var *v2[4], int64_t dlen) {
   cairn_registry *r = new_registry();
   const char *nm[4] = {"a", "b", "c", "d"};
   for (int i = 0; i < 4; i++) vec(r, nm[i], i == 3 ? dlen : 4096, 1, (float)(i + 1));
@@ -1844,6 +1844,8 @@ static void four_saved(char *path, cairn_registry **r2, cairn_var *v2[4], int64_
   for (int i = 0; i < 4; i++) v2[i] = vec(*r2, nm[i], 4096, 1, 0);
   for (int i = 0; i < 4; i++)
     for (int64_t k = 0; k < 4096; k++) cairn_tensor_f32(cairn_var_tensor(v2[i]))[k] = -7;
+  cairn_saver_options o2 = fast(5);
+  return saver_of(*r2, &o2);
 }
 
 static void assert_all_unchanged(cairn_var *v[4]) {
@@ -1859,9 +1861,7 @@ Test(restore, strict_last_tensor_wrong_shape_changes_nothing) {
   char path[600];
   cairn_registry *r2;
   cairn_var *v2[4];
-  four_saved(path, &r2, v2, 4095);
-  cairn_saver_options o = fast(5);
-  cairn_saver *s2 = saver_of(r2, &o);
+  cairn_saver *s2 = four_saved(path, &r2, v2, 4095);
   cr_assert_eq(cairn_saver_restore(s2, path, NULL), CAIRN_E_SHAPE, "%s", cairn_errmsg());
   ASSERT_MSG_HAS("nothing was changed");
   assert_all_unchanged(v2);
@@ -1875,7 +1875,7 @@ Test(restore, strict_last_tensor_bad_crc_changes_nothing) {
   char path[600];
   cairn_registry *r2;
   cairn_var *v2[4];
-  four_saved(path, &r2, v2, 4096);
+  cairn_saver *s2 = four_saved(path, &r2, v2, 4096);
   size_t sz;
   char *bytes = slurp(path, &sz);
   /* d = 4, 5, 6, ...: its element 100 is in the file's last record */
@@ -1889,8 +1889,6 @@ Test(restore, strict_last_tensor_bad_crc_changes_nothing) {
   cr_assert_eq(fwrite(bytes, 1, sz, f), sz);
   fclose(f);
   free(bytes);
-  cairn_saver_options o = fast(5);
-  cairn_saver *s2 = saver_of(r2, &o);
   cairn_status st = cairn_saver_restore(s2, path, NULL);
   cr_assert_eq(st, CAIRN_E_CORRUPT, "status %d: %s", st, cairn_errmsg());
   ASSERT_MSG_HAS("'d'");
@@ -1940,9 +1938,7 @@ static void restore_tampered(tamper_kind k, cairn_status want, const char *needl
   char path[600];
   cairn_registry *r2;
   cairn_var *v2[4];
-  four_saved(path, &r2, v2, 4096);
-  cairn_saver_options o = fast(5);
-  cairn_saver *s2 = saver_of(r2, &o);
+  cairn_saver *s2 = four_saved(path, &r2, v2, 4096);
   g_tamper = k;
   g_tampered = 0;
   cairn__restore_between_passes = tamper;
