@@ -10,6 +10,7 @@
 # bench/RESULTS.md (kernel arrays as large as the last-level cache, 6
 # shapes, 7 repeats, 107 MB checkpoints, 3 interleaved passes against
 # PyTorch). MPI builds add compare-mpi.sh (3 interleaved passes) either way.
+# The restore bench (bench_restore) runs at 2 GiB, --full 6 GiB.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 full= threads="1 2" torch=yes
@@ -60,6 +61,14 @@ echo "run-bench: async checkpoints, 2 threads" >&2
 { ./bench/bench_async --threads 2 $q 2>&1 >$res/async.t2.json || echo "run-bench: bench_async failed" >&2; } |
   tee -a $res/tables.txt >&2
 [ -s $res/async.t2.json ] || fail=1
+# Saver restore in bounded memory next to a plain read of the same bytes
+# (bench/bench_restore.c): 2 GiB of variables, --full 6 GiB; the file is
+# removed afterwards.
+rs=2G
+[ -n "$full" ] && rs=6G
+echo "run-bench: restore, --size $rs" >&2
+./bench/bench_restore --size $rs >$res/restore.json || fail=1
+grep '"summary"' $res/restore.json | tee -a $res/tables.txt >&2
 # The comparison scripts: JSON to <name>.json, their tables (stderr) to
 # <name>.txt, then to tables.txt and the terminal.
 compare() { # name script args...

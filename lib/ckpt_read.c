@@ -35,6 +35,17 @@ struct cairn_ckpt {
   char *path;
   int fd;
   uint64_t size;
+  /* What fstat said at open: cairn_ckpt_check_unchanged compares. */
+  dev_t dev;
+  ino_t ino;
+  struct timespec mtime;
+  /* Decoding scratch, kept from tensor to tensor until close: two buffers
+     of scratch_sz bytes per decoding thread (scratch[2t], scratch[2t+1]),
+     allocated on first use. Allocating them per tensor left the C heap
+     growing with the tensor count (freed blocks pinned under small ones). */
+  unsigned char **scratch;
+  int n_scratch;
+  size_t scratch_sz;
   ck_super sb;
   ck_footer ft;
   cairn_ckpt_limits lim;
@@ -240,6 +251,8 @@ void cairn_ckpt_close(cairn_ckpt *c) {
   if (!c) return;
   if (c->be) c->be->close(c->bs);
   if (c->fd >= 0) close(c->fd);
+  for (int i = 0; i < c->n_scratch; i++) cairn_free(c->scratch[i]);
+  free(c->scratch);
   free(c->path);
   free(c->index);
   free(c->ents);
@@ -262,6 +275,9 @@ static cairn_status open_impl(cairn_ckpt *c, int open_errno) {
   }
   if (!S_ISREG(st.st_mode)) return cairn__fail(CAIRN_E_IO, "ckpt_open: '%s' is not a regular file", c->path);
   c->size = (uint64_t)st.st_size;
+  c->dev = st.st_dev;
+  c->ino = st.st_ino;
+  c->mtime = st.st_mtim;
   unsigned char buf[CK_SUPER_SIZE];
   size_t avail = c->size < CK_SUPER_SIZE ? (size_t)c->size : CK_SUPER_SIZE;
   if ((s = cairn__ck_pread(c->fd, buf, avail, 0, c->path, "superblock"))) return s;
@@ -301,6 +317,36 @@ static cairn_status open_impl(cairn_ckpt *c, int open_errno) {
   return parse_index(c);
 }
 
+/* A foreign checkpoint's identity for cairn_ckpt_check_unchanged: c->fd
+ * stays open on its file (a TF bundle: "<prefix>.index"), and what fstat
+ * says now is compared later. The backend reads through its own
+ * descriptors. */
+static cairn_status backend_identity(cairn_ckpt *c) {
+  if (c->fd < 0) {
+    size_t n = strlen(c->path);
+    char *index = malloc(n + 7);
+    if (!index) return cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
+    memcpy(index, c->path, n);
+    memcpy(index + n, ".index", 7);
+    c->fd = open(index, O_RDONLY | O_CLOEXEC);
+    int e = errno;
+    cairn_status s = c->fd < 0 ? cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", index, strerror(e))
+                               : CAIRN_OK;
+    free(index);
+    if (s) return s;
+  }
+  struct stat st;
+  if (fstat(c->fd, &st) != 0) {
+    int e = errno;
+    return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot stat '%s': %s", c->path, strerror(e));
+  }
+  c->size = (uint64_t)st.st_size;
+  c->dev = st.st_dev;
+  c->ino = st.st_ino;
+  c->mtime = st.st_mtim;
+  return CAIRN_OK;
+}
+
 cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, cairn_ckpt **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "ckpt_open: out is NULL");
   *out = NULL;
@@ -316,10 +362,9 @@ cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, 
   c->fd = open(path, O_RDONLY | O_CLOEXEC); /* a TF prefix names no file: -1 */
   int open_errno = errno;
   if ((c->be = cairn__ck_detect(path, c->fd))) {
-    if (c->fd >= 0) close(c->fd);
-    c->fd = -1;
     ck_view v = {0};
     s = c->be->open(path, &c->lim, &c->bs, &v);
+    if (!s) s = backend_identity(c);
     if (!s) {
       c->ents = v.ents, c->n = v.n, c->names = v.names;
       c->meta = v.meta, c->nmeta = v.nmeta, c->meta_arena = v.meta_arena;
@@ -436,6 +481,7 @@ typedef struct dec_ctx {
   uint32_t *crcs;
   const char *nm;
   size_t bufsz;
+  const unsigned char *out; /* the decoded piece just checked (one thread only) */
   perr pe;
 } dec_ctx;
 
@@ -469,6 +515,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
     if (!d) return 1;
     if ((r = cairn__ck_pread_raw(c->fd, d, raw, off, &err))) return read_fail(x, k, off, r, err);
     x->crcs[k] = cairn_crc32c(0, d, raw);
+    x->out = d;
     return 0;
   }
   const unsigned char *ce = e->chunk_table + k * CK_ICHUNK;
@@ -511,6 +558,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   if (codec == CK_CODEC_RAW) {
     if (x->dst && src != x->dst + raw_off) memcpy(x->dst + raw_off, src, raw);
     x->crcs[k] = got;
+    x->out = src;
     return 0;
   }
   unsigned char *d = x->dst ? x->dst + raw_off : lazy_buf(x, k, pb);
@@ -520,12 +568,16 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
                     "'%s' offset %llu: '%s': chunk %llu: LZ4 data does not decode to exactly %u bytes", c->path,
                     (ull)off, x->nm, (ull)k, raw);
   x->crcs[k] = cairn_crc32c(0, d, raw);
+  x->out = d;
   return 0;
 }
 
 /* Decodes (dst) or checks (dst NULL) every chunk of e; R20–R22 (R24 with
- * headers). */
-static cairn_status decode_tensor(const cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers) {
+ * headers). With fn (and dst NULL), hands each decoded piece to fn in
+ * order, on the calling thread; fn's error stops the decode and is
+ * returned. */
+static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers,
+                                     cairn_ckpt_piece_fn fn, void *user) {
   char nb[96];
   uint64_t npieces = cairn__ck_nchunks(e->raw_bytes, c->sb.chunk_bytes);
   if (npieces == 0) {
@@ -567,21 +619,43 @@ static cairn_status decode_tensor(const cairn_ckpt *c, const ck_entry *e, unsign
   uint64_t lz4_bytes = 0;
   for (uint32_t k = 0; k < e->n_chunks; k++)
     if (e->chunk_table[k * CK_ICHUNK] != CK_CODEC_RAW) lz4_bytes += ck_get32(e->chunk_table + k * CK_ICHUNK + 4);
-  if (lz4_bytes < CK_PAR_MIN_BYTES) nt = 1;
+  if (lz4_bytes < CK_PAR_MIN_BYTES || fn) nt = 1;
+  if (c->n_scratch < 2 * nt || c->scratch_sz < x.bufsz) {
+    unsigned char **sc = calloc(2 * (size_t)nt, sizeof *sc);
+    if (!sc) {
+      free(x.crcs);
+      free(offs);
+      return cairn__fail(CAIRN_E_NOMEM, "'%s': '%s': out of memory for the chunk buffers", c->path, x.nm);
+    }
+    for (int i = 0; i < c->n_scratch; i++) cairn_free(c->scratch[i]);
+    free(c->scratch);
+    c->scratch = sc;
+    c->n_scratch = 2 * nt;
+    c->scratch_sz = x.bufsz > c->scratch_sz ? x.bufsz : c->scratch_sz;
+  }
+  x.bufsz = c->scratch_sz;
   _Atomic int stop = 0;
+  unsigned char **sc = c->scratch;
+  uint64_t par_pieces = fn ? 0 : npieces;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    unsigned char *a = NULL, *b = NULL;
+    int t = 0;
+#ifdef CAIRN_HAVE_OPENMP
+    t = omp_get_thread_num();
+#endif
 #pragma omp for schedule(dynamic, 1)
-    for (uint64_t k = 0; k < npieces; k++)
-      if (!stop && decode_one(&x, k, &a, &b)) stop = 1;
-    cairn_free(a);
-    cairn_free(b);
+    for (uint64_t k = 0; k < par_pieces; k++)
+      if (!stop && decode_one(&x, k, &sc[2 * t], &sc[2 * t + 1])) stop = 1;
   }
   cairn_status s = CAIRN_OK;
-  if (x.pe.s) {
+  if (fn) /* one thread (above): the pieces in order, each checked before fn sees it */
+    for (uint64_t k = 0; k < npieces && !s && !x.pe.s; k++) {
+      if (decode_one(&x, k, &sc[0], &sc[1])) break;
+      s = fn(user, k * c->sb.chunk_bytes, x.out, ck_chunk_raw(e->raw_bytes, c->sb.chunk_bytes, k));
+    }
+  if (!s && x.pe.s) {
     s = cairn__fail(x.pe.s, "%s", x.pe.msg);
-  } else {
+  } else if (!s) {
     uint32_t crc = 0;
     for (uint64_t k = 0; k < npieces; k++)
       crc = cairn__crc32c_combine(crc, x.crcs[k], ck_chunk_raw(e->raw_bytes, c->sb.chunk_bytes, k));
@@ -592,6 +666,10 @@ static cairn_status decode_tensor(const cairn_ckpt *c, const ck_entry *e, unsign
   free(x.crcs);
   free(offs);
   return s;
+}
+
+static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers) {
+  return decode_tensor_fn(c, e, dst, headers, NULL, NULL);
 }
 
 cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst) {
@@ -617,6 +695,57 @@ cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst)
   if (e->raw_bytes && !dst->data) return cairn__fail(CAIRN_E_NULL, "ckpt_read: '%s': destination data is NULL", nm);
   if (c->be) return c->be->read(c->bs, e, dst->data);
   return decode_tensor(c, e, dst->data, 0);
+}
+
+/* A foreign format's tensor in one piece: memory of one tensor. */
+static cairn_status backend_read_pieces(cairn_ckpt *c, const ck_entry *e, cairn_ckpt_piece_fn fn, void *user) {
+  if (!e->raw_bytes) return CAIRN_OK;
+  unsigned char *buf = e->raw_bytes <= SIZE_MAX ? cairn_alloc((size_t)e->raw_bytes) : NULL;
+  if (!buf)
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': '%s': out of memory for %llu bytes", c->path, e->name,
+                       (ull)e->raw_bytes);
+  cairn_status s = c->be->read(c->bs, e, buf);
+  if (!s) s = fn(user, 0, buf, (size_t)e->raw_bytes);
+  cairn_free(buf);
+  return s;
+}
+
+cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, const char *name) {
+  if (!c || !name) return cairn__fail(CAIRN_E_NULL, "ckpt_verify_tensor: %s is NULL", !c ? "checkpoint" : "name");
+  const ck_entry *e = lookup(c, name);
+  if (!e) return not_found(c, "ckpt_verify_tensor", name);
+  if (c->be) return c->be->verify(c->bs, e, 1);
+  return decode_tensor(c, e, NULL, 0);
+}
+
+cairn_status cairn_ckpt_read_pieces(cairn_ckpt *c, const char *name, cairn_ckpt_piece_fn fn, void *user) {
+  if (!c || !name || !fn)
+    return cairn__fail(CAIRN_E_NULL, "ckpt_read_pieces: %s is NULL", !c ? "checkpoint" : !name ? "name" : "fn");
+  const ck_entry *e = lookup(c, name);
+  if (!e) return not_found(c, "ckpt_read_pieces", name);
+  if (c->be) return backend_read_pieces(c, e, fn, user);
+  return decode_tensor_fn(c, e, NULL, 0, fn, user);
+}
+
+cairn_status cairn_ckpt_check_unchanged(const cairn_ckpt *c) {
+  if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_check_unchanged: checkpoint is NULL");
+  struct stat st;
+  if (fstat(c->fd, &st) != 0) {
+    int e = errno;
+    return cairn__fail(CAIRN_E_IO, "'%s': cannot stat the open file: %s", c->path, strerror(e));
+  }
+  /* Not ctime: unlinking or renaming the file (a rotation by another
+     process) changes it but not the bytes this descriptor reads. */
+  if (st.st_dev != c->dev || st.st_ino != c->ino)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s': the open file is no longer the same file", c->path);
+  if ((uint64_t)st.st_size != c->size)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: %llu bytes then, %llu now", c->path,
+                       (ull)c->size, (ull)st.st_size);
+  if (st.st_mtim.tv_sec != c->mtime.tv_sec || st.st_mtim.tv_nsec != c->mtime.tv_nsec)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: it was written to (modification time "
+                       "%lld.%09ld then, %lld.%09ld now)", c->path, (long long)c->mtime.tv_sec, (long)c->mtime.tv_nsec,
+                       (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  return CAIRN_OK;
 }
 
 /* R23: the record header agrees with the index entry. */

@@ -94,6 +94,12 @@ struct cairn_ckpt;
 cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t len, char *note, size_t note_len,
                                            struct cairn_ckpt **keep);
 
+/* Tests only (NULL otherwise): called by a restore between its verifying
+ * pass and its decoding pass, so a test can change the file there
+ * (saver_restore.c). */
+extern void (*cairn__restore_between_passes)(const char *path, void *user);
+extern void *cairn__restore_between_passes_user;
+
 /* ---- Parallel loops -----------------------------------------------------
  * [0, n) is cut into chunks whose size depends on n only (never on the
  * thread count), so per-chunk partial sums added in chunk order give the

@@ -2,17 +2,25 @@
  * exclude globs, assignment_map-style renaming, strict or lenient) with its
  * report, and the metadata snapshot of a checkpoint.
  *
- * Order, so that a failure changes nothing (TF reads every tensor in one
- * bulk op before assigning any, saver.py / restore_v2):
+ * Order, so that a failure changes nothing, in extra memory that does not
+ * grow with the model (TF reads every tensor in one bulk op before assigning
+ * any, saver.py / restore_v2, so it holds the state twice; cairn verifies
+ * first and then decodes in place, doc/restore-memory.md):
  *   1. open the file (superblock, footer, metadata, index);
  *   2. classify every variable of the save set from the index alone:
  *      skipped / missing / mismatched / restorable; the unused checkpoint
  *      names follow;
  *   3. strict and anything missing or mismatched: fail, with the report;
- *   4. read every restorable tensor into a staging tensor (checksums are
- *      checked as it is decoded); any read error: fail;
- *   5. copy the staging tensors into the variables and mark them
- *      initialized. Steps 5 cannot fail. */
+ *   4. verify every restorable tensor (cairn_ckpt_verify_tensor: every
+ *      checksum, through a scratch buffer of one chunk per thread) and copy
+ *      the metadata; any error: fail, nothing was changed;
+ *   5. decode every restorable tensor straight into its variable
+ *      (cairn_ckpt_read checks every checksum again) and check that the
+ *      file did not change meanwhile (cairn_ckpt_check_unchanged); then
+ *      mark them initialized. Step 5 fails only if the file changed or
+ *      could not be read after step 4: the error says so and names the
+ *      variables already overwritten, which are marked uninitialized so
+ *      that nothing trains on half-restored values. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"
@@ -465,6 +473,45 @@ static cairn_status strict_failure(const char *path, const cairn_restore_report 
   return cairn__fail(code, "%s", msg);
 }
 
+void (*cairn__restore_between_passes)(const char *path, void *user);
+void *cairn__restore_between_passes_user;
+
+/* The failure of step 5 (the file changed or could not be read after it was
+ * verified): variables ok[0..done] may hold checkpoint bytes (all of them
+ * when the failure is the final unchanged check, done == n), so they are
+ * marked uninitialized and named; the others are unchanged. */
+static void second_pass_failure(const char *fn, const char *path, cairn_status st, const item_list *ok, size_t done) {
+  char inner[600];
+  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  size_t n_written = done < ok->n ? done + 1 : ok->n;
+  for (size_t i = 0; i < n_written; i++) cairn_var_set_initialized(ok->it[i].var, 0);
+  enum { BUDGET = CAIRN__ERRMSG_LEN - 100 };
+  char msg[BUDGET + 64];
+  int used = 0;
+  if (done < ok->n)
+    used = snprintf(msg, sizeof msg, "%s '%.150s': reading '%.200s' after the whole file had been verified: %s", fn,
+                    path, ok->it[done].ckpt_name, inner);
+  else
+    used = snprintf(msg, sizeof msg, "%s '%.150s': after every tensor was read: %s", fn, path, inner);
+  if (used < 0 || (size_t)used >= sizeof msg) used = (int)strlen(msg);
+  used += snprintf(msg + used, sizeof msg - (size_t)used,
+                   ". The file changed or failed while it was being restored: %zu of %zu variable%s %s overwritten "
+                   "and %s now uninitialized (the others are unchanged): ",
+                   n_written, ok->n, ok->n == 1 ? "" : "s", n_written == 1 ? "was" : "were",
+                   n_written == 1 ? "is" : "are");
+  size_t shown = 0;
+  for (size_t i = 0; i < n_written && (size_t)used < sizeof msg; i++) {
+    const char *name = ok->it[i].name;
+    size_t need = strlen(name) + 4;
+    if ((size_t)used + need > BUDGET) break;
+    used += snprintf(msg + used, sizeof msg - (size_t)used, "%s'%s'", shown ? ", " : "", name);
+    shown++;
+  }
+  if (shown < n_written && (size_t)used < sizeof msg)
+    snprintf(msg + used, sizeof msg - (size_t)used, "%s... (%zu more)", shown ? ", " : "", n_written - shown);
+  cairn__fail(st, "%s", msg);
+}
+
 static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *path, const cairn_restore_options *opts,
                                  cairn_restore_report **report, cairn_saver_meta **meta) {
   if (report) *report = NULL;
@@ -500,7 +547,6 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *pat
     return cairn__fail(st, "%s '%s': %s", fn, path, inner);
   }
 
-  cairn_tensor **stage = NULL;
   const char **used = NULL;
   size_t n_used = 0;
 
@@ -580,19 +626,10 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *pat
     return st;
   }
 
-  /* 4. stage */
+  /* 4. verify: every checksum before any variable is written */
   item_list *ok = &r->l[CAIRN_RESTORE_RESTORED];
-  stage = calloc(ok->n ? ok->n : 1, sizeof *stage);
-  if (!stage) goto oom;
   for (size_t i = 0; i < ok->n; i++) {
-    const cairn_tensor *t = cairn_var_tensor(ok->it[i].var);
-    if ((st = cairn_tensor_new(t->dtype, t->rank, t->shape, &stage[i]))) {
-      char inner[400];
-      snprintf(inner, sizeof inner, "%s", cairn_errmsg());
-      cairn__fail(st, "%s '%s': staging '%s': %s (nothing was changed)", fn, path, ok->it[i].name, inner);
-      goto fail;
-    }
-    if ((st = cairn_ckpt_read(c, ok->it[i].ckpt_name, stage[i]))) {
+    if ((st = cairn_ckpt_verify_tensor(c, ok->it[i].ckpt_name))) {
       char inner[400];
       snprintf(inner, sizeof inner, "%s", cairn_errmsg());
       cairn__fail(st, "%s '%s': reading '%s': %s (nothing was changed)", fn, path, ok->it[i].ckpt_name, inner);
@@ -600,28 +637,28 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *pat
     }
   }
   if (meta && (st = meta_from(c, path, meta))) goto fail;
+  if (cairn__restore_between_passes) cairn__restore_between_passes(path, cairn__restore_between_passes_user);
 
-  /* 5. commit: same dtype and shape, cannot fail */
-  for (size_t i = 0; i < ok->n; i++) {
-    cairn_tensor *t = cairn_var_tensor(ok->it[i].var);
-    size_t bytes = cairn_tensor_nbytes(t);
-    if (bytes) memcpy(t->data, stage[i]->data, bytes);
-    cairn_var_set_initialized(ok->it[i].var, 1);
-    cairn_tensor_free(stage[i]);
+  /* 5. decode in place, checksums again; then the file must be unchanged */
+  size_t done = 0;
+  for (; done < ok->n; done++) {
+    cairn_tensor *t = cairn_var_tensor(ok->it[done].var);
+    if ((st = cairn_ckpt_read(c, ok->it[done].ckpt_name, t))) break;
   }
-  free(stage);
-  free(used);
-  cairn__saver_keep_restored(s, c);
-  if (report) *report = r;
-  else cairn_restore_report_free(r);
-  return CAIRN_OK;
+  if (!st && (st = cairn_ckpt_check_unchanged(c)) == CAIRN_OK) {
+    for (size_t i = 0; i < ok->n; i++) cairn_var_set_initialized(ok->it[i].var, 1);
+    free(used);
+    cairn__saver_keep_restored(s, c);
+    if (report) *report = r;
+    else cairn_restore_report_free(r);
+    return CAIRN_OK;
+  }
+  second_pass_failure(fn, path, st, ok, done);
+  goto fail;
 
 oom:
   st = cairn__fail(CAIRN_E_NOMEM, "%s '%s': out of memory (nothing was changed)", fn, path);
 fail:
-  if (stage)
-    for (size_t i = 0; i < r->l[CAIRN_RESTORE_RESTORED].n; i++) cairn_tensor_free(stage[i]);
-  free(stage);
   free(used);
   cairn_ckpt_close(c);
   cairn_restore_report_free(r);

@@ -424,9 +424,12 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
    * marks it corrupt for the rest of the process (so every later lookup,
    * hooks' and tools' included, skips it too), leaves it in place, and
    * restores the newest intact checkpoint instead, walking back as far as
-   * needed. The variables of a failed restore are untouched (the saver
-   * stages every tensor before assigning any). Errors of the model (a
-   * variable missing, another shape) still propagate. */
+   * needed. A restore that fails has changed nothing (the saver verifies
+   * every tensor before it writes any), except when the file changed or
+   * failed after that verification: the variables it wrote are then marked
+   * uninitialized and the older checkpoint's restore writes them all again
+   * (doc/restore-memory.md). Errors of the model (a variable missing,
+   * another shape) still propagate. */
   char cur[4096], next[4096];
   char tried[2048] = "";
   cairn_status first = CAIRN_OK;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 size_t cairn_dtype_size(cairn_dtype dt) {
   switch (dt) {
@@ -49,6 +50,14 @@ static void *alloc_block(size_t bytes, int *zeroed) {
     if (base != MAP_FAILED) {
       uintptr_t a = ((uintptr_t)base + sizeof(block_header) + CAIRN__HUGE - 1) & ~(uintptr_t)(CAIRN__HUGE - 1);
       unsigned char *p = (unsigned char *)a;
+      /* Keep one page before p, for the header: a whole 2 MiB-aligned
+       * region before p would get a huge page of its own at the header's
+       * first touch, 2 MiB of RSS per tensor for 64 bytes. */
+      size_t pg = (size_t)sysconf(_SC_PAGESIZE), cut = (size_t)(p - base) > pg ? (size_t)(p - base) - pg : 0;
+      if (cut && munmap(base, cut) == 0) {
+        base += cut;
+        len -= cut;
+      }
 #ifdef MADV_HUGEPAGE
       /* A hint (failure is harmless), on the whole mapping: one on part of
        * it would split it, and cairn__realloc's mremap moves only one. */

@@ -184,6 +184,23 @@ Test(crc32c, hw_and_table_agree) {
   free(b);
 }
 
+/* Every length around where the long-input method (carry-less multiply
+   folding of 64-byte blocks, then 16-byte blocks, then bytes) takes over
+   and each of its tails, at every alignment of 16. */
+Test(crc32c, folding_lengths_agree_with_the_table) {
+  size_t n = 4096 + 64;
+  unsigned char *b = malloc(n + 16);
+  fill_random(b, n + 16);
+  for (size_t len = 960; len <= 1300; len++)
+    for (size_t off = 0; off < 16; off += len % 7 == 0 ? 1 : 5) {
+      uint32_t seed = (uint32_t)(len * 2654435761u);
+      uint32_t a = cairn__crc32c_sw(seed, b + off, len), h = cairn__crc32c_hw(seed, b + off, len);
+      cr_assert_eq(a, h, "len %zu off %zu: table %08x, hw %08x", len, off, a, h);
+    }
+  for (size_t len = 4096 - 20; len <= n; len++) cr_assert_eq(cairn__crc32c_sw(0, b, len), cairn__crc32c_hw(0, b, len));
+  free(b);
+}
+
 Test(crc32c, incremental_and_combine) {
   size_t n = 100000;
   unsigned char *b = malloc(n);
@@ -734,6 +751,71 @@ Test(read, one_tensor_without_the_others) {
   FAILS(cairn_ckpt_verify(c), CAIRN_E_CORRUPT);
   cairn_ckpt_close(c);
   cairn_tensor_free(a);
+  cairn_tensor_free(b);
+  free(f);
+}
+
+/* Reassembles the pieces cairn_ckpt_read_pieces hands over. */
+typedef struct pieces {
+  unsigned char *buf;
+  uint64_t next;
+  int calls;
+} pieces;
+
+static cairn_status take_piece(void *user, uint64_t off, const void *data, size_t len) {
+  pieces *p = user;
+  cr_assert_eq(off, p->next, "pieces come in order");
+  cr_assert_leq(len, 1024, "a piece is at most a chunk");
+  memcpy(p->buf + off, data, len);
+  p->next = off + len;
+  p->calls++;
+  return CAIRN_OK;
+}
+
+static cairn_status stop_piece(void *user, uint64_t off, const void *data, size_t len) {
+  (void)user;
+  (void)off;
+  (void)data;
+  (void)len;
+  return CAIRN_E_CANCELLED;
+}
+
+/* Piece by piece, verify without a destination, and the file-identity check. */
+Test(read, pieces_verify_tensor_and_unchanged) {
+  write_two(P("x.crn"));
+  cairn_ckpt *c;
+  OK(cairn_ckpt_open(P("x.crn"), NULL, &c));
+  cairn_tensor *b = read_new(c, "b");
+  unsigned char got[4000];
+  pieces p = {got, 0, 0};
+  OK(cairn_ckpt_read_pieces(c, "b", take_piece, &p));
+  cr_assert_eq(p.next, 4000);
+  cr_assert_eq(p.calls, 4, "4000 bytes in chunks of 1024");
+  cr_assert_eq(memcmp(got, b->data, 4000), 0);
+  FAILS(cairn_ckpt_read_pieces(c, "b", stop_piece, NULL), CAIRN_E_CANCELLED);
+  FAILS(cairn_ckpt_read_pieces(c, "nope", take_piece, &p), CAIRN_E_NOT_FOUND);
+  FAILS(cairn_ckpt_read_pieces(c, "b", NULL, NULL), CAIRN_E_NULL);
+  OK(cairn_ckpt_verify_tensor(c, "b"));
+  FAILS(cairn_ckpt_verify_tensor(c, "nope"), CAIRN_E_NOT_FOUND);
+  OK(cairn_ckpt_check_unchanged(c));
+  cairn_ckpt_close(c);
+  /* b's data damaged: both refuse it */
+  size_t len;
+  unsigned char *f = slurp(P("x.crn"), &len);
+  long at = find_bytes(f, len, (unsigned char *)b->data + 3000, 16);
+  cr_assert_gt(at, 0);
+  f[at] ^= 0x10;
+  spit(P("x.crn"), f, len);
+  OK(cairn_ckpt_open(P("x.crn"), NULL, &c));
+  FAILS(cairn_ckpt_verify_tensor(c, "b"), CAIRN_E_CORRUPT);
+  p.next = 0;
+  FAILS(cairn_ckpt_read_pieces(c, "b", take_piece, &p), CAIRN_E_CORRUPT);
+  OK(cairn_ckpt_verify_tensor(c, "a"));
+  /* the open file cut short: no longer what open saw */
+  cr_assert_eq(truncate(P("x.crn"), (off_t)len / 2), 0);
+  FAILS(cairn_ckpt_check_unchanged(c), CAIRN_E_CORRUPT);
+  cr_assert(strstr(cairn_errmsg(), "changed since it was opened"), "%s", cairn_errmsg());
+  cairn_ckpt_close(c);
   cairn_tensor_free(b);
   free(f);
 }

@@ -37,6 +37,9 @@
 #include "cairn/tensor.h"
 #include "cairn/var.h"
 
+/* The restore's test hook (lib/internal.h): runs between its two passes. */
+extern void (*cairn__restore_between_passes)(const char *path, void *user);
+
 /* ==== fixtures ================================================================= */
 
 static char g_dir[256];
@@ -1765,6 +1768,215 @@ Test(restore, corrupt_tensor_data_changes_nothing) {
   cairn_saver_free(s2);
   cairn_registry_free(r);
   cairn_registry_free(r2);
+}
+
+/* ---- restore in bounded memory: verify every tensor, then decode in place ---- */
+
+/* kB from a "Name:   123 kB" line of /proc/self/status, -1 if absent. */
+static long status_kb(const char *key) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long v = -1;
+  size_t kl = strlen(key);
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, key, kl) == 0 && line[kl] == ':') v = strtol(line + kl + 1, NULL, 10);
+  fclose(f);
+  return v;
+}
+
+/* Restoring 256 MiB of variables (16 of 16 MiB) must not need them twice:
+   the peak RSS (VmHWM, reset just before) stays within what the process
+   held before plus max(64 MiB, the largest tensor). */
+Test(restore, peak_memory_stays_within_the_variables_plus_a_bound, .timeout = 120) {
+  enum { NV = 16 };
+  int64_t shape[2] = {1024, 4096}; /* 16 MiB of f32 */
+  char names[NV][16];
+  cairn_saver_options o = fast(5);
+  o.write.compress = CAIRN_CKPT_COMPRESS_NONE;
+  char path[600];
+  {
+    cairn_registry *r = new_registry();
+    for (int i = 0; i < NV; i++) {
+      snprintf(names[i], sizeof names[i], "layer%02d", i);
+      fvar(r, names[i], 2, shape, CAIRN_COLL_MODEL, 1, (float)i);
+    }
+    cairn_saver *s = saver_of(r, &o);
+    save(s, P("big"), 1, path);
+    cairn_saver_free(s);
+    cairn_registry_free(r);
+  }
+  cairn_registry *r = new_registry();
+  cairn_var *v[NV];
+  for (int i = 0; i < NV; i++) v[i] = fvar(r, names[i], 2, shape, CAIRN_COLL_MODEL, 1, -1.0f); /* touched */
+  cairn_saver *s = saver_of(r, &o);
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (!f || fputs("5", f) < 0 || fclose(f) != 0) cr_skip_test("cannot reset VmHWM (/proc/self/clear_refs)");
+  long before = status_kb("VmRSS");
+  cr_assert_gt(before, 0, "VmRSS");
+  ASSERT_OK(cairn_saver_restore(s, path, NULL));
+  long peak = status_kb("VmHWM");
+  long extra_kb = peak - before, allowed_kb = 64L << 10;
+  cr_assert_leq(extra_kb, allowed_kb,
+                "restoring 256 MiB of variables took %ld KiB above the %ld KiB held before (allowed: %ld KiB)",
+                extra_kb, before, allowed_kb);
+  for (int i = 0; i < NV; i++) {
+    cr_assert(cairn_var_is_initialized(v[i]));
+    cr_assert_float_eq(val(v[i], 0), (float)i, 0);
+    cr_assert_float_eq(val(v[i], 1024 * 4096 - 1), (float)i + (float)(1024 * 4096 - 1), 1);
+  }
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
+/* Four variables a..d saved with values 1.., 2.., ...; a fresh registry of
+   the same variables, every element -7 and initialized, and its saver. */
+static cairn_saver *four_saved(char *path, cairn_registry **r2, cairn_var *v2[4], int64_t dlen) {
+  cairn_registry *r = new_registry();
+  const char *nm[4] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 4; i++) vec(r, nm[i], i == 3 ? dlen : 4096, 1, (float)(i + 1));
+  cairn_saver_options o = fast(5);
+  o.write.compress = CAIRN_CKPT_COMPRESS_NONE;
+  cairn_saver *s = saver_of(r, &o);
+  save(s, P("four"), 1, path);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+  *r2 = new_registry();
+  for (int i = 0; i < 4; i++) v2[i] = vec(*r2, nm[i], 4096, 1, 0);
+  for (int i = 0; i < 4; i++)
+    for (int64_t k = 0; k < 4096; k++) cairn_tensor_f32(cairn_var_tensor(v2[i]))[k] = -7;
+  cairn_saver_options o2 = fast(5);
+  return saver_of(*r2, &o2);
+}
+
+static void assert_all_unchanged(cairn_var *v[4]) {
+  for (int i = 0; i < 4; i++) {
+    cr_assert(cairn_var_is_initialized(v[i]), "variable %d keeps its initialized flag", i);
+    for (int64_t k = 0; k < 4096; k++)
+      cr_assert_float_eq(val(v[i], k), -7, 0, "variable %d element %lld was changed", i, (long long)k);
+  }
+}
+
+/* The last tensor (in name and file order) has another shape: nothing changes. */
+Test(restore, strict_last_tensor_wrong_shape_changes_nothing) {
+  char path[600];
+  cairn_registry *r2;
+  cairn_var *v2[4];
+  cairn_saver *s2 = four_saved(path, &r2, v2, 4095);
+  cr_assert_eq(cairn_saver_restore(s2, path, NULL), CAIRN_E_SHAPE, "%s", cairn_errmsg());
+  ASSERT_MSG_HAS("nothing was changed");
+  assert_all_unchanged(v2);
+  cairn_saver_free(s2);
+  cairn_registry_free(r2);
+}
+
+/* The last tensor's data fails its checksum: found by the verifying pass
+   before a, b, c (sound, read first) are written. */
+Test(restore, strict_last_tensor_bad_crc_changes_nothing) {
+  char path[600];
+  cairn_registry *r2;
+  cairn_var *v2[4];
+  cairn_saver *s2 = four_saved(path, &r2, v2, 4096);
+  size_t sz;
+  char *bytes = slurp(path, &sz);
+  /* d = 4, 5, 6, ...: its element 100 is in the file's last record */
+  float want = 4.0f + 100.0f;
+  size_t at = 0;
+  for (size_t k = 0; k + 4 <= sz; k++)
+    if (memcmp(bytes + k, &want, 4) == 0) at = k;
+  cr_assert_gt(at, 0, "d's element 100 not found in the file");
+  bytes[at] ^= 0x01;
+  FILE *f = fopen(path, "wb");
+  cr_assert_eq(fwrite(bytes, 1, sz, f), sz);
+  fclose(f);
+  free(bytes);
+  cairn_status st = cairn_saver_restore(s2, path, NULL);
+  cr_assert_eq(st, CAIRN_E_CORRUPT, "status %d: %s", st, cairn_errmsg());
+  ASSERT_MSG_HAS("'d'");
+  ASSERT_MSG_HAS("nothing was changed");
+  assert_all_unchanged(v2);
+  cairn_saver_free(s2);
+  cairn_registry_free(r2);
+}
+
+/* What the test hook does to the file between the two passes. */
+typedef enum { TAMPER_FLIP_LAST, TAMPER_TRUNCATE, TAMPER_TOUCH } tamper_kind;
+static tamper_kind g_tamper;
+static int g_tampered;
+
+static void tamper(const char *path, void *user) {
+  (void)user;
+  g_tampered++;
+  int fd = open(path, O_RDWR);
+  cr_assert_geq(fd, 0, "open '%s': %s", path, strerror(errno));
+  struct stat sb;
+  cr_assert_eq(fstat(fd, &sb), 0);
+  if (g_tamper == TAMPER_FLIP_LAST) {
+    /* d's element 100 (4 + 100), in the file's last record */
+    float want = 104.0f, got;
+    off_t at = -1;
+    for (off_t k = 0; k + 4 <= sb.st_size; k += 4)
+      if (pread(fd, &got, 4, k) == 4 && memcmp(&got, &want, 4) == 0) at = k;
+    cr_assert_geq(at, 0);
+    unsigned char b;
+    cr_assert_eq(pread(fd, &b, 1, at), 1);
+    b ^= 0x01;
+    cr_assert_eq(pwrite(fd, &b, 1, at), 1);
+  } else if (g_tamper == TAMPER_TRUNCATE) {
+    cr_assert_eq(ftruncate(fd, sb.st_size / 2), 0);
+  } else {
+    /* the same bytes written again, a later modification time */
+    unsigned char b;
+    cr_assert_eq(pread(fd, &b, 1, 100), 1);
+    cr_assert_eq(pwrite(fd, &b, 1, 100), 1);
+    struct timespec t[2] = {{0, UTIME_OMIT}, {sb.st_mtim.tv_sec + 5, 0}};
+    cr_assert_eq(futimens(fd, t), 0);
+  }
+  close(fd);
+}
+
+static void restore_tampered(tamper_kind k, cairn_status want, const char *needle, size_t n_written) {
+  char path[600];
+  cairn_registry *r2;
+  cairn_var *v2[4];
+  cairn_saver *s2 = four_saved(path, &r2, v2, 4096);
+  g_tamper = k;
+  g_tampered = 0;
+  cairn__restore_between_passes = tamper;
+  cairn_status st = cairn_saver_restore(s2, path, NULL);
+  cairn__restore_between_passes = NULL;
+  cr_assert_eq(g_tampered, 1, "the hook ran between the passes");
+  cr_assert_eq(st, want, "status %d (want %d): %s", st, want, cairn_errmsg());
+  ASSERT_MSG_HAS(needle);
+  ASSERT_MSG_HAS("changed or failed while it was being restored");
+  char counted[64];
+  snprintf(counted, sizeof counted, "%zu of 4 variable", n_written);
+  ASSERT_MSG_HAS(counted);
+  ASSERT_MSG_HAS("'a'");
+  /* what was written is marked uninitialized; the rest is untouched */
+  for (size_t i = 0; i < 4; i++) {
+    cr_assert_eq(cairn_var_is_initialized(v2[i]), i >= n_written, "variable %zu: initialized flag", i);
+    if (i >= n_written) cr_assert_float_eq(val(v2[i], 0), -7, 0, "variable %zu untouched", i);
+  }
+  cairn_saver_free(s2);
+  cairn_registry_free(r2);
+}
+
+/* Modified between the passes: the second pass's checksums find it. */
+Test(restore, file_modified_between_passes_is_reported) {
+  restore_tampered(TAMPER_FLIP_LAST, CAIRN_E_CORRUPT, "reading 'd' after the whole file had been verified", 4);
+}
+
+/* Truncated between the passes: the first tensor past the cut fails. */
+Test(restore, file_truncated_between_passes_is_reported) {
+  /* cut in c's record: a and b were written whole, c in part */
+  restore_tampered(TAMPER_TRUNCATE, CAIRN_E_TRUNCATED, "reading 'c' after the whole file had been verified", 3);
+}
+
+/* Written to between the passes without changing a tensor byte: the
+   modification time says so, and the restore fails all the same. */
+Test(restore, file_touched_between_passes_is_reported) {
+  restore_tampered(TAMPER_TOUCH, CAIRN_E_CORRUPT, "it was written to", 4);
 }
 
 /* #132 partial restore, naive: restricting the saver leaves the others uninitialized

@@ -1339,6 +1339,49 @@ Test(session_manager, prepare_falls_back_past_a_corrupt_newest_checkpoint) {
   cairn_registry_free(r);
 }
 
+/* Changes the file between a restore's verifying and decoding passes
+   (the restore's test hook, lib/internal.h): the first time only. */
+extern void (*cairn__restore_between_passes)(const char *path, void *user);
+static int g_changed;
+static void change_once(const char *path, void *user) {
+  (void)user;
+  if (g_changed++) return;
+  flip_data_bit(path);
+}
+
+/* The newest checkpoint is sound when verified and changes before it is
+   decoded: its restore fails after writing "big", and the session restores
+   the older checkpoint over it (every variable of the save set, all
+   initialized again) instead of training on half-restored values. */
+Test(session_manager, prepare_falls_back_when_the_newest_changes_during_its_restore) {
+  big_save(2);
+  cairn_var *big;
+  cairn_registry *r = big_reg(&big);
+  cairn_ready_op *ready = uninit(r, ALL);
+  cairn_session_manager *sm = mk_sm(r, NULL, ready, NULL, 0);
+  cairn_saver *sv = mk_saver(r);
+  cairn_prepare_options o = popts(NULL, sv, g_dir);
+  cairn_session *s;
+  g_changed = 0;
+  cairn__restore_between_passes = change_once;
+  cairn_status st = cairn_session_manager_prepare_session(sm, &o, &s);
+  cairn__restore_between_passes = NULL;
+  cr_assert_eq(st, CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(g_changed, 2, "two restores: the newest, then the older one");
+  int64_t step;
+  OK(cairn_session_global_step(s, &step));
+  cr_assert_eq(step, 10);
+  cr_assert(big_is(big, 10), "the variables are the step-10 checkpoint's");
+  cr_assert(cairn_var_is_initialized(big));
+  cr_assert(logged("after the whole file had been verified"), "%s", F.log);
+  cr_assert(cairn_checkpoint_is_marked_corrupt(P("model.ckpt-20")));
+  cairn_session_free(s);
+  cairn_saver_free(sv);
+  cairn_session_manager_free(sm);
+  cairn_ready_op_free(ready);
+  cairn_registry_free(r);
+}
+
 /* Every checkpoint corrupt: an error naming each file and its reason (not a
  * silent fresh start, which would throw the job's progress away), the
  * variables untouched, the files left in place. */

@@ -1263,13 +1263,35 @@ static int diff_read(cairn_ckpt *c, const char *path, const cairn_ckpt_entry *e,
   return 0;
 }
 
-/* diff_read for a tensor that is not compared (only in one file, or of
- * another dtype or shape): its data is checked all the same. */
+/* For a tensor that is not compared (only in one file, or of another
+ * dtype or shape): its data is checked all the same, through the reader's
+ * chunk buffers (no copy of the tensor). As diff_read otherwise. */
 static int diff_check(cairn_ckpt *c, const char *path, const cairn_ckpt_entry *e, size_t *nbad) {
-  cairn_tensor *t;
-  int r = diff_read(c, path, e, &t, nbad);
-  cairn_tensor_free(t);
-  return r;
+  cairn_status s = cairn_ckpt_verify_tensor(c, e->name);
+  if (s == CAIRN_OK) return 0;
+  error_tensor(path, e->name, s);
+  if (!status_is_bad_file(s)) return -1;
+  (*nbad)++;
+  return 0;
+}
+
+/* The second side of a compared pair, piece by piece against the first
+ * held whole: diff holds one tensor and a chunk, never two tensors. */
+typedef struct diff_stream {
+  const options *o;
+  const cairn_ckpt_entry *e;
+  const unsigned char *a; /* the first side's raw bytes */
+  int bytes_differ;
+  dresult *r;
+} diff_stream;
+
+static cairn_status diff_piece(void *user, uint64_t off, const void *data, size_t len) {
+  diff_stream *d = user;
+  if (memcmp(d->a + off, data, len) == 0) return CAIRN_OK;
+  d->bytes_differ = 1;
+  size_t es = cairn_dtype_size(d->e->dtype);
+  compare_values(d->e->dtype, d->a + off, data, len / es, d->o->atol, d->o->rtol, d->r);
+  return CAIRN_OK;
 }
 
 static int cmd_diff(const options *o, const char *arg_a, const char *arg_b) {
@@ -1323,27 +1345,36 @@ static int cmd_diff(const options *o, const char *arg_a, const char *arg_b) {
     /* Both decoded, CRC checked, even when the index CRCs agree: equal
      * index entries say nothing about the bytes stored (a copy with a
      * flipped data bit has the same index). */
-    cairn_tensor *ta = NULL, *tb = NULL;
-    int ra = diff_read(ca, pa, x, &ta, nbad), rb = ra < 0 ? 0 : diff_read(cb, pb, y, &tb, nbad + 1);
-    if (ra < 0 || rb < 0) {
-      cairn_tensor_free(ta);
-      goto out;
+    cairn_tensor *ta = NULL;
+    if (diff_read(ca, pa, x, &ta, nbad) < 0) goto out;
+    if (!ta) { /* a is bad: b is checked all the same */
+      if (diff_check(cb, pb, y, nbad + 1) < 0) goto out;
+      continue;
     }
-    if (ta && tb) {
-      uint64_t ne = elem_count(x->rank, x->shape);
-      if (x->raw_bytes == y->raw_bytes && memcmp(ta->data, tb->data, (size_t)x->raw_bytes) == 0) {
-        nsame++; /* the same bytes: no need to compare values */
-      } else {
-        compare_values(x->dtype, ta->data, tb->data, ne, o->atol, o->rtol, r);
-        /* bytes differ but values may be equal within tolerance (or -0 vs
-         * 0, NaN payloads): "close" */
-        r->kind = r->n_diff ? D_VALUES : D_CLOSE;
-        if (!r->n_diff) nsame++;
-        nres++;
-      }
-    }
+    diff_stream ds = {o, x, ta->data, 0, r};
+    cairn_status sb = cairn_ckpt_read_pieces(cb, y->name, diff_piece, &ds);
     cairn_tensor_free(ta);
-    cairn_tensor_free(tb);
+    if (sb != CAIRN_OK) {
+      error_tensor(pb, y->name, sb);
+      if (!status_is_bad_file(sb)) goto out;
+      nbad[1]++;
+      memset(r, 0, sizeof *r);
+      continue;
+    }
+    if (!ds.bytes_differ) {
+      memset(r, 0, sizeof *r);
+      nsame++; /* the same bytes: no need to compare values */
+    } else {
+      r->name = x->name;
+      r->a = x;
+      r->b = y;
+      r->n = elem_count(x->rank, x->shape);
+      /* bytes differ but values may be equal within tolerance (or -0 vs
+       * 0, NaN payloads): "close" */
+      r->kind = r->n_diff ? D_VALUES : D_CLOSE;
+      if (!r->n_diff) nsame++;
+      nres++;
+    }
   }
   /* Corrupt data is neither "same" nor "different": say so and stop. */
   if (nbad[0] || nbad[1]) {

@@ -175,6 +175,34 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_find(const cairn_ckpt *c, cons
  * contents of dst are unspecified. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst);
 
+/* Checks tensor `name` exactly as cairn_ckpt_read would (every chunk CRC,
+ * the decoding, the tensor CRC) without a destination: the data goes
+ * through a scratch buffer of at most one chunk (1 MiB by default, never
+ * more than the tensor) per decoding thread, whatever the tensor's size.
+ * The first pass of a restore that must change nothing on failure
+ * (doc/restore-memory.md). Errors: those of cairn_ckpt_read. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, const char *name);
+
+/* Reads tensor `name` piece by piece, for callers that need not hold it
+ * whole (a diff, an export): fn gets each decoded piece in order — raw
+ * bytes [offset, offset + len), len ≤ the file's chunk size (1 MiB by
+ * default), a multiple of 8 except for the last piece — on the calling
+ * thread; data is valid during the call only. Each chunk's CRC is checked
+ * before fn sees it, the tensor CRC after the last piece: only a return of
+ * CAIRN_OK says that every piece handed over was intact. Memory: two chunk
+ * buffers, whatever the tensor's size. A non-zero return of fn stops the
+ * read and is returned. Errors: those of cairn_ckpt_read, CAIRN_E_NULL. */
+typedef cairn_status (*cairn_ckpt_piece_fn)(void *user, uint64_t offset, const void *data, size_t len);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_read_pieces(cairn_ckpt *c, const char *name, cairn_ckpt_piece_fn fn,
+                                                           void *user);
+
+/* CAIRN_OK if the open file is still as cairn_ckpt_open found it: the same
+ * device and inode (fstat of its descriptor), size and modification time.
+ * CAIRN_E_CORRUPT names what changed (the file was written to or cut while
+ * open; renaming or unlinking it is not a change: reads go on through the
+ * descriptor). CAIRN_E_IO if fstat fails. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_check_unchanged(const cairn_ckpt *c);
+
 /* Checks every checksum and rule of the whole file, tensor data included.
  * Returns the first failure (message names the offset and tensor). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_verify(cairn_ckpt *c);

@@ -159,6 +159,9 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_broadcast(cairn_mpi *c, void *b
  * initialized flag become root's, bytes for bytes. The ranks first agree
  * that they hold the same variables (count, total bytes and a hash of the
  * names and shapes); if not, every rank fails with CAIRN_E_INVALID.
+ * Memory: the values travel one bucket at a time through the fusion buffer
+ * (fusion_bytes, or the variables' total if smaller), never as a copy of
+ * the whole state (doc/restore-memory.md).
  * Errors: also CAIRN_E_NULL, CAIRN_E_INVALID (root out of range),
  * CAIRN_E_NOMEM, CAIRN_E_DEADLINE, CAIRN_E_UNAVAILABLE. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_broadcast_variables(cairn_mpi *c, cairn_registry *r, int root);

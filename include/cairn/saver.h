@@ -344,9 +344,15 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_state(const cairn_saver_
 
 /* TF's Saver.restore, strict: every variable of the save set must be in
  * the checkpoint file `path` under its name with the same dtype and shape.
- * All problems are found before anything is written, and every variable
- * is read into a staging buffer first (memory: the restore set once more),
- * so on any error no variable changes, value or flag. On success every
+ * All problems are found before anything is written: the index is
+ * compared first, then every tensor is read and checked without a
+ * destination (every CRC; extra memory: a few chunk buffers, not a copy of
+ * the state), and only then decoded straight into the variables, checked
+ * again. So on any error no variable changes, value or flag — except when
+ * the file changes or fails after it was checked (written to or cut while
+ * open, an I/O error): the error then says so and names the variables
+ * already written, which are marked uninitialized (doc/restore-memory.md).
+ * On success every
  * variable of the save set has the checkpoint's values and is marked
  * initialized; other variables of the registry are untouched.
  * meta (may be NULL) receives the metadata of the file that was restored
@@ -425,8 +431,9 @@ typedef struct cairn_restore_report cairn_restore_report;
  * checkpoint file `path`. Restored variables get the checkpoint's values
  * and are marked initialized; every other variable is untouched (value and
  * flag), so the caller can initialize exactly those that were not
- * restored. Tensor data is staged as in cairn_saver_restore: a read error
- * (a corrupt tensor) fails the whole call, changing nothing, in both modes.
+ * restored. Tensor data is checked before any is written, as in
+ * cairn_saver_restore: a read error (a corrupt tensor) fails the whole
+ * call, changing nothing, in both modes.
  *
  * report (may be NULL) receives the report whenever the checkpoint could
  * be opened and compared — on success and also on a strict failure for
