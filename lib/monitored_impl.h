@@ -34,6 +34,18 @@ typedef struct cairn__monitored_config {
   int stop_on_signals; /* the options' stop_on_signals (lib/stop_signals.c) */
 } cairn__monitored_config;
 
+/* A recovering session (MonitoredSession, MonitoredTrainingSession): the
+ * fields both public option structs carry under the same names. */
+#define CAIRN__MONITORED_CFG_RECOVERING(cfg, o)                \
+  do {                                                         \
+    (cfg).should_recover = 1;                                  \
+    (cfg).stop_grace_period_secs = (o)->stop_grace_period_secs; \
+    (cfg).max_recoveries = (o)->max_recoveries;                \
+    (cfg).recovery_backoff_secs = (o)->recovery_backoff_secs;  \
+    (cfg).env = (o)->env;                                      \
+    (cfg).stop_on_signals = (o)->stop_on_signals;              \
+  } while (0)
+
 /* Builds a monitored session from cfg. On error everything cfg says the
  * session owns is freed all the same. */
 cairn_status cairn__monitored_session_new(const cairn__monitored_config *cfg, cairn_monitored_session **out);

@@ -736,12 +736,7 @@ cairn_status cairn_monitored_session_new(const cairn_monitored_session_options *
   }
   cfg.hooks = o->hooks;
   cfg.n_hooks = o->n_hooks;
-  cfg.should_recover = 1;
-  cfg.stop_grace_period_secs = o->stop_grace_period_secs;
-  cfg.max_recoveries = o->max_recoveries;
-  cfg.recovery_backoff_secs = o->recovery_backoff_secs;
-  cfg.env = o->env;
-  cfg.stop_on_signals = o->stop_on_signals;
+  CAIRN__MONITORED_CFG_RECOVERING(cfg, o);
   return cairn__monitored_session_new(&cfg, out);
 }
 

@@ -69,12 +69,7 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
   cairn__monitored_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.registry = r;
-  cfg.should_recover = 1;
-  cfg.stop_grace_period_secs = o->stop_grace_period_secs;
-  cfg.max_recoveries = o->max_recoveries;
-  cfg.recovery_backoff_secs = o->recovery_backoff_secs;
-  cfg.env = o->env;
-  cfg.stop_on_signals = o->stop_on_signals;
+  CAIRN__MONITORED_CFG_RECOVERING(cfg, o);
 
   cairn_status st = CAIRN_OK;
   cairn_scaffold *sc = o->scaffold;
