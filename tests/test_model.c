@@ -196,6 +196,10 @@ Test(model, same_seed_bitwise_identical_for_1_and_2_threads) {
 }
 
 Test(model, no_allocation_after_first_step) {
+#ifdef CAIRN_HAVE_DNNL
+  cr_skip_test("built --with-dnnl: oneDNN's sgemm allocates inside its calls (packing buffers, kernels it "
+               "generates per shape), so this build does not keep the no-allocation property");
+#endif
   cairn_registry *r;
   cr_assert_eq(cairn_registry_new(3, &r), CAIRN_OK);
   int64_t sizes[4] = {64, 128, 128, 10}, B = 64;
