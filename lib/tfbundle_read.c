@@ -17,6 +17,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef CAIRN_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "cairn/runtime.h"
+
 typedef unsigned long long ull;
 
 static const struct {
@@ -439,33 +445,71 @@ static cairn_status crc_fail(const tf_state *s, const ck_entry *e, uint32_t got)
   return st;
 }
 
-/* Reads e into dst (NULL: only checks it, through a scratch piece) in
- * pieces that stay in the cache between the read and the CRC: one pass
- * over memory, not two. One thread: the CRC32C instruction runs about as
- * fast as the copy out of the page cache, and on the 2 vCPUs measured a
- * second thread made it slower (as for cairn's own raw chunks). */
+/* One piece of e: read into d, its CRC into *crc; 0, or the pread error
+ * (1: end of file, 2: errno in *err). */
+static int read_piece(const tf_state *s, const ck_entry *e, uint64_t at, size_t len, unsigned char *d, uint32_t *crc,
+                      int *err) {
+  int r = cairn__ck_pread_raw(s->fds[e->seq], d, len, e->data_offset + at, err);
+  if (!r) *crc = cairn_crc32c(0, d, len);
+  return r;
+}
+
+/* Reads e into dst (NULL: only checks it, through a scratch piece per
+ * thread) in pieces that stay in the cache between the read and the CRC:
+ * one pass over memory, not two. The pieces of a tensor of PAR_MIN bytes or
+ * more are spread over the threads (each piece's CRC, then combined in
+ * order); every piece is read, and what is reported on error is the
+ * first bad one, whatever the thread count. */
 static cairn_status read_tensor(const tf_state *s, const ck_entry *e, unsigned char *dst) {
   enum { PIECE = 256 << 10 };
-  unsigned char *scratch = NULL;
-  if (!dst && e->raw_bytes && !(scratch = malloc(PIECE)))
+  const uint64_t PAR_MIN = (uint64_t)8 << 20;
+  if (!e->raw_bytes) return e->raw_crc == 0 ? CAIRN_OK : crc_fail(s, e, 0);
+  uint64_t np = (e->raw_bytes + PIECE - 1) / PIECE;
+  int nt = 1;
+#ifdef CAIRN_HAVE_OPENMP
+  if (e->raw_bytes >= PAR_MIN) nt = cairn_get_num_threads();
+#endif
+  if ((uint64_t)nt > np) nt = (int)np;
+  uint32_t *crcs = malloc(np * sizeof *crcs);
+  int *errs = calloc(np, 2 * sizeof *errs); /* [2k]: pread result, [2k+1]: errno */
+  unsigned char *scratch = !dst ? malloc((size_t)nt * PIECE) : NULL;
+  if (!crcs || !errs || (!dst && !scratch)) {
+    free(crcs);
+    free(errs);
+    free(scratch);
     return cairn__fail(CAIRN_E_NOMEM, "'%s': '%s': out of memory", s->prefix, e->name);
-  uint32_t crc = 0;
-  for (uint64_t at = 0; at < e->raw_bytes; at += PIECE) {
+  }
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (uint64_t k = 0; k < np; k++) {
+    int t = 0;
+#ifdef CAIRN_HAVE_OPENMP
+    t = omp_get_thread_num();
+#endif
+    uint64_t at = k * PIECE;
     size_t len = e->raw_bytes - at < PIECE ? (size_t)(e->raw_bytes - at) : PIECE;
-    unsigned char *d = dst ? dst + at : scratch;
-    int err = 0, r = cairn__ck_pread_raw(s->fds[e->seq], d, len, e->data_offset + at, &err);
+    unsigned char *d = dst ? dst + at : scratch + (size_t)t * PIECE;
+    errs[2 * k] = read_piece(s, e, at, len, d, &crcs[k], &errs[2 * k + 1]);
+  }
+  cairn_status st = CAIRN_OK;
+  uint32_t crc = 0;
+  for (uint64_t k = 0; k < np && !st; k++) {
+    uint64_t at = k * PIECE;
+    size_t len = e->raw_bytes - at < PIECE ? (size_t)(e->raw_bytes - at) : PIECE;
+    int r = errs[2 * k];
     if (r) {
       char *name = cairn__tf_shard_name(s->prefix, e->seq, s->nshards);
-      cairn_status st = cairn__fail(r == 1 ? CAIRN_E_TRUNCATED : CAIRN_E_IO, "'%s' offset %llu: '%s': %s",
-                                    name ? name : s->prefix, (ull)(e->data_offset + at), e->name,
-                                    r == 1 ? "the shard ends early (did it change since open?)" : strerror(err));
+      st = cairn__fail(r == 1 ? CAIRN_E_TRUNCATED : CAIRN_E_IO, "'%s' offset %llu: '%s': %s", name ? name : s->prefix,
+                       (ull)(e->data_offset + at), e->name,
+                       r == 1 ? "the shard ends early (did it change since open?)" : strerror(errs[2 * k + 1]));
       free(name);
-      free(scratch);
-      return st;
+    } else {
+      crc = k ? cairn__crc32c_combine(crc, crcs[k], len) : crcs[k];
     }
-    crc = cairn_crc32c(crc, d, len);
   }
+  free(crcs);
+  free(errs);
   free(scratch);
+  if (st) return st;
   return crc == e->raw_crc ? CAIRN_OK : crc_fail(s, e, crc);
 }
 

@@ -494,6 +494,52 @@ Test(tfbundle, round_trip_every_dtype_and_rank) {
   free_set(&s);
 }
 
+/* A tensor of several pieces read on 1 and 2 threads: the same bits, and a
+   flipped byte in its data is the same checksum error either way. */
+Test(tfbundle, large_tensor_same_on_one_and_two_threads) {
+  int64_t shape[1] = {(9 << 20) / 4 + 3}; /* over 8 MiB: read on the threads; a short last piece */
+  cairn_tensor *t, *back;
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 1, shape, &t), CAIRN_OK);
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 1, shape, &back), CAIRN_OK);
+  for (int64_t i = 0; i < shape[0]; i++) cairn_tensor_f32(t)[i] = (float)(i % 1000) * 0.5f;
+  cairn_tfbundle_writer *w;
+  cr_assert_eq(cairn_tfbundle_writer_open(P("big"), &w), CAIRN_OK);
+  cr_assert_eq(cairn_tfbundle_writer_add(w, "w", t), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_tfbundle_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  char msg[2][600];
+  int threads_before = cairn_get_num_threads();
+  for (int threads = 1; threads <= 2; threads++) {
+    cr_assert_eq(cairn_set_num_threads(threads), CAIRN_OK);
+    cairn_ckpt *c;
+    cr_assert_eq(cairn_ckpt_open(P("big"), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+    memset(back->data, 0, cairn_tensor_nbytes(back));
+    cr_assert_eq(cairn_ckpt_read(c, "w", back), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert(memcmp(back->data, t->data, cairn_tensor_nbytes(t)) == 0, "%d thread(s)", threads);
+    cr_assert_eq(cairn_ckpt_verify(c), CAIRN_OK, "%s", cairn_errmsg());
+    cairn_ckpt_close(c);
+  }
+  /* one byte in the middle of the data (the shard holds only this tensor) */
+  size_t n;
+  unsigned char *shard = get_file(P("big.data-00000-of-00001"), &n);
+  shard[n / 2] ^= 0x10;
+  put_file(P("big.data-00000-of-00001"), shard, n);
+  free(shard);
+  for (int threads = 1; threads <= 2; threads++) {
+    cr_assert_eq(cairn_set_num_threads(threads), CAIRN_OK);
+    cairn_ckpt *c;
+    cr_assert_eq(cairn_ckpt_open(P("big"), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert_eq(cairn_ckpt_read(c, "w", back), CAIRN_E_CORRUPT, "%d thread(s)", threads);
+    snprintf(msg[threads - 1], sizeof msg[0], "%s", cairn_errmsg());
+    cr_assert(strstr(msg[threads - 1], "checksum mismatch"), "%s", msg[threads - 1]);
+    cr_assert_eq(cairn_ckpt_verify_tensor(c, "w"), CAIRN_E_CORRUPT);
+    cairn_ckpt_close(c);
+  }
+  cr_assert_str_eq(msg[0], msg[1]);
+  cr_assert_eq(cairn_set_num_threads(threads_before), CAIRN_OK);
+  cairn_tensor_free(t);
+  cairn_tensor_free(back);
+}
+
 /* A bundle assembled from parts: entries (name, TF dtype, dims, shard,
  * offset, size, masked crc, extra proto bytes) over nshards shards. */
 typedef struct hent {
