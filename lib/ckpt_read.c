@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,6 +446,15 @@ cairn_status cairn_ckpt_find(const cairn_ckpt *c, const char *name, cairn_ckpt_e
 
 /* ---- decoding ---------------------------------------------------------------------------- */
 
+/* Raw bytes from which a tensor of raw chunks is decoded on several threads. */
+#define CK_PAR_RAW_MIN_BYTES ((uint64_t)8 << 20)
+/* ... on at most this many: copies out of the page cache saturate the memory
+   bus with a few cores, and each thread holds a chunk buffer. */
+#define CK_PAR_RAW_MAX_THREADS 4
+
+/* Threads the last decode_tensor_fn used (the tests check it). */
+_Atomic int cairn__ckpt_last_threads;
+
 /* First error of a parallel decode: the lowest chunk wins (deterministic). */
 typedef struct perr {
   cairn_status s;
@@ -613,13 +623,21 @@ static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned 
   nt = cairn_get_num_threads();
 #endif
   if ((uint64_t)nt > npieces) nt = (int)npieces;
-  /* Threads only for LZ4 work: raw chunks are one pread + an in-cache CRC,
-   * which one thread does at ~10 GB/s; measured on 2 vCPUs, a second thread
-   * made that slower, not faster. */
+  /* Threads for LZ4 work, and for raw pieces once a tensor has enough of
+   * them: a raw piece is a copy out of the page cache plus a CRC, bound by
+   * one core's copy and CRC speed, so a restore (two such passes) ran at a
+   * third of a plain read on one thread; on two threads both halves run at
+   * once (bench/RESULTS.md, "Restore on two threads"). Small tensors stay on
+   * one thread: waking the team costs more than they take. */
   uint64_t lz4_bytes = 0;
   for (uint32_t k = 0; k < e->n_chunks; k++)
     if (e->chunk_table[k * CK_ICHUNK] != CK_CODEC_RAW) lz4_bytes += ck_get32(e->chunk_table + k * CK_ICHUNK + 4);
-  if (lz4_bytes < CK_PAR_MIN_BYTES || fn) nt = 1;
+  if (lz4_bytes < CK_PAR_MIN_BYTES) {
+    if (e->raw_bytes < CK_PAR_RAW_MIN_BYTES) nt = 1;
+    else if (nt > CK_PAR_RAW_MAX_THREADS) nt = CK_PAR_RAW_MAX_THREADS;
+  }
+  if (fn) nt = 1;
+  cairn__ckpt_last_threads = nt;
   if (c->n_scratch < 2 * nt || c->scratch_sz < x.bufsz) {
     unsigned char **sc = calloc(2 * (size_t)nt, sizeof *sc);
     if (!sc) {
@@ -634,7 +652,10 @@ static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned 
     c->scratch_sz = x.bufsz > c->scratch_sz ? x.bufsz : c->scratch_sz;
   }
   x.bufsz = c->scratch_sz;
-  _Atomic int stop = 0;
+  /* The lowest failed piece so far: pieces above it are skipped, pieces
+     below it still run, so the error reported is always the lowest bad
+     piece's, however the threads were scheduled. */
+  _Atomic uint64_t first_bad = UINT64_MAX;
   unsigned char **sc = c->scratch;
   uint64_t par_pieces = fn ? 0 : npieces;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -645,7 +666,11 @@ static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned 
 #endif
 #pragma omp for schedule(dynamic, 1)
     for (uint64_t k = 0; k < par_pieces; k++)
-      if (!stop && decode_one(&x, k, &sc[2 * t], &sc[2 * t + 1])) stop = 1;
+      if (k < first_bad && decode_one(&x, k, &sc[2 * t], &sc[2 * t + 1])) {
+        uint64_t b = first_bad;
+        while (k < b && !atomic_compare_exchange_weak(&first_bad, &b, k)) {
+        }
+      }
   }
   cairn_status s = CAIRN_OK;
   if (fn) /* one thread (above): the pieces in order, each checked before fn sees it */

@@ -99,6 +99,9 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
  * (saver_restore.c). */
 extern void (*cairn__restore_between_passes)(const char *path, void *user);
 extern void *cairn__restore_between_passes_user;
+/* Tests only: the number of threads the last tensor decode or verify used
+ * (ckpt_read.c). */
+extern _Atomic int cairn__ckpt_last_threads;
 
 /* ---- Parallel loops -----------------------------------------------------
  * [0, n) is cut into chunks whose size depends on n only (never on the

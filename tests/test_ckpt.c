@@ -820,6 +820,59 @@ Test(read, pieces_verify_tensor_and_unchanged) {
   free(f);
 }
 
+/* A tensor of raw chunks big enough to be decoded on two threads: it reads
+ * back whole, and with two damaged chunks every verify and read names the
+ * lower one, however the threads ran. */
+Test(read, raw_chunks_on_two_threads_lowest_error) {
+  enum { MIB = 1 << 20, N = 12 * MIB / 4 };
+  int was = cairn_get_num_threads();
+  OK(cairn_set_num_threads(2));
+  cairn_tensor *t = tnew(CAIRN_DTYPE_F32, 1, (int64_t[]){N});
+  fill_random(t->data, (size_t)N * 4);
+  for (int layout = 0; layout < 2; layout++) { /* chunked (raw chunks), then the raw layout */
+    cairn_ckpt_writer *w;
+    cairn_ckpt_write_options o = {.no_fsync = 1, .raw_layout_min_bytes = layout ? 1 : UINT64_MAX};
+    OK(cairn_ckpt_writer_open(P("big.crn"), &o, &w));
+    OK(cairn_ckpt_writer_add(w, "w", t));
+    OK(cairn_ckpt_writer_commit(w));
+    cairn_ckpt *c;
+    OK(cairn_ckpt_open(P("big.crn"), NULL, &c));
+    cairn_ckpt_entry e;
+    OK(cairn_ckpt_find(c, "w", &e));
+    cr_assert_eq(e.n_chunks, layout ? 0u : 12u, "layout %d: %u chunks", layout, e.n_chunks);
+    cairn__ckpt_last_threads = 0;
+    OK(cairn_ckpt_verify_tensor(c, "w"));
+#ifdef CAIRN_HAVE_OPENMP
+    cr_assert_eq(cairn__ckpt_last_threads, 2, "layout %d: verified on %d threads", layout, cairn__ckpt_last_threads);
+#endif
+    cairn_tensor *back = read_new(c, "w");
+    cr_assert(same_tensor(back, t), "layout %d: read back", layout);
+    cairn_ckpt_close(c);
+    size_t len;
+    unsigned char *f = slurp(P("big.crn"), &len);
+    long at5 = find_bytes(f, len, (unsigned char *)t->data + 5 * MIB + 100, 16);
+    long at2 = find_bytes(f, len, (unsigned char *)t->data + 2 * MIB + 100, 16);
+    cr_assert(at5 > 0 && at2 > 0);
+    f[at5] ^= 0x01;
+    f[at2] ^= 0x01;
+    spit(P("big.crn"), f, len);
+    OK(cairn_ckpt_open(P("big.crn"), NULL, &c));
+    char first[600];
+    for (int rep = 0; rep < 6; rep++) {
+      FAILS(rep % 2 ? cairn_ckpt_read(c, "w", back) : cairn_ckpt_verify_tensor(c, "w"), CAIRN_E_CORRUPT);
+      if (!layout)
+        cr_assert(strstr(cairn_errmsg(), "chunk 2: checksum mismatch"), "%s", cairn_errmsg());
+      if (rep == 0) snprintf(first, sizeof first, "%s", cairn_errmsg());
+      else cr_assert_str_eq(cairn_errmsg(), first, "the same error every time");
+    }
+    cairn_ckpt_close(c);
+    cairn_tensor_free(back);
+    free(f);
+  }
+  cairn_tensor_free(t);
+  OK(cairn_set_num_threads(was));
+}
+
 Test(read, not_a_checkpoint) {
   spit(P("text"), "hello, world, this is not a checkpoint at all; it is just some text.\n", 70);
   cairn_ckpt *c;
