@@ -15,6 +15,12 @@
  * when libdnnl-dev is installed. The best floor is the distance to the
  * fastest GEMM on the machine, not to cairn's own.
  *
+ * A third line, fma_peak_floor_*, is no program at all: the work's FLOPs
+ * (2·M·N·K summed over its GEMMs) divided by the FMA peak measured at the
+ * run's thread count in the same round (bench_fma.c). Nothing that does
+ * these GEMMs in fp32 can run faster on this machine, so a peer's time over
+ * it is the most any program could be faster than that peer here.
+ *
  *   bench_train_step [--threads T] [--repeats R] [--quick] [--no-machine]
  *                    [--batch B] [--steps K]
  */
@@ -176,6 +182,14 @@ int main(int argc, char **argv) {
   int have_alt[N_ALT] = {0};
   enum { T_ADAM, T_SGD, T_FWD, T_GSTEP, T_GFWD, NT };
   double t[NT][BENCH_MAX_REPEATS], q[3][BENCH_MAX_REPEATS];
+  double peak_step[BENCH_MAX_REPEATS], peak_fwd[BENCH_MAX_REPEATS], q_peak[3][BENCH_MAX_REPEATS];
+  double flops_step = 0, flops_fwd = 0;
+  for (int c = 0; c < n_calls; c++) {
+    double f = 2.0 * calls[c].M * calls[c].N * (double)calls[c].K;
+    flops_step += f;
+    if (c < 3) flops_fwd += f;
+  }
+  int have_peak = 1;
   float loss = 0;
   const cairn_tensor *logits;
   for (int rep = -1; rep < o.repeats; rep++) { /* round -1 warms up */
@@ -219,6 +233,17 @@ int main(int argc, char **argv) {
     q[0][rep] = t[T_ADAM][rep] / t[T_GSTEP][rep];
     q[1][rep] = t[T_SGD][rep] / t[T_GSTEP][rep];
     q[2][rep] = t[T_FWD][rep] / t[T_GFWD][rep];
+    /* GFLOP/s of the FMA loop on this round's threads: FLOPs / it, in ms */
+    double peak = bench_fma_peak(o.threads);
+    if (peak <= 0) {
+      have_peak = 0; /* no AVX2+FMA: no peak to divide by */
+      continue;
+    }
+    peak_step[rep] = flops_step / (peak * 1e6);
+    peak_fwd[rep] = flops_fwd / (peak * 1e6);
+    q_peak[0][rep] = t[T_ADAM][rep] / peak_step[rep];
+    q_peak[1][rep] = t[T_SGD][rep] / peak_step[rep];
+    q_peak[2][rep] = t[T_FWD][rep] / peak_fwd[rep];
   }
   char p[200];
   snprintf(p, sizeof p, "\"model\": \"784-1024-1024-10 relu sparse-xent\", \"batch\": %lld, \"steps_per_round\": %d",
@@ -234,6 +259,17 @@ int main(int argc, char **argv) {
              "gemm_floor_forward");
   bench_emit("gemm_best_floor_step", p, bench_stats_of(best_step, o.repeats), "ms", 0, NULL);
   bench_emit("gemm_best_floor_forward", p, bench_stats_of(best_fwd, o.repeats), "ms", 0, NULL);
+  if (have_peak) {
+    char pf[300];
+    bench_section("the same work at the FMA peak (FLOPs / peak GFLOP/s of this round); ratio = cairn / it");
+    snprintf(pf, sizeof pf, "%s, \"gflop\": %.4f", p, flops_step * 1e-9);
+    bench_emit("fma_peak_floor_step", pf, bench_stats_of(peak_step, o.repeats), "ms", 0, NULL);
+    bench_emit("train_step_adam_over_peak", pf, bench_stats_of(q_peak[0], o.repeats), "x", 0, NULL);
+    bench_emit("train_step_sgd_over_peak", pf, bench_stats_of(q_peak[1], o.repeats), "x", 0, NULL);
+    snprintf(pf, sizeof pf, "%s, \"gflop\": %.4f", p, flops_fwd * 1e-9);
+    bench_emit("fma_peak_floor_forward", pf, bench_stats_of(peak_fwd, o.repeats), "ms", 0, NULL);
+    bench_emit("inference_forward_over_peak", pf, bench_stats_of(q_peak[2], o.repeats), "x", 0, NULL);
+  }
   bench_section("the step's GEMMs one by one, ms per call; ratio = cairn's blocks / this alternative");
   for (int c = 0; c < n_calls; c++)
     for (int a = 0; a < N_ALT; a++) {

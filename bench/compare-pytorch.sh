@@ -5,8 +5,11 @@
 #     256: bench_train_step vs bench/torch_mlp_step.py, at 1 and 2 threads;
 #     ratio = PyTorch ms / cairn ms (> 1: cairn is faster), and each one's
 #     ratio to the GEMM-only floor cairn measured in the same pass (its 8
-#     GEMMs as cairn cuts them) and to the best-of-alternatives floor (GEMM
-#     by GEMM, the fastest library and layout bench_train_step timed);
+#     GEMMs as cairn cuts them), to the best-of-alternatives floor (GEMM
+#     by GEMM, the fastest library and layout bench_train_step timed) and to
+#     the FMA-peak floor (the step's FLOPs / the FMA peak measured in the same
+#     pass): torch/peak is the most any fp32 program could be faster than
+#     PyTorch on this machine;
 #   - checkpoint save/load of the same tensors: bench/run-ckpt-bench.sh
 #     (bench_ckpt vs bench/torch_ckpt.py).
 # Needs Debian's /usr/bin/python3 with python3-torch; without it, says so
@@ -81,38 +84,46 @@ d, threads = sys.argv[1], sys.argv[2].split()
 builds = sorted(int(f.split(".")[-1]) for f in glob.glob(d + "/label.*"))
 labels = {k: open("%s/label.%d" % (d, k)).read().strip() for k in builds}
 print("\n-- MLP 784-1024-1024-10, batch 256: cairn vs PyTorch (medians over passes; ratio = torch / cairn)", file=sys.stderr)
-print("   floor: cairn's 8 GEMMs as it cuts them; best: GEMM by GEMM the fastest alternative timed", file=sys.stderr)
+print("   floor: cairn's 8 GEMMs as it cuts them; best: GEMM by GEMM the fastest alternative timed;", file=sys.stderr)
+print("   peak: the FLOPs at the FMA peak measured in the same pass (torch/peak: the most any program could gain)",
+      file=sys.stderr)
 for k in builds:
     print("   build %d: %s" % (k, labels[k]), file=sys.stderr)
-print("%-5s %-7s %-6s %9s %9s %9s %9s %11s %11s %11s %11s" % ("build", "threads", "what", "cairn ms", "torch ms",
-      "floor ms", "best ms", "torch/cairn", "cairn/floor", "cairn/best", "torch/best"), file=sys.stderr)
-names = {"adam": ("train_step_adam", "gemm_floor_step", "gemm_best_floor_step"),
-         "sgd": ("train_step_sgd", "gemm_floor_step", "gemm_best_floor_step"),
-         "infer": ("inference_forward", "gemm_floor_forward", "gemm_best_floor_forward")}
+print("%-5s %-7s %-6s %9s %9s %9s %9s %9s %11s %11s %11s %11s %11s %11s" % ("build", "threads", "what", "cairn ms",
+      "torch ms", "floor ms", "best ms", "peak ms", "torch/cairn", "cairn/floor", "cairn/best", "torch/best",
+      "cairn/peak", "torch/peak"), file=sys.stderr)
+names = {"adam": ("train_step_adam", "gemm_floor_step", "gemm_best_floor_step", "fma_peak_floor_step"),
+         "sgd": ("train_step_sgd", "gemm_floor_step", "gemm_best_floor_step", "fma_peak_floor_step"),
+         "infer": ("inference_forward", "gemm_floor_forward", "gemm_best_floor_forward", "fma_peak_floor_forward")}
 for k in builds:
     for t in threads:
-        for m, (cn, fn, bn) in names.items():
-            cs, fs, bs, ts, r_tc, r_cf, r_cb, r_tb = [], [], [], [], [], [], [], []
+        for m, (cn, fn, bn, pn) in names.items():
+            cs, fs, bs, ps, ts, r_tc, r_cf, r_cb, r_tb, r_cp, r_tp = [], [], [], [], [], [], [], [], [], [], []
             for f in sorted(glob.glob("%s/c.%d.%s.*.json" % (d, k, t))):
                 i = f.split(".")[-2]
                 rows = [json.loads(l) for l in open(f) if l.strip()]
                 get = lambda n: next((r["median"] for r in rows if r.get("name") == n), float("nan"))
-                c, fl, bf = get(cn), get(fn), get(bn)
+                c, fl, bf, pk = get(cn), get(fn), get(bn), get(pn)
                 tm = json.load(open("%s/t.%s.%s.%s.json" % (d, t, i, m)))["step_ms_median"]
-                cs.append(c); fs.append(fl); bs.append(bf); ts.append(tm)
+                cs.append(c); fs.append(fl); bs.append(bf); ps.append(pk); ts.append(tm)
                 r_tc.append(tm / c); r_cf.append(c / fl); r_cb.append(c / bf); r_tb.append(tm / bf)
+                r_cp.append(c / pk); r_tp.append(tm / pk)
             rec = {"suite": "compare-pytorch", "name": "mlp_" + m, "build": labels[k], "threads": int(t), "unit": "ms",
                    "passes": len(cs), "cairn_ms_median": round(st.median(cs), 3), "torch_ms_median": round(st.median(ts), 3),
                    "floor_ms_median": round(st.median(fs), 3), "best_floor_ms_median": round(st.median(bs), 3),
                    "torch_over_cairn": round(st.median(r_tc), 3), "cairn_over_floor": round(st.median(r_cf), 3),
                    "cairn_over_best_floor": round(st.median(r_cb), 3), "torch_over_best_floor": round(st.median(r_tb), 3),
+                   "fma_peak_floor_ms_median": round(st.median(ps), 3), "cairn_over_peak_floor": round(st.median(r_cp), 3),
+                   "torch_over_peak_floor": round(st.median(r_tp), 3),
                    "torch_over_cairn_min": round(min(r_tc), 3), "torch_over_cairn_max": round(max(r_tc), 3)}
             rec = {a: (None if isinstance(v, float) and v != v else v) for a, v in rec.items()}
             print(json.dumps(rec))
             rec = {a: (float("nan") if v is None else v) for a, v in rec.items()}
-            print("%-5d %-7s %-6s %9.2f %9.2f %9.2f %9.2f %11.3f %11.3f %11.3f %11.3f" % (k, t, m, rec["cairn_ms_median"],
-                  rec["torch_ms_median"], rec["floor_ms_median"], rec["best_floor_ms_median"], rec["torch_over_cairn"],
-                  rec["cairn_over_floor"], rec["cairn_over_best_floor"], rec["torch_over_best_floor"]), file=sys.stderr)
+            print("%-5d %-7s %-6s %9.2f %9.2f %9.2f %9.2f %9.2f %11.3f %11.3f %11.3f %11.3f %11.3f %11.3f" % (k, t, m,
+                  rec["cairn_ms_median"], rec["torch_ms_median"], rec["floor_ms_median"], rec["best_floor_ms_median"],
+                  rec["fma_peak_floor_ms_median"], rec["torch_over_cairn"], rec["cairn_over_floor"],
+                  rec["cairn_over_best_floor"], rec["torch_over_best_floor"], rec["cairn_over_peak_floor"],
+                  rec["torch_over_peak_floor"]), file=sys.stderr)
 PY
 if [ -z "$nockpt" ]; then
   echo "compare-pytorch: checkpoint save/load (bench/run-ckpt-bench.sh)" >&2
