@@ -19,6 +19,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -64,6 +65,84 @@ static int block_count(int64_t d, int64_t other, double flops) {
   int nb = 1;
   while (nb < cap && d / (nb * 2) >= 128) nb *= 2;
   return nb;
+}
+
+/* Cutting C's rows without changing a bit. In the Goto-style sgemm of
+ * OpenBLAS (and BLIS), an element of C is a sum over K in panels that
+ * depend on K alone, each accumulated by the micro-kernel that covers its
+ * tile; cblas's row-major C is the BLAS's column-major C transposed, so
+ * C's rows are the BLAS's columns, tiled from the first column of each
+ * call in the kernel's unroll width. Cut the rows at a multiple of that
+ * width and every element lands in the same kind of tile with the same
+ * panels: the blocks give the bits of one call, whatever their number. The
+ * width is not in any API, so it is found once, by computing the same
+ * products in one call and cut at multiples of each candidate width and
+ * comparing the bits (OpenBLAS 0.3.21's Haswell/Zen kernels: 12; its
+ * Sandybridge kernels: 1). Then the row blocks can follow the thread count:
+ * one call at 1 thread, one block per thread at 2, and the bits stay those
+ * of one call; measured at 1 thread (bench/RESULTS.md, "Row cuts"), one
+ * call saves the second packing of the shared operand. When no candidate
+ * passes (or CAIRN_GEMM_FIXED_BLOCKS=1), the rows are cut in the fixed,
+ * shape-determined blocks below at every thread count, as before. Cutting
+ * columns moves the BLAS's own blocking, so columns always get fixed blocks. */
+#ifdef CAIRN_HAVE_OPENMP
+static float probe_value(uint32_t i) {
+  i *= 2654435761u;
+  i ^= i >> 15;
+  return (float)(i % 2003u) / 997.0f - 1.0f;
+}
+
+/* 1 when rows cut at multiples of a give the bits of one call, for every
+ * transpose pair, with one K panel and with several. buf holds
+ * M·Kmax + Kmax·N + 2·M·N floats. Runs in a parallel region as the blocks
+ * do, so the BLAS is single-threaded. */
+static int cuts_keep_bits(int a, float *buf, int M, int N, int kmax) {
+  static const int Ks[2] = {61, 0};
+  float *A = buf, *B = A + (size_t)M * kmax, *C1 = B + (size_t)kmax * N, *C2 = C1 + (size_t)M * N;
+  for (size_t i = 0; i < (size_t)M * kmax + (size_t)kmax * N; i++) buf[i] = probe_value((uint32_t)i);
+  for (int k = 0; k < 2; k++)
+    for (int t = 0; t < 4; t++) {
+      const int K = Ks[k] ? Ks[k] : kmax, ta = t & 1, tb = t >> 1, lda = ta ? M : K, ldb = tb ? K : N;
+      const CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
+      cblas_sgemm(CblasRowMajor, oa, ob, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C1, N);
+      /* blocks of a, 2a, 3a, a, ... rows: cuts at several multiples */
+      for (int lo = 0, j = 0; lo < M; j++) {
+        int hi = lo + a * (1 + j % 3) < M ? lo + a * (1 + j % 3) : M;
+        cblas_sgemm(CblasRowMajor, oa, ob, hi - lo, N, K, 1.0f, ta ? A + lo : A + (size_t)lo * lda, lda, B, ldb, 0.0f,
+                    C2 + (size_t)lo * N, N);
+        lo = hi;
+      }
+      if (memcmp(C1, C2, (size_t)M * N * sizeof(float))) return 0;
+    }
+  return 1;
+}
+
+static int row_cut;
+static pthread_once_t row_cut_once = PTHREAD_ONCE_INIT;
+static void find_row_cut(void) {
+  if (cairn__env_long("CAIRN_GEMM_FIXED_BLOCKS", 0, 0, 1)) return;
+  static const int widths[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+  const int M = 7 * 64 + 5, N = 37, kmax = 1000; /* kmax: several K panels */
+  float *buf = malloc(((size_t)M * kmax + (size_t)kmax * N + 2 * (size_t)M * N) * sizeof(float));
+  if (!buf) return; /* out of memory: the fixed blocks, which need no probe */
+  int found = 0;
+#pragma omp parallel num_threads(2)
+#pragma omp single
+  /* a team of one would leave the BLAS free to start threads of its own */
+  for (size_t w = 0; w < sizeof widths / sizeof widths[0] && !found && omp_in_parallel(); w++)
+    if (cuts_keep_bits(widths[w], buf, 7 * widths[w] + 5, N, kmax)) found = widths[w];
+  free(buf);
+  row_cut = found;
+}
+#endif
+
+int cairn__gemm_row_cut(void) {
+#ifdef CAIRN_HAVE_OPENMP
+  pthread_once(&row_cut_once, find_row_cut);
+  return row_cut;
+#else
+  return 0; /* a serial build hands its threads to the BLAS: fixed blocks */
+#endif
 }
 
 /* oneDNN's sgemm for the shapes it ran faster than OpenBLAS's here (AMD
@@ -130,9 +209,19 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
    * dW 0.95x, dX 0.98-0.99x. */
   const int split_n = !(M >= 2 * 128 || M >= N);
   const int d = split_n ? N : M;
-  const int nb = block_count(d, split_n ? M : N, flops);
+  int nb = block_count(d, split_n ? M : N, flops);
   /* block length: a multiple of 16 so that blocks start on kernel edges */
-  const int len = (((d + nb - 1) / nb) + 15) & ~15;
+  int len = (((d + nb - 1) / nb) + 15) & ~15;
+  const int cut = split_n || lib ? 0 : cairn__gemm_row_cut();
+  if (cut) {
+    /* rows cut where the bits do not change: one block per thread */
+    int nt = 1;
+#ifdef CAIRN_HAVE_OPENMP
+    nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+#endif
+    if (nb > nt) nb = nt;
+    len = ((d + nb - 1) / nb + cut - 1) / cut * cut;
+  }
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < nb; i++) {
     int lo = i * len, hi = lo + len < d ? lo + len : d;

@@ -55,6 +55,12 @@ void cairn__strbuf_append(char *buf, size_t cap, const char *fmt, ...)
  * whole decimal number in [lo, hi]; dflt otherwise (unset, empty, garbage
  * or out of range: a typo never turns a knob to an extreme). env.c. */
 long cairn__env_long(const char *name, long dflt, long lo, long hi);
+
+/* Rows of C cairn__sgemm may cut anywhere on a multiple of this and keep
+ * the bits of one BLAS call (found once by comparing bits, gemm.c); 0: the
+ * rows get fixed, shape-determined blocks. */
+int cairn__gemm_row_cut(void);
+
 /* A thread count from environment variable `name` (OMP_NUM_THREADS's
  * form: the first number of a comma-separated list), 1 to 4096; 0 when
  * unset or anything else. env.c. */

@@ -159,6 +159,16 @@ char *cairn_runtime_info(char *buf, size_t len) {
     );
   used = strlen(buf);
 #endif
+  /* how GEMM rows are cut over the threads: this decides which bits a
+   * result has (gemm.c) */
+  const int cut = cairn__gemm_row_cut();
+  if (used + 1 < len) {
+    if (cut)
+      snprintf(buf + used, len - used, "; gemm rows cut on multiples of %d (the bits of one call)", cut);
+    else
+      snprintf(buf + used, len - used, "; gemm in fixed blocks");
+  }
+  used = strlen(buf);
   const char *advice = cairn_blas_coretype_advice();
   if (advice && used + 1 < len)
     snprintf(buf + used, len - used, " (slow for this CPU: set OPENBLAS_CORETYPE=%s)", advice);

@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "config.h"
 
+#include <cblas.h>
+#undef I /* cblas.h brings complex.h's I; a test below names a tensor I */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -490,6 +492,48 @@ static void dense_run(int t, int64_t B, int64_t in, int64_t out, float *res) {
   }
   cairn_tensor *ts[] = {X, W, b, Y, dY, dX, dW, db};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
+}
+
+/* lib/gemm.c; the static core links its internals in */
+void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
+int cairn__gemm_row_cut(void);
+
+/* Where the BLAS keeps its bits when C's rows are cut (found by the
+ * library at its first GEMM), cairn's GEMMs on the row path give the bits
+ * of one plain single-threaded cblas_sgemm call, at 1 thread and at 2. */
+Test(nn, gemm_rows_cut_on_the_kernel_width_give_the_bits_of_one_call) {
+#ifdef CAIRN_HAVE_OPENMP
+  const int cut = cairn__gemm_row_cut();
+  if (!cut) cr_skip_test("this BLAS gives other bits when C's rows are cut: cairn uses fixed blocks");
+  /* ta, tb, M, N, K: every transpose pair, the MLP's shapes and odd ones */
+  const int shapes[][5] = {{0, 0, 256, 1024, 784}, {0, 1, 300, 97, 130}, {1, 0, 1000, 10, 256},
+                           {1, 1, 513, 64, 300}, {0, 0, 256, 10, 1024}, {1, 0, 784, 1024, 256}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    cairn_tensor *A = mk(2, M, K), *B = mk(2, K, N), *bias = mk(1, N, 0), *ref = mk(2, M, N), *C = mk(2, M, N);
+    fill(A, -1, 1, 21); fill(B, -1, 1, 22); fill(bias, -1, 1, 23);
+    float *r = cairn_tensor_f32(ref), *c = cairn_tensor_f32(C);
+    cr_assert_eq(cairn_set_num_threads(1), CAIRN_OK);
+    for (int i = 0; i < M; i++) memcpy(r + (size_t)i * N, bias->data, (size_t)N * sizeof(float));
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                cairn_tensor_f32(A), lda, cairn_tensor_f32(B), ldb, 1.0f, r, N);
+    for (int t = 1; t <= 2; t++) {
+      cr_assert_eq(cairn_set_num_threads(t), CAIRN_OK);
+      memset(c, 0xff, cairn_tensor_nbytes(C));
+      cairn__sgemm(ta, tb, M, N, K, 1.0f, cairn_tensor_f32(A), lda, cairn_tensor_f32(B), ldb, 0.0f, c, N,
+                   cairn_tensor_f32(bias));
+      cr_assert(memcmp(c, r, cairn_tensor_nbytes(C)) == 0,
+                "%c%c %dx%dx%d at %d thread(s), rows cut on multiples of %d: other bits than one call", ta ? 'T' : 'N',
+                tb ? 'T' : 'N', M, N, K, t, cut);
+    }
+    cairn_tensor *ts[] = {A, B, bias, ref, C};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
+  }
+#else
+  cr_skip_test("serial build (--disable-openmp): the BLAS has the threads, cairn uses fixed blocks");
+#endif
 }
 
 Test(nn, dense_every_block_rule_same_bits_for_1_and_2_threads) {
