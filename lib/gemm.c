@@ -1,19 +1,22 @@
-/* cairn__sgemm: cblas_sgemm cut into blocks that depend only on the shape.
+/* cairn__sgemm: cblas_sgemm cut into blocks whose bits do not depend on the
+ * thread count.
  *
  * OpenBLAS's own threading is not bitwise reproducible: with 2 threads its
  * Haswell kernels give other bits than with 1 (measured here on 0.3.21 for
  * every shape of the MLP step), because the partition decides which
  * micro-kernel, with which accumulation order, computes each element. So
- * cairn cuts C into a shape-determined set of row or column blocks and runs
- * single-threaded BLAS on each block inside its own OpenMP region (OpenBLAS's
- * OpenMP flavour runs single-threaded inside a parallel region). Each block
- * is computed the same way whatever thread runs it, so the result has the
- * same bits for any thread count. This also is the "one thread budget":
- * BLAS never spawns threads of its own under cairn's loops. */
+ * cairn cuts C into row or column blocks and runs single-threaded BLAS on
+ * each block inside its own OpenMP region (OpenBLAS's OpenMP flavour runs
+ * single-threaded inside a parallel region). Either the blocks are fixed by
+ * the shape (columns always, rows when the BLAS fails the check below), or
+ * rows are cut only where the bits stay those of one call (see "Cutting
+ * C's rows"); both give the same bits for any thread count. This also is
+ * the "one thread budget": BLAS never spawns threads of its own under
+ * cairn's loops. */
 /* Which library runs a block, and which side of C is cut, is decided from
  * the GEMM's shape alone (never from timings), so two runs give the same
  * bits. The figures behind each rule are in bench/RESULTS.md ("GEMM
- * formulation"), measured with bench_gemm. */
+ * formulation", "Row cuts that keep the bits"). */
 #define _POSIX_C_SOURCE 200809L
 #include "tensor_impl.h"
 
@@ -80,8 +83,8 @@ static int block_count(int64_t d, int64_t other, double flops) {
  * comparing the bits (OpenBLAS 0.3.21's Haswell/Zen kernels: 12; its
  * Sandybridge kernels: 1). Then the row blocks can follow the thread count:
  * one call at 1 thread, one block per thread at 2, and the bits stay those
- * of one call; measured at 1 thread (bench/RESULTS.md, "Row cuts"), one
- * call saves the second packing of the shared operand. When no candidate
+ * of one call. At 1 thread one call saves the second packing of the shared
+ * operand (bench/RESULTS.md, "Row cuts that keep the bits"). When no candidate
  * passes (or CAIRN_GEMM_FIXED_BLOCKS=1), the rows are cut in the fixed,
  * shape-determined blocks below at every thread count, as before. Cutting
  * columns moves the BLAS's own blocking, so columns always get fixed blocks. */
@@ -103,7 +106,7 @@ static int cuts_keep_bits(int a, float *buf, int M, int N, int kmax) {
   for (int k = 0; k < 2; k++)
     for (int t = 0; t < 4; t++) {
       const int K = Ks[k] ? Ks[k] : kmax, ta = t & 1, tb = t >> 1, lda = ta ? M : K, ldb = tb ? K : N;
-      const CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
+      const enum CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
       cblas_sgemm(CblasRowMajor, oa, ob, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C1, N);
       /* blocks of a, 2a, 3a, a, ... rows: cuts at several multiples */
       for (int lo = 0, j = 0; lo < M; j++) {
@@ -163,6 +166,15 @@ static int dnnl_shape(int trans_a, int trans_b, int N, int K) {
 }
 #endif
 
+int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K) {
+#ifdef USE_DNNL
+  return dnnl_shape(trans_a, trans_b, N, K);
+#else
+  (void)trans_a, (void)trans_b, (void)N, (void)K;
+  return 0;
+#endif
+}
+
 #ifdef CAIRN_BLAS_BLIS
 /* BLIS would start threads of its own outside cairn's regions when
  * BLIS_NUM_THREADS or OMP_NUM_THREADS asks for them: hold it to one. */
@@ -197,10 +209,7 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
 #ifdef CAIRN_BLAS_BLIS
   pthread_once(&blis_once, blis_one_thread);
 #endif
-  int lib = 0;
-#ifdef USE_DNNL
-  lib = dnnl_shape(trans_a, trans_b, N, K);
-#endif
+  const int lib = cairn__gemm_on_dnnl(trans_a, trans_b, N, K);
   const double flops = 2.0 * M * N * (double)K;
   /* Cut rows when there are enough of them for two blocks of 128: each
    * block then packs half of op(A) and shares op(B). Measured against

@@ -19,7 +19,7 @@ cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_ten
 int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
 
 /* C = alpha·op(A)·op(B) + beta·C, row-major, through cblas_sgemm in
- * shape-determined blocks: same bits for any thread count (gemm.c). With
+ * blocks: same bits for any thread count (gemm.c). With
  * bias (N floats) non-NULL, beta must be 0 and every row of C starts as
  * bias instead: C = alpha·op(A)·op(B) + bias. */
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,

@@ -498,6 +498,7 @@ static void dense_run(int t, int64_t B, int64_t in, int64_t out, float *res) {
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
 int cairn__gemm_row_cut(void);
+int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K);
 
 /* Where the BLAS keeps its bits when C's rows are cut (found by the
  * library at its first GEMM), cairn's GEMMs on the row path give the bits
@@ -511,6 +512,7 @@ Test(nn, gemm_rows_cut_on_the_kernel_width_give_the_bits_of_one_call) {
                            {1, 1, 513, 64, 300}, {0, 0, 256, 10, 1024}, {1, 0, 784, 1024, 256}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
+    if (cairn__gemm_on_dnnl(ta, tb, N, K)) continue; /* oneDNN's shapes keep fixed blocks */
     const int lda = ta ? M : K, ldb = tb ? K : N;
     cairn_tensor *A = mk(2, M, K), *B = mk(2, K, N), *bias = mk(1, N, 0), *ref = mk(2, M, N), *C = mk(2, M, N);
     fill(A, -1, 1, 21); fill(B, -1, 1, 22); fill(bias, -1, 1, 23);
