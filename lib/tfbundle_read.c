@@ -462,11 +462,11 @@ static int read_piece(const tf_state *s, const ck_entry *e, uint64_t at, size_t 
  * first bad one, whatever the thread count. */
 static cairn_status read_tensor(const tf_state *s, const ck_entry *e, unsigned char *dst) {
   enum { PIECE = 256 << 10 };
-  const uint64_t PAR_MIN = (uint64_t)8 << 20;
   if (!e->raw_bytes) return e->raw_crc == 0 ? CAIRN_OK : crc_fail(s, e, 0);
   uint64_t np = (e->raw_bytes + PIECE - 1) / PIECE;
   int nt = 1;
 #ifdef CAIRN_HAVE_OPENMP
+  const uint64_t PAR_MIN = (uint64_t)8 << 20;
   if (e->raw_bytes >= PAR_MIN) nt = cairn_get_num_threads();
 #endif
   if ((uint64_t)nt > np) nt = (int)np;
