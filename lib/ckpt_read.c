@@ -51,12 +51,10 @@ struct cairn_ckpt {
   ck_footer ft;
   cairn_ckpt_limits lim;
   unsigned char *index;
-  ck_entry *ents;
-  size_t n;
-  char *names;
-  ck_meta *meta;
-  size_t nmeta;
-  char *meta_arena;
+  /* The tensors sorted by name and the metadata sorted by key: parsed from
+     cairn's index, or filled by a backend (v.major, v.minor: backends only;
+     cairn_ckpt_version reads sb). */
+  ck_view v;
   const ck_backend *be; /* a foreign format (ckpt_backend.h), NULL for cairn's own */
   void *bs;             /* the backend's state */
 };
@@ -103,21 +101,21 @@ static cairn_status parse_index(cairn_ckpt *c) {
   if (count > (size - CK_INDEX_FIXED) / CK_IENTRY_FIXED)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: %llu index entries cannot fit in %llu bytes", c->path,
                        (ull)base + 8, (ull)count, (ull)size);
-  c->n = (size_t)count;
-  c->ents = calloc(count ? count : 1, sizeof *c->ents);
-  c->names = malloc((size_t)size + (size_t)count);
+  c->v.n = (size_t)count;
+  c->v.ents = calloc(count ? count : 1, sizeof *c->v.ents);
+  c->v.names = malloc((size_t)size + (size_t)count);
   uint32_t *by_seq = malloc((count ? count : 1) * sizeof *by_seq);
-  if (!c->ents || !c->names || !by_seq) {
+  if (!c->v.ents || !c->v.names || !by_seq) {
     free(by_seq);
     return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for an index of %llu entries", c->path, (ull)count);
   }
   for (uint64_t i = 0; i < count; i++) by_seq[i] = UINT32_MAX;
   const unsigned char *p = blk + 16, *end = blk + size - 4;
-  char *names = c->names;
+  char *names = c->v.names;
   const uint32_t cb = c->sb.chunk_bytes;
   cairn_status s = CAIRN_OK;
   for (uint64_t i = 0; i < count; i++) {
-    ck_entry *e = &c->ents[i];
+    ck_entry *e = &c->v.ents[i];
     e->index_at = base + (uint64_t)(p - blk);
     if (end - p < (ptrdiff_t)CK_IENTRY_FIXED) {
       s = idx_fail(c, e, CAIRN_E_FORMAT, "entry %llu runs past the block", (ull)i);
@@ -215,7 +213,7 @@ static cairn_status parse_index(cairn_ckpt *c) {
   /* R15: records back to back in seq order from 64 to meta_offset. */
   uint64_t at = CK_SUPER_SIZE;
   for (uint64_t q = 0; q < count && !s; q++) {
-    const ck_entry *e = &c->ents[by_seq[q]];
+    const ck_entry *e = &c->v.ents[by_seq[q]];
     uint64_t hend = at + CK_REC_FIXED + 8u * e->rank + e->name_len, rend = 0;
     int bad = e->record_offset != at;
     if (e->layout == CK_LAYOUT_RAW) {
@@ -242,10 +240,22 @@ static cairn_status parse_index(cairn_ckpt *c) {
   return s;
 }
 
+/* What in st differs from the file c opened, as open saw it: 0 nothing,
+ * else SAME_FILE, SAME_SIZE or SAME_MTIME, the first that fails. Not ctime:
+ * unlinking or renaming the file (a rotation by another process) changes it
+ * but not the bytes c's descriptor reads. */
+enum { SAME_FILE = 1, SAME_SIZE, SAME_MTIME };
+static int differs_from_open(const cairn_ckpt *c, const struct stat *st) {
+  if (st->st_dev != c->dev || st->st_ino != c->ino) return SAME_FILE;
+  if ((uint64_t)st->st_size != c->size) return SAME_SIZE;
+  if (st->st_mtim.tv_sec != c->mtime.tv_sec || st->st_mtim.tv_nsec != c->mtime.tv_nsec) return SAME_MTIME;
+  return 0;
+}
+
 int cairn__ckpt_is_file(const cairn_ckpt *c, const char *path) {
-  struct stat a, b;
-  return fstat(c->fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
-         a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+  struct stat now, there;
+  return fstat(c->fd, &now) == 0 && !differs_from_open(c, &now) && stat(path, &there) == 0 &&
+         !differs_from_open(c, &there);
 }
 
 void cairn_ckpt_close(cairn_ckpt *c) {
@@ -256,10 +266,10 @@ void cairn_ckpt_close(cairn_ckpt *c) {
   free(c->scratch);
   free(c->path);
   free(c->index);
-  free(c->ents);
-  free(c->names);
-  free(c->meta);
-  free(c->meta_arena);
+  free(c->v.ents);
+  free(c->v.names);
+  free(c->v.meta);
+  free(c->v.meta_arena);
   free(c);
 }
 
@@ -304,7 +314,7 @@ static cairn_status open_impl(cairn_ckpt *c, int open_errno) {
   unsigned char *meta = malloc((size_t)c->ft.meta_size);
   if (!meta) return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %llu bytes of metadata", c->path, (ull)c->ft.meta_size);
   s = cairn__ck_pread(c->fd, meta, (size_t)c->ft.meta_size, c->ft.meta_offset, c->path, "metadata block");
-  if (!s) s = cairn__ck_parse_meta(c->path, c->ft.meta_offset, meta, c->ft.meta_size, &c->meta, &c->nmeta, &c->meta_arena);
+  if (!s) s = cairn__ck_parse_meta(c->path, c->ft.meta_offset, meta, c->ft.meta_size, &c->v.meta, &c->v.nmeta, &c->v.meta_arena);
   free(meta);
   if (s) return s;
   uint64_t ioff = c->ft.meta_offset + c->ft.meta_size;
@@ -363,15 +373,13 @@ cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, 
   c->fd = open(path, O_RDONLY | O_CLOEXEC); /* a TF prefix names no file: -1 */
   int open_errno = errno;
   if ((c->be = cairn__ck_detect(path, c->fd))) {
-    ck_view v = {0};
-    s = c->be->open(path, &c->lim, &c->bs, &v);
-    if (!s) s = backend_identity(c);
-    if (!s) {
-      c->ents = v.ents, c->n = v.n, c->names = v.names;
-      c->meta = v.meta, c->nmeta = v.nmeta, c->meta_arena = v.meta_arena;
-      c->sb.major = v.major, c->sb.minor = v.minor;
+    s = c->be->open(path, &c->lim, &c->bs, &c->v);
+    if (s) {
+      c->be = NULL; /* the backend freed its state and the view's arrays */
+      memset(&c->v, 0, sizeof c->v);
     } else {
-      c->be = NULL;
+      c->sb.major = c->v.major, c->sb.minor = c->v.minor;
+      s = backend_identity(c); /* on failure, the close below frees the view and the backend's state */
     }
   } else {
     s = open_impl(c, open_errno);
@@ -393,7 +401,7 @@ void cairn_ckpt_version(const cairn_ckpt *c, int *major, int *minor) {
   if (minor) *minor = c ? c->sb.minor : 0;
 }
 
-size_t cairn_ckpt_count(const cairn_ckpt *c) { return c ? c->n : 0; }
+size_t cairn_ckpt_count(const cairn_ckpt *c) { return c ? c->v.n : 0; }
 
 static void to_entry(const ck_entry *r, cairn_ckpt_entry *e) {
   memset(e, 0, sizeof *e);
@@ -409,18 +417,18 @@ static void to_entry(const ck_entry *r, cairn_ckpt_entry *e) {
 
 cairn_status cairn_ckpt_entry_at(const cairn_ckpt *c, size_t i, cairn_ckpt_entry *e) {
   if (!c || !e) return cairn__fail(CAIRN_E_NULL, "ckpt_entry_at: %s is NULL", c ? "entry" : "checkpoint");
-  if (i >= c->n)
-    return cairn__fail(CAIRN_E_OUT_OF_RANGE, "ckpt_entry_at: index %zu, but '%s' has %zu tensors", i, c->path, c->n);
-  to_entry(&c->ents[i], e);
+  if (i >= c->v.n)
+    return cairn__fail(CAIRN_E_OUT_OF_RANGE, "ckpt_entry_at: index %zu, but '%s' has %zu tensors", i, c->path, c->v.n);
+  to_entry(&c->v.ents[i], e);
   return CAIRN_OK;
 }
 
 static const ck_entry *lookup(const cairn_ckpt *c, const char *name) {
-  size_t len = strlen(name), lo = 0, hi = c->n;
+  size_t len = strlen(name), lo = 0, hi = c->v.n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    int r = cairn__ck_cmp_bytes(c->ents[mid].name, c->ents[mid].name_len, name, len);
-    if (r == 0) return &c->ents[mid];
+    int r = cairn__ck_cmp_bytes(c->v.ents[mid].name, c->v.ents[mid].name_len, name, len);
+    if (r == 0) return &c->v.ents[mid];
     if (r < 0)
       lo = mid + 1;
     else
@@ -759,17 +767,16 @@ cairn_status cairn_ckpt_check_unchanged(const cairn_ckpt *c) {
     int e = errno;
     return cairn__fail(CAIRN_E_IO, "'%s': cannot stat the open file: %s", c->path, strerror(e));
   }
-  /* Not ctime: unlinking or renaming the file (a rotation by another
-     process) changes it but not the bytes this descriptor reads. */
-  if (st.st_dev != c->dev || st.st_ino != c->ino)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s': the open file is no longer the same file", c->path);
-  if ((uint64_t)st.st_size != c->size)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: %llu bytes then, %llu now", c->path,
-                       (ull)c->size, (ull)st.st_size);
-  if (st.st_mtim.tv_sec != c->mtime.tv_sec || st.st_mtim.tv_nsec != c->mtime.tv_nsec)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: it was written to (modification time "
-                       "%lld.%09ld then, %lld.%09ld now)", c->path, (long long)c->mtime.tv_sec, (long)c->mtime.tv_nsec,
-                       (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  switch (differs_from_open(c, &st)) {
+    case SAME_FILE: return cairn__fail(CAIRN_E_CORRUPT, "'%s': the open file is no longer the same file", c->path);
+    case SAME_SIZE:
+      return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: %llu bytes then, %llu now", c->path,
+                         (ull)c->size, (ull)st.st_size);
+    case SAME_MTIME:
+      return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: it was written to (modification time "
+                         "%lld.%09ld then, %lld.%09ld now)", c->path, (long long)c->mtime.tv_sec,
+                         (long)c->mtime.tv_nsec, (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  }
   return CAIRN_OK;
 }
 
@@ -834,14 +841,14 @@ static cairn_status check_trailer(const cairn_ckpt *c, const ck_entry *e) {
 
 cairn_status cairn_ckpt_verify(cairn_ckpt *c) {
   if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_verify: checkpoint is NULL");
-  if (c->be) return c->be->verify(c->bs, c->ents, c->n);
+  if (c->be) return c->be->verify(c->bs, c->v.ents, c->v.n);
   /* File order: sequential reads. */
-  size_t *order = malloc((c->n ? c->n : 1) * sizeof *order);
+  size_t *order = malloc((c->v.n ? c->v.n : 1) * sizeof *order);
   if (!order) return cairn__fail(CAIRN_E_NOMEM, "ckpt_verify: out of memory");
-  for (size_t i = 0; i < c->n; i++) order[c->ents[i].seq] = i;
+  for (size_t i = 0; i < c->v.n; i++) order[c->v.ents[i].seq] = i;
   cairn_status s = CAIRN_OK;
-  for (size_t q = 0; q < c->n && !s; q++) {
-    const ck_entry *e = &c->ents[order[q]];
+  for (size_t q = 0; q < c->v.n && !s; q++) {
+    const ck_entry *e = &c->v.ents[order[q]];
     s = check_record(c, e);
     if (!s) s = decode_tensor(c, e, NULL, 1);
     if (!s) s = check_trailer(c, e);
@@ -852,15 +859,15 @@ cairn_status cairn_ckpt_verify(cairn_ckpt *c) {
 
 /* ---- metadata ------------------------------------------------------------------------------ */
 
-size_t cairn_ckpt_meta_count(const cairn_ckpt *c) { return c ? c->nmeta : 0; }
+size_t cairn_ckpt_meta_count(const cairn_ckpt *c) { return c ? c->v.nmeta : 0; }
 
 cairn_status cairn_ckpt_meta_at(const cairn_ckpt *c, size_t i, const char **key, cairn_meta_type *type) {
   if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_meta_at: checkpoint is NULL");
-  if (i >= c->nmeta)
+  if (i >= c->v.nmeta)
     return cairn__fail(CAIRN_E_OUT_OF_RANGE, "ckpt_meta_at: index %zu, but '%s' has %zu metadata entries", i, c->path,
-                       c->nmeta);
-  if (key) *key = c->meta[i].key;
-  if (type) *type = c->meta[i].type;
+                       c->v.nmeta);
+  if (key) *key = c->v.meta[i].key;
+  if (type) *type = c->v.meta[i].type;
   return CAIRN_OK;
 }
 
@@ -872,15 +879,15 @@ static const char *type_name(cairn_meta_type t) {
 static cairn_status meta_get(const cairn_ckpt *c, const char *fn, const char *key, cairn_meta_type type,
                              const ck_meta **out) {
   if (!c || !key) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, c ? "key" : "checkpoint");
-  size_t lo = 0, hi = c->nmeta;
+  size_t lo = 0, hi = c->v.nmeta;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    int r = strcmp(c->meta[mid].key, key);
+    int r = strcmp(c->v.meta[mid].key, key);
     if (r == 0) {
-      if (c->meta[mid].type != type)
+      if (c->v.meta[mid].type != type)
         return cairn__fail(CAIRN_E_DTYPE, "%s: metadata '%s' in '%s' is a %s, not a %s", fn, key, c->path,
-                           type_name(c->meta[mid].type), type_name(type));
-      *out = &c->meta[mid];
+                           type_name(c->v.meta[mid].type), type_name(type));
+      *out = &c->v.meta[mid];
       return CAIRN_OK;
     }
     if (r < 0)

@@ -149,7 +149,7 @@ int cairn__gemm_row_cut(void) {
 }
 
 /* oneDNN's sgemm for the shapes it ran faster than OpenBLAS's here (AMD
- * EPYC Zen, AVX2; CPU time of single-threaded blocks, bench_gemm): the
+ * EPYC Zen, AVX2; CPU time of single-threaded blocks, bench/RESULTS.md): the
  * weight gradient Xᵀ·dY (TN) with a wide output, 0.89-0.93x the time, and
  * a product over a short K (dX of a narrow layer), 0.60x. It ran the
  * forward X·W (NN) 1.2-1.3x slower and thin outputs (N < 64) 1.5x slower,

@@ -85,8 +85,8 @@ cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *fil
  * thread only. */
 void cairn__saver_keep_restored(cairn_saver *s, cairn_ckpt *c);
 
-/* 1 if c's open file is the file at path now (same device, inode, size and
- * modification time): ckpt_read.c. */
+/* 1 if c's open file is the file at path now, and neither changed since c
+ * opened it (device, inode, size and modification time): ckpt_read.c. */
 int cairn__ckpt_is_file(const cairn_ckpt *c, const char *path);
 
 /* lib/saver_async.c: waits for the save in flight (if any) and returns
