@@ -70,6 +70,13 @@ static int block_count(int64_t d, int64_t other, double flops) {
   return nb;
 }
 
+#ifdef CAIRN_BLAS_BLIS
+/* BLIS would start threads of its own outside cairn's regions when
+ * BLIS_NUM_THREADS or OMP_NUM_THREADS asks for them: hold it to one. */
+static pthread_once_t blis_once = PTHREAD_ONCE_INIT;
+static void blis_one_thread(void) { bli_thread_set_num_threads(1); }
+#endif
+
 /* Cutting C's rows without changing a bit. In the Goto-style sgemm of
  * OpenBLAS (and BLIS), an element of C is a sum over K in panels that
  * depend on K alone, each accumulated by the micro-kernel that covers its
@@ -124,6 +131,9 @@ static int row_cut;
 static pthread_once_t row_cut_once = PTHREAD_ONCE_INIT;
 static void find_row_cut(void) {
   if (cairn__env_long("CAIRN_GEMM_FIXED_BLOCKS", 0, 0, 1)) return;
+#ifdef CAIRN_BLAS_BLIS
+  pthread_once(&blis_once, blis_one_thread); /* the check runs the BLAS as the blocks do */
+#endif
   static const int widths[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
   const int M = 7 * 64 + 5, N = 37, kmax = 1000; /* kmax: several K panels */
   float *buf = malloc(((size_t)M * kmax + (size_t)kmax * N + 2 * (size_t)M * N) * sizeof(float));
@@ -174,13 +184,6 @@ int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K) {
   return 0;
 #endif
 }
-
-#ifdef CAIRN_BLAS_BLIS
-/* BLIS would start threads of its own outside cairn's regions when
- * BLIS_NUM_THREADS or OMP_NUM_THREADS asks for them: hold it to one. */
-static pthread_once_t blis_once = PTHREAD_ONCE_INIT;
-static void blis_one_thread(void) { bli_thread_set_num_threads(1); }
-#endif
 
 /* One block, single-threaded, on the library chosen for the whole GEMM. */
 static void block_sgemm(int lib, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
