@@ -241,14 +241,14 @@ static cairn_status parse_index(cairn_ckpt *c) {
 }
 
 /* What in st differs from the file c opened, as open saw it: 0 nothing,
- * else SAME_FILE, SAME_SIZE or SAME_MTIME, the first that fails. Not ctime:
+ * else OTHER_FILE, OTHER_SIZE or OTHER_MTIME, the first that differs. Not ctime:
  * unlinking or renaming the file (a rotation by another process) changes it
  * but not the bytes c's descriptor reads. */
-enum { SAME_FILE = 1, SAME_SIZE, SAME_MTIME };
+enum { OTHER_FILE = 1, OTHER_SIZE, OTHER_MTIME };
 static int differs_from_open(const cairn_ckpt *c, const struct stat *st) {
-  if (st->st_dev != c->dev || st->st_ino != c->ino) return SAME_FILE;
-  if ((uint64_t)st->st_size != c->size) return SAME_SIZE;
-  if (st->st_mtim.tv_sec != c->mtime.tv_sec || st->st_mtim.tv_nsec != c->mtime.tv_nsec) return SAME_MTIME;
+  if (st->st_dev != c->dev || st->st_ino != c->ino) return OTHER_FILE;
+  if ((uint64_t)st->st_size != c->size) return OTHER_SIZE;
+  if (st->st_mtim.tv_sec != c->mtime.tv_sec || st->st_mtim.tv_nsec != c->mtime.tv_nsec) return OTHER_MTIME;
   return 0;
 }
 
@@ -314,7 +314,9 @@ static cairn_status open_impl(cairn_ckpt *c, int open_errno) {
   unsigned char *meta = malloc((size_t)c->ft.meta_size);
   if (!meta) return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %llu bytes of metadata", c->path, (ull)c->ft.meta_size);
   s = cairn__ck_pread(c->fd, meta, (size_t)c->ft.meta_size, c->ft.meta_offset, c->path, "metadata block");
-  if (!s) s = cairn__ck_parse_meta(c->path, c->ft.meta_offset, meta, c->ft.meta_size, &c->v.meta, &c->v.nmeta, &c->v.meta_arena);
+  if (!s)
+    s = cairn__ck_parse_meta(c->path, c->ft.meta_offset, meta, c->ft.meta_size, &c->v.meta, &c->v.nmeta,
+                             &c->v.meta_arena);
   free(meta);
   if (s) return s;
   uint64_t ioff = c->ft.meta_offset + c->ft.meta_size;
@@ -768,11 +770,11 @@ cairn_status cairn_ckpt_check_unchanged(const cairn_ckpt *c) {
     return cairn__fail(CAIRN_E_IO, "'%s': cannot stat the open file: %s", c->path, strerror(e));
   }
   switch (differs_from_open(c, &st)) {
-    case SAME_FILE: return cairn__fail(CAIRN_E_CORRUPT, "'%s': the open file is no longer the same file", c->path);
-    case SAME_SIZE:
+    case OTHER_FILE: return cairn__fail(CAIRN_E_CORRUPT, "'%s': the open file is no longer the same file", c->path);
+    case OTHER_SIZE:
       return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: %llu bytes then, %llu now", c->path,
                          (ull)c->size, (ull)st.st_size);
-    case SAME_MTIME:
+    case OTHER_MTIME:
       return cairn__fail(CAIRN_E_CORRUPT, "'%s' changed since it was opened: it was written to (modification time "
                          "%lld.%09ld then, %lld.%09ld now)", c->path, (long long)c->mtime.tv_sec,
                          (long)c->mtime.tv_nsec, (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
