@@ -5,6 +5,8 @@
 #define _GNU_SOURCE 1
 #include <criterion/criterion.h>
 
+#include "slurp.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -84,19 +86,6 @@ static uint64_t rnd(void) {
 static void fill_random(void *p, size_t n) {
   unsigned char *b = p;
   for (size_t i = 0; i < n; i++) b[i] = (unsigned char)rnd();
-}
-
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc(n ? (size_t)n : 1);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return b;
 }
 
 static void spit(const char *path, const void *b, size_t n) {

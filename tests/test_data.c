@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, opendir */
 
 #include <criterion/criterion.h>
+
+#include "slurp.h"
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,19 +64,6 @@ static void write_gz(const char *path, const void *buf, size_t len) {
   cr_assert_not_null(g, "gzopen(%s) failed", path);
   cr_assert_eq(gzwrite(g, buf, (unsigned)len), (int)len);
   cr_assert_eq(gzclose(g), Z_OK);
-}
-
-static unsigned char *read_whole(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)n);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return b;
 }
 
 static void put_be(unsigned char *p, uint64_t v, int bytes) {
@@ -277,7 +266,7 @@ Test(idx, large_file_in_blocks) {
   cairn_tensor_free(z);
   /* A bad CRC is noticed only after all the data has been decompressed. */
   size_t len;
-  unsigned char *gzb = read_whole(tpath("big.idx.gz"), &len);
+  unsigned char *gzb = slurp(tpath("big.idx.gz"), &len);
   gzb[len - 6] ^= 0x80;
   write_file(tpath("big-crc.gz"), gzb, len);
   expect_idx_fail(tpath("big-crc.gz"), 0, CAIRN_E_CORRUPT, "incorrect data check");
@@ -388,7 +377,7 @@ static size_t gz_fixture(const char *name, unsigned char **image) {
   write_file(tpath("plain.idx"), buf, n);
   write_gz(tpath(name), buf, n);
   size_t len;
-  *image = read_whole(tpath(name), &len);
+  *image = slurp(tpath(name), &len);
   cr_assert_gt(len, 40);
   return len;
 }

@@ -17,6 +17,7 @@
 
 #include "cairn.h"
 #include "rm_tree.h"
+#include "slurp.h"
 
 static char g_dir[PATH_MAX];
 
@@ -44,19 +45,6 @@ static void put_file(const char *path, const void *p, size_t n) {
   cr_assert_not_null(f, "fopen %s", path);
   cr_assert_eq(fwrite(p, 1, n, f), n);
   cr_assert_eq(fclose(f), 0);
-}
-
-static unsigned char *get_file(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "fopen %s", path);
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *p = malloc((size_t)len + 1);
-  cr_assert_eq(fread(p, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return p;
 }
 
 static const cairn_dtype all_dtypes[] = {CAIRN_DTYPE_F32, CAIRN_DTYPE_F64, CAIRN_DTYPE_F16, CAIRN_DTYPE_BF16,
@@ -197,7 +185,7 @@ Test(safetensors, round_trip_every_dtype_and_rank) {
   cr_assert_eq(cairn_safetensors_writer_meta(w, "format", "cairn"), CAIRN_OK);
   cr_assert_eq(cairn_safetensors_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
   size_t n;
-  unsigned char *raw = get_file(P("r.safetensors"), &n);
+  unsigned char *raw = slurp(P("r.safetensors"), &n);
   uint64_t hl = 0;
   for (int i = 0; i < 8; i++) hl |= (uint64_t)raw[i] << (8 * i);
   cr_assert_eq((8 + hl) % 8, 0, "header padded to 8 bytes");
@@ -298,7 +286,7 @@ Test(safetensors, bool_bytes_checked) {
   char m[512];
   cr_assert_eq(open_st("{\"a\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, m, sizeof m), CAIRN_OK);
   size_t n;
-  unsigned char *b = get_file(P("bad.safetensors"), &n);
+  unsigned char *b = slurp(P("bad.safetensors"), &n);
   b[n - 1] = 2;
   put_file(P("bad.safetensors"), b, n);
   free(b);
@@ -312,7 +300,7 @@ Test(safetensors, bool_bytes_checked) {
 /* Every flip either fails open/verify or changes what the file says. */
 static void flip_every_bit(const char *orig, const char *flipped) {
   size_t n;
-  unsigned char *b = get_file(orig, &n);
+  unsigned char *b = slurp(orig, &n);
   cairn_ckpt *ref;
   cr_assert_eq(cairn_ckpt_open(orig, NULL, &ref), CAIRN_OK, "%s", cairn_errmsg());
   size_t refused = 0, differ = 0;
@@ -467,11 +455,11 @@ Test(tfbundle, writer_output_is_the_golden_bytes) {
   gbuf index, data;
   golden_tf(&index, &data);
   size_t n;
-  unsigned char *got = get_file(P("m.index"), &n);
+  unsigned char *got = slurp(P("m.index"), &n);
   cr_assert_eq(n, index.n);
   cr_assert_eq(memcmp(got, index.b, n), 0, "the index differs from the hand-assembled one");
   free(got);
-  got = get_file(P("m.data-00000-of-00001"), &n);
+  got = slurp(P("m.data-00000-of-00001"), &n);
   cr_assert(n == data.n && memcmp(got, data.b, n) == 0);
   free(got);
 }
@@ -520,7 +508,7 @@ Test(tfbundle, large_tensor_same_on_one_and_two_threads) {
   }
   /* one byte in the middle of the data (the shard holds only this tensor) */
   size_t n;
-  unsigned char *shard = get_file(P("big.data-00000-of-00001"), &n);
+  unsigned char *shard = slurp(P("big.data-00000-of-00001"), &n);
   shard[n / 2] ^= 0x10;
   put_file(P("big.data-00000-of-00001"), shard, n);
   free(shard);
@@ -644,8 +632,8 @@ Test(tfbundle, snappy_compressed_index_block) {
   write_index(P("sn"), 1, e, N, 1);
   write_shard(P("sn"), 0, 1, vals, sizeof vals);
   size_t np, ns;
-  free(get_file(P("plain.index"), &np));
-  unsigned char *b = get_file(P("sn.index"), &ns);
+  free(slurp(P("plain.index"), &np));
+  unsigned char *b = slurp(P("sn.index"), &ns);
   cr_assert_lt(ns, np, "the Snappy index (%zu bytes) is smaller than the plain one (%zu)", ns, np);
   /* The footer's second handle is the index block; its trailer's type byte says Snappy (1). */
   uint64_t moff, msize, ioff, isize;
@@ -749,7 +737,7 @@ Test(tfbundle, bad_entries_named) {
 /* Flips every bit of `file` in place (restoring it after each), opening `open_path`. */
 static void flip_every_bit_of(const char *file, const char *open_path) {
   size_t n;
-  unsigned char *b = get_file(file, &n);
+  unsigned char *b = slurp(file, &n);
   cairn_ckpt *ref;
   cr_assert_eq(cairn_ckpt_open(open_path, NULL, &ref), CAIRN_OK, "%s", cairn_errmsg());
   /* The reference stays open on the original bytes: read them all now. */

@@ -17,6 +17,7 @@
 
 #include <criterion/criterion.h>
 #include "rm_tree.h"
+#include "slurp.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -82,21 +83,6 @@ static int exists(const char *path) {
 }
 
 /* Whole file, NUL-terminated; *n gets the size. The test fails if unreadable. */
-static char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "open '%s': %s", path, strerror(errno));
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)sz + 1);
-  cr_assert_not_null(buf);
-  cr_assert_eq(fread(buf, 1, (size_t)sz, f), (size_t)sz);
-  buf[sz] = '\0';
-  fclose(f);
-  if (n) *n = (size_t)sz;
-  return buf;
-}
-
 static void spit(const char *path, const char *text) {
   FILE *f = fopen(path, "wb");
   cr_assert_not_null(f, "create '%s': %s", path, strerror(errno));

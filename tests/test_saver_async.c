@@ -30,6 +30,7 @@
 #include "ckpt_impl.h"
 #include "monitored_impl.h"
 #include "rm_tree.h"
+#include "slurp.h"
 #include "saver_impl.h"
 
 #define OK(expr) cr_assert_eq((expr), CAIRN_OK, "%s: %s", #expr, cairn_errmsg())
@@ -106,19 +107,6 @@ static cairn_saver *saver_of(model *m, int held) {
   cairn_saver *s;
   OK(cairn_saver_new(m->r, &o, &s));
   return s;
-}
-
-static unsigned char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)len + 1);
-  cr_assert_eq(fread(b, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return b;
 }
 
 /* Number of "<name>.tmp.*" files in dir. */
