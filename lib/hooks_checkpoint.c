@@ -13,6 +13,7 @@
 
 #include "cairn/monitored.h"
 #include "hook_impl.h"
+#include "saver_impl.h" /* the saves guarded by the lock's directory */
 
 typedef struct ckpt_hook {
   char *dir;
@@ -27,6 +28,8 @@ typedef struct ckpt_hook {
   cairn_timer *timer;
   int64_t steps_per_run;
   cairn_checkpoint_lock *lock; /* the directory's, from begin() (or the first save) to end() */
+  const char *base;            /* the basename: the prefix relative to dir, for the lock's cleanup */
+  int dirs_made;               /* this session's first save has run mkdir -p (it runs once) */
   char path[4096];
   /* asynchronous saves (cairn_saver_save_begin) */
   int async, skip_busy;
@@ -42,14 +45,14 @@ static const char ckpt_name[] = "CheckpointSaverHook";
 
 /* One writer per directory: this hook writes into h->dir, so it holds the
  * directory's lock while its session lives, and clears the temporary files
- * a killed save left there. A directory that does not exist yet is locked
- * as soon as it does: the first save creates it, then locks it, then
- * writes. */
+ * a killed save of its prefix left there. A directory that does not exist
+ * yet is locked as soon as it does: the first save creates it, then locks
+ * it, then writes. */
 static cairn_status ckpt_lock(ckpt_hook *h) {
   if (h->lock) return CAIRN_OK;
   struct stat sb;
   if (stat(h->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CAIRN_OK;
-  cairn_status st = cairn_checkpoint_lock_new(h->dir, &h->lock);
+  cairn_status st = cairn_checkpoint_lock_new_prefix(h->dir, h->base, &h->lock);
   if (st != CAIRN_OK) return st;
   size_t files;
   uint64_t bytes;
@@ -109,12 +112,25 @@ static cairn_status ckpt_saver(ckpt_hook *h, cairn_session *s, cairn_saver **out
 static cairn_status ckpt_prologue(ckpt_hook *h, cairn_session *s, int64_t step, cairn_saver **saver) {
   cairn_status st = ckpt_saver(h, s, saver);
   if (st != CAIRN_OK) return st;
+  /* The directory locked must still be the one at the path: removed or
+     replaced, the lock guards nothing any more (a second trainer could
+     lock what is there now), so the save fails and training stops. */
+  if (h->lock && (st = cairn__dir_guard_check(cairn__checkpoint_lock_guard(h->lock), ckpt_name)) != CAIRN_OK)
+    return st;
   /* TF's hook creates checkpoint_dir (its summary writer and graph writer
      call MakeDirs), so a first run into a new directory works; the Saver
-     itself still refuses a missing parent, as TF's Saver.save does. Done at
-     every save, a stat when the directory is there. */
-  if ((st = cairn__make_dirs(ckpt_name, h->prefix_dir)) != CAIRN_OK) return st;
+     itself still refuses a missing parent, as TF's Saver.save does. Once
+     per session, by its first save: a directory that vanishes later is
+     never made again behind the lock's back. */
+  if (!h->dirs_made) {
+    if ((st = cairn__make_dirs(ckpt_name, h->prefix_dir)) != CAIRN_OK) return st;
+    h->dirs_made = 1;
+  }
   if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
+  if (!h->lock) /* made once, gone before it could be locked */
+    return cairn__fail(CAIRN_E_NOT_FOUND,
+                       "%s: checkpoint directory '%s' was removed before its first save could lock it; not "
+                       "re-creating it; training stops", ckpt_name, h->dir);
   cairn_env_log(h->env, CAIRN_LOG_INFO, "Saving checkpoints for %" PRId64 " into %s.", step, h->prefix);
   for (size_t i = 0; i < h->n_listeners; i++) {
     const cairn_checkpoint_listener *l = &h->listeners[i];
@@ -193,8 +209,10 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   cairn_saver *saver = NULL;
   if ((st = ckpt_prologue(h, s, step, &saver)) != CAIRN_OK) return st;
   h->skipped = 0;
+  const cairn__dir_guard *guard = cairn__checkpoint_lock_guard(h->lock);
   if (h->async && !sync) {
-    if ((st = cairn_saver_save_begin(saver, h->prefix, step, h->pending_path, sizeof h->pending_path)) != CAIRN_OK)
+    if ((st = cairn__saver_save_begin_guarded(saver, h->prefix, step, h->pending_path, sizeof h->pending_path,
+                                              guard)) != CAIRN_OK)
       return st;
     h->pending = 1;
     h->pending_step = step;
@@ -202,7 +220,7 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
     *stop = stop2;
     return CAIRN_OK;
   }
-  if ((st = cairn_saver_save(saver, h->prefix, step, h->path, sizeof h->path)) != CAIRN_OK) return st;
+  if ((st = cairn__saver_save_guarded(saver, h->prefix, step, h->path, sizeof h->path, guard)) != CAIRN_OK) return st;
   st = ckpt_epilogue(h, s, saver, step, h->path, stop);
   *stop |= stop2;
   return st;
@@ -212,6 +230,7 @@ static cairn_status ckpt_begin(void *self, cairn_registry *r) {
   ckpt_hook *h = self;
   cairn_status st = cairn__hook_need_global_step(r, ckpt_name);
   if (st != CAIRN_OK) return st;
+  h->dirs_made = 0; /* a new session: its first save may create the directory */
   /* before the session is created: a second trainer refuses before it restores anything */
   if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
   for (size_t i = 0; i < h->n_listeners; i++)
@@ -366,6 +385,7 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
   size_t len = strlen(o->checkpoint_dir) + 1 + strlen(base) + 1;
   h->dir = cairn__strdup(o->checkpoint_dir);
   h->prefix = malloc(len);
+  h->base = h->prefix ? h->prefix + strlen(o->checkpoint_dir) + 1 : NULL;
   if (o->n_listeners) h->listeners = malloc(o->n_listeners * sizeof *h->listeners);
   if (!h->dir || !h->prefix || (o->n_listeners && !h->listeners)) {
     ckpt_destroy(h);

@@ -587,8 +587,19 @@ static size_t uninitialized(const cairn_saver *s, char *msg, size_t len) {
   return count;
 }
 
+/* The guarded directory is still the one locked (cairn__dir_guard_check),
+ * the message naming the save: "saver_save 'd/model.ckpt-5': checkpoint
+ * directory 'd' was removed while training: ...". */
+static cairn_status guard_check(const cairn__dir_guard *g, const char *fn, const char *file) {
+  if (!cairn__dir_guard_changed(g)) return CAIRN_OK;
+  char what[CAIRN__ERRMSG_LEN / 2];
+  snprintf(what, sizeof what, "%s '%s'", fn, file);
+  return cairn__dir_guard_check(g, what);
+}
+
 cairn_status cairn__saver_prepare(cairn_saver *s, const char *fn, const char *prefix, int64_t global_step,
-                                  char *path, size_t len, char **file_out, char **dir_out, int *empty) {
+                                  char *path, size_t len, const cairn__dir_guard *guard, char **file_out,
+                                  char **dir_out, int *empty) {
   *file_out = *dir_out = NULL;
   *empty = 0;
   if (path && len) path[0] = '\0';
@@ -646,6 +657,9 @@ cairn_status cairn__saver_prepare(cairn_saver *s, const char *fn, const char *pr
     st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
     goto fail;
   }
+  /* Before the parent's check: a removed directory is named as such, not
+     as a missing parent the caller should create. */
+  if ((st = guard_check(guard, fn, file)) != CAIRN_OK) goto fail;
   struct stat sb;
   int se = stat(dir, &sb) != 0 ? errno : 0;
   if (se || !S_ISDIR(sb.st_mode)) {
@@ -666,7 +680,7 @@ fail:
 
 cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,
                                  int64_t global_step, const cairn_tensor *const *tensors, const meta_item *meta,
-                                 size_t n_meta) {
+                                 size_t n_meta, const cairn__dir_guard *guard) {
   cairn_status st = CAIRN_OK;
   cairn_ckpt_writer *w = NULL;
   last_ckpt *nl = NULL;
@@ -674,6 +688,12 @@ cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *fil
   const char **all = NULL;
   struct stat sb;
   s->last_unchanged = 0;
+  /* An asynchronous save's phase 2 starts a while after its checks. */
+  if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
+    cairn_ckpt_close(s->compare_with);
+    s->compare_with = NULL;
+    return st;
+  }
   int existed = stat(file, &sb) == 0;
   int unchanged = 0;
   if (existed && global_step >= 0 && !s->replace_same_step)
@@ -714,6 +734,11 @@ cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *fil
     cairn_ckpt_writer_abort(w);
     goto done;
   }
+  /* The rename names the directory by its path: it must still be ours. */
+  if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
+    cairn_ckpt_writer_abort(w);
+    goto done;
+  }
   st = cairn_ckpt_writer_commit(w); /* frees w whatever the outcome */
   if (st) {
     st = wrap(st, file, "");
@@ -744,6 +769,12 @@ record:;
   size_t n_all = 0;
   if (s->max_to_keep > 0)
     for (size_t i = first; i < n_nl; i++) all[n_all++] = nl[i].path;
+  /* Changed since the rename: what is at the path now is not ours; neither
+     write a state file into it nor remove "the new checkpoint" from it. */
+  if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
+    free(fcopy);
+    goto done;
+  }
   st = cairn_checkpoint_state_write(dir, file, all, n_all, s->wopts.no_fsync);
   if (st) {
     char inner[CAIRN__ERRMSG_LEN];
@@ -755,7 +786,9 @@ record:;
     goto done;
   }
 
-  /* 4. commit the list, then delete what was evicted (TF's _MaybeDeleteOldCheckpoints) */
+  /* 4. commit the list, then delete what was evicted (TF's _MaybeDeleteOldCheckpoints);
+     not in a directory that replaced ours: its files of those names are someone else's */
+  cairn_status lost = guard_check(guard, fn, file);
   for (size_t i = 0; i < s->n_last; i++)
     if (strcmp(s->last[i].path, file) == 0) free(s->last[i].path);
   free(s->last);
@@ -766,6 +799,8 @@ record:;
       last_ckpt *e = &nl[evicted[k]];
       if (e->time > s->next_keep_time) {
         s->next_keep_time += s->keep_secs; /* kept forever: leaves the list, stays on disk */
+      } else if (lost) {
+        /* not ours to delete any more */
       } else if (e->recovered) {
         delete_recovered(e->path, file, dir);
       } else if (unlink(e->path) != 0 && errno != ENOENT) {
@@ -782,6 +817,7 @@ record:;
     for (size_t i = 0; i < n_nl; i++) free(nl[i].path);
   }
   s->last_unchanged = unchanged;
+  st = lost;
 
 done:
   free(nl);
@@ -790,18 +826,19 @@ done:
   return st;
 }
 
-cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len) {
+cairn_status cairn__saver_save_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
+                                       size_t len, const cairn__dir_guard *guard) {
   static const char fn[] = "saver_save";
   char *file, *dir;
   int empty;
-  cairn_status st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, &file, &dir, &empty);
+  cairn_status st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, guard, &file, &dir, &empty);
   if (st || empty) return st;
   const cairn_tensor **t = malloc(s->n * sizeof *t);
   if (!t) {
     st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   } else {
     for (size_t i = 0; i < s->n; i++) t[i] = cairn_var_tensor(s->vars[i]);
-    st = cairn__saver_commit(s, fn, file, dir, global_step, t, s->meta, s->n_meta);
+    st = cairn__saver_commit(s, fn, file, dir, global_step, t, s->meta, s->n_meta, guard);
     if (!st && path) memcpy(path, file, strlen(file) + 1);
   }
   free(t);
@@ -810,6 +847,9 @@ cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global
   return st;
 }
 
+cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len) {
+  return cairn__saver_save_guarded(s, prefix, global_step, path, len, NULL);
+}
 
 cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s, const char *const *paths, size_t n) {
   static const char fn[] = "saver_recover_last_checkpoints";

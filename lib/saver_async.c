@@ -44,6 +44,7 @@ struct cairn__saver_async {
   const cairn_tensor **tp;
   cairn__meta_item *meta;
   size_t n_meta;
+  cairn__dir_guard guard; /* a copy of the writer's (none: dir NULL) */
 
   /* the outcome of the last job, until taken */
   cairn_status err;
@@ -82,7 +83,8 @@ static void *writer_main(void *arg) {
        now; the caller's thread waits (cairn__saver_async_idle) before it
        reads them. No MPI call is made here, nor anywhere in the commit:
        the training thread's collectives are never interleaved. */
-    cairn_status st = cairn__saver_commit(s, "saver_save_begin", a->file, a->dir, a->step, a->tp, a->meta, a->n_meta);
+    cairn_status st =
+        cairn__saver_commit(s, "saver_save_begin", a->file, a->dir, a->step, a->tp, a->meta, a->n_meta, &a->guard);
     pthread_mutex_lock(&a->mu);
     a->err = st;
     if (st) snprintf(a->msg, sizeof a->msg, "%s", cairn_errmsg());
@@ -106,6 +108,7 @@ static cairn_status async_get(cairn_saver *s, const char *fn, cairn__saver_async
   }
   pthread_cond_init(&a->cv_job, NULL);
   pthread_cond_init(&a->cv_done, NULL);
+  a->guard.fd = -1;
   a->views = calloc(s->n ? s->n : 1, sizeof *a->views);
   a->tp = calloc(s->n ? s->n : 1, sizeof *a->tp);
   s->async = a;
@@ -165,6 +168,7 @@ void cairn__saver_async_free(cairn_saver *s) {
   pthread_mutex_destroy(&a->mu);
   free(a->file);
   free(a->dir);
+  cairn__dir_guard_clear(&a->guard);
   cairn_free(a->slab);
   free(a->views);
   free(a->tp);
@@ -197,13 +201,13 @@ static cairn_status copy_meta(const cairn_saver *s, const char *fn, cairn__meta_
   return CAIRN_OK;
 }
 
-cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
-                                    size_t len) {
+cairn_status cairn__saver_save_begin_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
+                                             size_t len, const cairn__dir_guard *guard) {
   static const char fn[] = "saver_save_begin";
   char *file, *dir;
   int empty;
   /* waits for the save in flight; its error is this call's */
-  cairn_status st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, &file, &dir, &empty);
+  cairn_status st = cairn__saver_prepare(s, fn, prefix, global_step, path, len, guard, &file, &dir, &empty);
   if (st || empty) return st;
   cairn__saver_async *a = NULL;
   cairn__meta_item *meta = NULL;
@@ -211,6 +215,15 @@ cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix, int64_t 
     free(file);
     free(dir);
     return st;
+  }
+  /* Phase 2 checks the directory again, from a copy: the writer's lock
+     may be gone by then (a session freed without closing). No save is in
+     flight here (prepare waited), so the writer does not read a->guard. */
+  if (cairn__dir_guard_copy(&a->guard, guard) != 0) {
+    free_meta(meta, s->n_meta);
+    free(file);
+    free(dir);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   }
   /* The staging slab, sized once for the save set (variables keep their
      shapes) and reused: one copy of the saved state is the memory cost. */
@@ -261,6 +274,11 @@ cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix, int64_t 
   pthread_mutex_unlock(&a->mu);
   if (path) memcpy(path, file, strlen(file) + 1);
   return CAIRN_OK;
+}
+
+cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
+                                    size_t len) {
+  return cairn__saver_save_begin_guarded(s, prefix, global_step, path, len, NULL);
 }
 
 cairn_status cairn_saver_save_wait(cairn_saver *s) {

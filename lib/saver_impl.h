@@ -9,6 +9,7 @@
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
+#include "internal.h" /* cairn__dir_guard */
 
 typedef struct cairn__meta_item {
   char *key; /* full key: "user.<k>" or "train.state.<k>" */
@@ -62,20 +63,37 @@ struct cairn_saver {
 /* The start of every save: waits for the save in flight and returns the
  * error of a failed background save (cairn__saver_async_drain), then the
  * checks before anything is written (arguments, file name, path buffer,
- * initialized variables, parent directory). On CAIRN_OK,
+ * initialized variables, the guarded directory when guard is not NULL,
+ * parent directory). On CAIRN_OK,
  * *file ("<prefix>-<step>") and *dir (its directory) are malloc'ed, and
  * *empty is 1 when the save set is empty (nothing to write: path ""). */
 cairn_status cairn__saver_prepare(cairn_saver *s, const char *fn, const char *prefix, int64_t global_step,
-                                  char *path, size_t len, char **file, char **dir, int *empty);
+                                  char *path, size_t len, const cairn__dir_guard *guard, char **file, char **dir,
+                                  int *empty);
 
 /* Writes tensors[0..s->n) under s->names with meta[0..n_meta) as the
  * checkpoint `file` of step global_step, then the rotation list, the state
  * file in dir and the deletions, exactly as cairn_saver_save; sets
- * s->last_unchanged. Touches no variable and no s->meta, so it may run on
- * another thread than the one that owns the variables. */
+ * s->last_unchanged. With a guard (may be NULL), the guarded directory is
+ * checked first and again before each step that names files by path (the
+ * checkpoint's rename, the state file's, the deletions): a directory
+ * removed or replaced meanwhile fails the save (cairn__dir_guard_check)
+ * and nothing is written into, or deleted from, what is now at its path.
+ * Touches no variable and no s->meta, so it may run on another thread than
+ * the one that owns the variables. */
 cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,
                                  int64_t global_step, const cairn_tensor *const *tensors,
-                                 const cairn__meta_item *meta, size_t n_meta);
+                                 const cairn__meta_item *meta, size_t n_meta, const cairn__dir_guard *guard);
+
+/* cairn_saver_save and cairn_saver_save_begin for a writer that holds the
+ * directory's lock (CheckpointSaverHook): guard (the lock's,
+ * cairn__checkpoint_lock_guard; may be NULL) is checked before the save
+ * and, in the commit, before its renames and deletions. The asynchronous
+ * save keeps a copy of guard for its phase 2. */
+cairn_status cairn__saver_save_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
+                                       size_t len, const cairn__dir_guard *guard);
+cairn_status cairn__saver_save_begin_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
+                                             size_t len, const cairn__dir_guard *guard);
 
 /* Hands the checkpoint a restore just read (open) to the saver, which keeps
  * it for its next save: a resume saves the step it restored right after

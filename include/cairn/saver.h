@@ -600,10 +600,20 @@ CAIRN_API int cairn_checkpoint_is_marked_corrupt(const char *path);
  * stale lock never blocks a restart. The file itself stays (harmless). */
 typedef struct cairn_checkpoint_lock cairn_checkpoint_lock;
 
-/* Takes the lock of dir at once (never waits). On success, and only then,
- * the temporary files that killed saves left in dir are removed: regular
- * files named "<name>-<step>.tmp.XXXXXX" (the checkpoint writer's) and
- * "checkpoint.tmp.XXXXXX" (the state file's), nothing else (count and
+/* Takes the lock of dir at once (never waits), for a Saver whose files are
+ * "<dir>/<prefix>-<step>": prefix is the Saver's prefix relative to dir,
+ * the checkpoint_basename of CheckpointSaverHook ("model.ckpt", or
+ * "sub/model.ckpt" for files in dir/sub); NULL means "model.ckpt". The
+ * lock records the directory itself (device, inode, and a descriptor that
+ * keeps it), not only its path: see cairn_checkpoint_lock_verify.
+ *
+ * On success, and only then, the temporary files that killed saves of
+ * this Saver left behind are removed from the directory its files go to:
+ * regular files named "<base>-<digits>.tmp.XXXXXX" (the checkpoint
+ * writer's, base the last component of prefix: "model.ckpt-1200.tmp.a1B2c3")
+ * and "checkpoint.tmp.XXXXXX" (the state file's), XXXXXX six letters or
+ * digits — nothing else: not another prefix's ("notes-2024.tmp.backup",
+ * "report-3.tmp.v2abcd"), not a directory, not a symbolic link (count and
  * bytes: cairn_checkpoint_lock_removed; CheckpointSaverHook logs them).
  * On a file system that cannot lock (flock fails with ENOLCK, EOPNOTSUPP,
  * ...) it succeeds holding nothing, with a WARNING on stderr, and removes
@@ -613,10 +623,31 @@ typedef struct cairn_checkpoint_lock cairn_checkpoint_lock;
  *   checkpoint_lock_new: checkpoint directory 'd' is in use by another
  *   trainer: pid 4242 on host 'node7' holds the lock 'd/.cairn.lock' (one
  *   writer per directory: wait for it to finish, or use another directory)
- * CAIRN_E_NOT_FOUND (no such directory), CAIRN_E_IO (the lock file cannot
- * be opened — e.g. it is a symbolic link, which is never followed — or
- * locked), CAIRN_E_NULL, CAIRN_E_NOMEM. */
+ * CAIRN_E_NOT_FOUND (no such directory), CAIRN_E_INVALID (prefix empty,
+ * absolute, ending with '/' or with a ".." component), CAIRN_E_IO (the
+ * lock file cannot be opened — e.g. it is a symbolic link, which is never
+ * followed — or locked), CAIRN_E_NULL, CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_new_prefix(const char *dir, const char *prefix,
+                                                                        cairn_checkpoint_lock **out);
+/* Deprecated, kept for one release: cairn_checkpoint_lock_new_prefix(dir,
+ * NULL, out), which removes only the temporary files of the default prefix
+ * "model.ckpt" (before, any "<x>-<digits>.tmp.XXXXXX" was removed, files
+ * of other programs included). Call cairn_checkpoint_lock_new_prefix with
+ * the Saver's prefix. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_new(const char *dir, cairn_checkpoint_lock **out);
+/* CAIRN_OK when the path the lock was taken at still leads to the
+ * directory locked. A directory removed (rm -rf) or replaced (another
+ * directory moved or created in its place) under a running trainer is no
+ * longer guarded by l: a second trainer could lock the new one and train
+ * next to this one. CheckpointSaverHook calls this before each save, and
+ * the Saver before each rename of that save's commit; a save then fails,
+ * creating nothing, with CAIRN_E_NOT_FOUND:
+ *   checkpoint_lock_verify: checkpoint directory 'd' was removed while
+ *   training: the lock taken at start no longer protects it; not
+ *   re-creating it; training stops (...)
+ * ("was replaced by another directory", "was replaced by something that
+ * is not a directory"). Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_verify(const cairn_checkpoint_lock *l);
 /* Releases the lock. NULL does nothing. */
 CAIRN_API void cairn_checkpoint_lock_free(cairn_checkpoint_lock *l);
 /* "<dir>/.cairn.lock", owned by l. */
