@@ -709,6 +709,104 @@ Test(monitored_training_session, a_restart_removes_leftover_temporary_files) {
   graph_free(&g);
 }
 
+/* Issue 24, item 2: the lock follows the directory, not the path. A
+ * checkpoint_dir removed (rm -rf) while the chief trains is not made again
+ * by the next save, which fails naming what happened, so training stops
+ * (before, mkdir -p ran before every save and training went on, holding a
+ * lock on the deleted directory); replaced by a new empty directory, the
+ * same, and nothing is written into the new one. Synchronous and
+ * asynchronous saves alike; a directory created by the first save (it did
+ * not exist at begin()) or locked at begin(). */
+static void lose_dir_while_training(int async, int replace, int exists_at_begin) {
+  graph g;
+  graph_new(&g);
+  char dir[600], want[1200];
+  snprintf(dir, sizeof dir, "%s", P("run"));
+  if (exists_at_begin) cr_assert_eq(mkdir(dir, 0777), 0);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.checkpoint_dir = dir;
+  o.save_checkpoint_secs = 0;
+  o.save_checkpoint_steps = 1;
+  o.async_checkpoints = async;
+  cairn_saver *saver = NULL;
+  OK(cairn_saver_new(g.r, NULL, &saver));
+  o.checkpoint_saver = saver;
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_eq(run_step(ms, &g), 1);
+  cr_assert_eq(run_step(ms, &g), 2);
+  OK(cairn_saver_save_wait(saver)); /* the asynchronous save of step 2 is done */
+  struct stat sb;
+  cr_assert_eq(stat(P("run/model.ckpt-2"), &sb), 0, "step 2 was saved");
+  rm_tree(dir);
+  if (replace) cr_assert_eq(mkdir(dir, 0777), 0);
+  int64_t step = 0;
+  cairn_status st = try_step(ms, &g, &step);
+  cr_assert_eq(st, CAIRN_E_NOT_FOUND, "async %d replace %d: status %d (%s)", async, replace, st, cairn_errmsg());
+  snprintf(want, sizeof want,
+           "CheckpointSaverHook: checkpoint directory '%s' was removed while training: the lock taken at start no "
+           "longer protects it; not re-creating it; training stops",
+           dir);
+  HAS(cairn_errmsg(), want);
+  cr_assert_eq(cairn_monitored_session_exit(ms, st), st);
+  cairn_monitored_session_free(ms);
+  cairn_saver_free(saver);
+  if (replace) {
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+      cr_assert(!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."), "'%s' was written into the new directory",
+                de->d_name);
+    closedir(d);
+    rm_tree(dir);
+  } else {
+    cr_assert_neq(stat(dir, &sb), 0, "async %d: '%s' was made again", async, dir);
+  }
+  graph_free(&g);
+}
+
+Test(monitored_training_session, a_removed_checkpoint_dir_stops_training_and_is_not_made_again) {
+  lose_dir_while_training(0, 0, 0);
+  lose_dir_while_training(0, 0, 1);
+}
+
+Test(monitored_training_session, a_removed_checkpoint_dir_stops_async_training_too) {
+  lose_dir_while_training(1, 0, 0);
+  lose_dir_while_training(1, 0, 1);
+}
+
+Test(monitored_training_session, a_checkpoint_dir_replaced_by_an_empty_one_stops_training) {
+  lose_dir_while_training(0, 1, 0);
+  lose_dir_while_training(1, 1, 1);
+}
+
+/* Moved away and replaced: the new directory is "another directory"; the
+ * checkpoints stay where the old one went. */
+Test(monitored_training_session, a_checkpoint_dir_moved_away_stops_training) {
+  graph g;
+  graph_new(&g);
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.checkpoint_dir = P("run");
+  o.save_checkpoint_secs = 0;
+  o.save_checkpoint_steps = 1;
+  cairn_monitored_session *ms = mts_new(&o);
+  cr_assert_eq(run_step(ms, &g), 1);
+  cr_assert_eq(rename(P("run"), P("run.old")), 0);
+  cr_assert_eq(mkdir(P("run"), 0777), 0);
+  cairn_status st = try_step(ms, &g, NULL);
+  cr_assert_eq(st, CAIRN_E_NOT_FOUND, "%s", cairn_errmsg());
+  char want[900];
+  snprintf(want, sizeof want, "checkpoint directory '%s' was replaced by another directory while training", P("run"));
+  HAS(cairn_errmsg(), want);
+  cr_assert_eq(cairn_monitored_session_exit(ms, st), st);
+  cairn_monitored_session_free(ms);
+  cr_assert_eq(count_files(P("run")), 0);
+  struct stat sb;
+  cr_assert_neq(stat(P("run/.cairn.lock"), &sb), 0, "the new directory was locked by the old trainer");
+  cr_assert_eq(stat(P("run.old/model.ckpt-1"), &sb), 0);
+  graph_free(&g);
+}
+
 /* cairn: a bit flipped in the tensor data of the newest checkpoint. The
  * restarted MonitoredTrainingSession warns, restores the one before, and
  * its CheckpointSaverHook never picks the corrupt file: its save at

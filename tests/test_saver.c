@@ -2344,6 +2344,122 @@ Test(dir_lock, removes_leftover_temporary_files_of_the_writer) {
   cairn_checkpoint_lock_free(l);
 }
 
+/* Issue 24, item 3: the cleanup deletes only this Saver's own temporaries.
+ * Files that merely look like temporaries ("<x>-<digits>.tmp.<6 alnum>" of
+ * another name), a directory and a link of the Saver's naming all survive;
+ * the real leftovers of the prefix and of the state file go. The
+ * deprecated cairn_checkpoint_lock_new is the default prefix "model.ckpt". */
+Test(dir_lock, removes_only_the_savers_own_temporary_files) {
+  static const char *const keep[] = {
+      "notes-2024.tmp.backup", "results-7.tmp.final1", "report-3.tmp.v2abcd", /* other programs' files */
+      "model.ckpt2-5.tmp.a1B2c3", "xmodel.ckpt-5.tmp.a1B2c3",                 /* other prefixes */
+      "model.ckpt-.tmp.a1B2c3", "model.ckpt-5x.tmp.a1B2c3", "checkpoint2.tmp.XyZ123",
+  };
+  for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) spit(P(keep[i]), "user data");
+  cr_assert_eq(mkdir(P("model.ckpt-5.tmp.abcdef"), 0755), 0);
+  spit(P("target"), "t");
+  cr_assert_eq(symlink("target", P("model.ckpt-6.tmp.linkis")), 0);
+  spit(P("model.ckpt-5.tmp.a1B2c3"), "0123456789");
+  spit(P("checkpoint.tmp.XyZ123"), "12345");
+
+  cairn_checkpoint_lock *l = NULL;
+  ASSERT_OK(cairn_checkpoint_lock_new(g_dir, &l));
+  size_t files = 0;
+  uint64_t bytes = 0;
+  cairn_checkpoint_lock_removed(l, &files, &bytes);
+  for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) cr_assert(exists(P(keep[i])), "%s was removed", keep[i]);
+  struct stat sb;
+  cr_assert(stat(P("model.ckpt-5.tmp.abcdef"), &sb) == 0 && S_ISDIR(sb.st_mode), "the directory was removed");
+  cr_assert_eq(lstat(P("model.ckpt-6.tmp.linkis"), &sb), 0, "the link was removed");
+  cr_assert(exists(P("target")));
+  cr_assert_not(exists(P("model.ckpt-5.tmp.a1B2c3")), "the Saver's leftover is still there");
+  cr_assert_not(exists(P("checkpoint.tmp.XyZ123")), "the state file's leftover is still there");
+  cr_assert_eq(files, 2);
+  cr_assert_eq(bytes, 15);
+  cairn_checkpoint_lock_free(l);
+}
+
+/* Another prefix, in a subdirectory: its own files there, nothing else. */
+Test(dir_lock, a_prefix_cleans_its_own_directory_only) {
+  cairn_checkpoint_lock *l = NULL;
+  size_t files = 0;
+  uint64_t bytes = 0;
+  cr_assert_eq(mkdir(P("sub"), 0755), 0);
+  spit(P("sub/my.ckpt-12.tmp.Q1w2E3"), "abc");
+  spit(P("sub/model.ckpt-12.tmp.Q1w2E3"), "another prefix's");
+  spit(P("sub/checkpoint.tmp.Q1w2E3"), "ab");
+  spit(P("my.ckpt-13.tmp.Q1w2E3"), "not the directory of the files");
+  ASSERT_OK(cairn_checkpoint_lock_new_prefix(g_dir, "sub/my.ckpt", &l));
+  cairn_checkpoint_lock_removed(l, &files, &bytes);
+  cr_assert_eq(files, 2);
+  cr_assert_eq(bytes, 5);
+  cr_assert_not(exists(P("sub/my.ckpt-12.tmp.Q1w2E3")));
+  cr_assert_not(exists(P("sub/checkpoint.tmp.Q1w2E3")));
+  cr_assert(exists(P("sub/model.ckpt-12.tmp.Q1w2E3")));
+  cr_assert(exists(P("my.ckpt-13.tmp.Q1w2E3")));
+  cr_assert_str_eq(cairn_checkpoint_lock_path(l), P(".cairn.lock"), "the lock is the directory's");
+  cairn_checkpoint_lock_free(l);
+
+  /* A prefix that would lead the cleanup out of the directory is refused. */
+  static const char *const bad[] = {"../model.ckpt", "sub/../../x", "/abs/model.ckpt", "sub/", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    l = NULL;
+    cr_assert_eq(cairn_checkpoint_lock_new_prefix(g_dir, bad[i], &l), CAIRN_E_INVALID, "prefix '%s'", bad[i]);
+    cr_assert_null(l);
+  }
+  ASSERT_MSG_HAS("prefix '' must be the Saver's file prefix relative to the checkpoint directory");
+  cr_assert_eq(cairn_checkpoint_lock_new_prefix(g_dir, "../model.ckpt", &l), CAIRN_E_INVALID);
+  ASSERT_MSG_HAS("has a '..' component");
+  ASSERT_OK(cairn_checkpoint_lock_check(g_dir)); /* a refused prefix took no lock */
+}
+
+/* Issue 24, item 2: the lock is the directory's, not the path's. Removed,
+ * or replaced by another directory, it is reported as such. */
+Test(dir_lock, verify_names_a_removed_or_replaced_directory) {
+  char dir[400], moved[400];
+  snprintf(dir, sizeof dir, "%s/run", g_dir);
+  snprintf(moved, sizeof moved, "%s/run.old", g_dir);
+  cr_assert_eq(mkdir(dir, 0755), 0);
+  cairn_checkpoint_lock *l = NULL;
+  ASSERT_OK(cairn_checkpoint_lock_new_prefix(dir, "model.ckpt", &l));
+  ASSERT_OK(cairn_checkpoint_lock_verify(l));
+  cr_assert_eq(cairn_checkpoint_lock_verify(NULL), CAIRN_E_NULL);
+
+  /* moved away, another directory made in its place */
+  cr_assert_eq(rename(dir, moved), 0);
+  cr_assert_eq(mkdir(dir, 0755), 0);
+  cr_assert_eq(cairn_checkpoint_lock_verify(l), CAIRN_E_NOT_FOUND);
+  char want[900];
+  snprintf(want, sizeof want,
+           "checkpoint_lock_verify: checkpoint directory '%s' was replaced by another directory while training: the "
+           "lock taken at start no longer protects it; not re-creating it; training stops",
+           dir);
+  ASSERT_MSG_HAS(want);
+  /* the new directory is not locked by l: a second trainer may take it */
+  cairn_checkpoint_lock *l2 = NULL;
+  ASSERT_OK(cairn_checkpoint_lock_new_prefix(dir, NULL, &l2));
+  cairn_checkpoint_lock_free(l2);
+  /* moved back: the same directory again */
+  rm_tree(dir);
+  cr_assert_eq(rename(moved, dir), 0);
+  ASSERT_OK(cairn_checkpoint_lock_verify(l));
+
+  /* removed (rm -rf), then created again by someone else: still removed */
+  rm_tree(dir);
+  cr_assert_eq(cairn_checkpoint_lock_verify(l), CAIRN_E_NOT_FOUND);
+  snprintf(want, sizeof want, "checkpoint directory '%s' was removed while training", dir);
+  ASSERT_MSG_HAS(want);
+  cr_assert_not(exists(dir), "verify created something");
+  cr_assert_eq(mkdir(dir, 0755), 0);
+  cr_assert_eq(cairn_checkpoint_lock_verify(l), CAIRN_E_NOT_FOUND);
+  ASSERT_MSG_HAS(want);
+  /* replaced by a file */
+  rm_tree(dir);
+  spit(dir, "x");
+  cr_assert_eq(cairn_checkpoint_lock_verify(l), CAIRN_E_NOT_FOUND);
+  cairn_checkpoint_lock_free(l);
+}
+
 /* The restart trap's last step: the save right after a restore at step S
  * must never replace the committed "<prefix>-S" with other contents. The
  * same contents are kept (not rewritten); other contents are refused and

@@ -553,3 +553,59 @@ Test(async_hook, a_failed_background_save_fails_the_next_run_and_should_stop) {
   cr_assert_eq(tmp_files(g_dir), 0);
   rig_free(&g);
 }
+
+/* Issue 24, item 2, in phase 2: the directory is removed, or moved away
+ * and replaced by an empty one, while the background writer is between the
+ * checkpoint's rename and the state file (the held clock). The save fails
+ * with the directory named; nothing is written into the new directory and
+ * a removed one is not made again. */
+static void lose_dir_in_phase_2(int replace) {
+  rig g;
+  rig_new(&g, 0);
+  atomic_store(&g_in_clock, 0);
+  atomic_store(&g_hold, 1);
+  OK(rig_run(&g)); /* step 1: phase 1 done, phase 2 held */
+  wait_in_clock();
+  char old[300];
+  snprintf(old, sizeof old, "%s.old", g_dir);
+  if (replace) {
+    cr_assert_eq(rename(g_dir, old), 0);
+    cr_assert_eq(mkdir(g_dir, 0755), 0);
+  } else {
+    rm_tree(g_dir);
+  }
+  atomic_store(&g_hold, 0);
+  cairn_status st = cairn_saver_save_wait(g.saver);
+  cr_assert_eq(st, CAIRN_E_NOT_FOUND, "status %d (%s)", st, cairn_errmsg());
+  char want[900];
+  snprintf(want, sizeof want,
+           "saver_save_wait: the asynchronous save failed: saver_save_begin '%s/model.ckpt-1': checkpoint directory "
+           "'%s' was %s while training: the lock taken at start no longer protects it; not re-creating it; training "
+           "stops",
+           g_dir, g_dir, replace ? "replaced by another directory" : "removed");
+  HAS(cairn_errmsg(), want);
+  /* the hook's next save refuses too, before writing */
+  cr_assert_eq(rig_run(&g), CAIRN_E_NOT_FOUND);
+  HAS(cairn_monitored_session_errmsg(g.ms), "CheckpointSaverHook: checkpoint directory '");
+  rig_free(&g);
+  struct stat sb;
+  if (replace) {
+    DIR *d = opendir(g_dir);
+    cr_assert_not_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+      cr_assert(!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."), "'%s' was written into the new directory",
+                de->d_name);
+    closedir(d);
+    char ck[400];
+    snprintf(ck, sizeof ck, "%s/model.ckpt-1", old);
+    cr_assert_eq(stat(ck, &sb), 0, "the checkpoint went where the directory went");
+    rm_tree(old);
+  } else {
+    cr_assert_neq(stat(g_dir, &sb), 0, "'%s' was made again", g_dir);
+  }
+}
+
+Test(async_hook, a_directory_removed_during_phase_2_fails_the_save) { lose_dir_in_phase_2(0); }
+
+Test(async_hook, a_directory_replaced_during_phase_2_gets_nothing_written) { lose_dir_in_phase_2(1); }

@@ -411,6 +411,37 @@ Test(event_writer, creates_missing_directories) {
   cairn_event_writer_free(w);
 }
 
+/* Issue 24, item 2: the log directory (by default the checkpoint
+ * directory) is made once, when the writer is created. Removed (rm -rf)
+ * or replaced while training, the next write of the events fails naming
+ * it and it is not made again (before, the events went on into the
+ * removed directory's file, lost without a word). */
+Test(event_writer, a_removed_or_replaced_log_directory_is_an_error_not_made_again) {
+  for (int replace = 0; replace < 2; replace++) {
+    char dir[400], want[900];
+    snprintf(dir, sizeof dir, "%s/logs%d/run", g_dir, replace);
+    cairn_event_writer_options o = opts();
+    cairn_event_writer *w;
+    OK(cairn_event_writer_new(dir, &o, &w));
+    OK(cairn_event_writer_add_scalar(w, "loss", 1.0, 1));
+    OK(cairn_event_writer_flush(w));
+    rm_tree(dir);
+    if (replace) cr_assert_eq(mkdir(dir, 0777), 0);
+    OK(cairn_event_writer_add_scalar(w, "loss", 0.5, 2)); /* buffered */
+    cr_assert_eq(cairn_event_writer_flush(w), CAIRN_E_NOT_FOUND, "%s", cairn_errmsg());
+    snprintf(want, sizeof want, "event file '%s/events.out.tfevents.", dir);
+    HAS(cairn_errmsg(), want);
+    snprintf(want, sizeof want, "its log directory '%s' was removed while training: not re-creating it", dir);
+    HAS(cairn_errmsg(), want);
+    OK(cairn_event_writer_add_scalar(w, "loss", 0.25, 3));
+    cr_assert_eq(cairn_event_writer_close(w), CAIRN_E_NOT_FOUND, "close flushes nothing into it either");
+    cairn_event_writer_free(w);
+    struct stat sb;
+    if (replace) cr_assert_eq(count_files(dir), 0, "something was written into the new directory");
+    else cr_assert_neq(stat(dir, &sb), 0, "'%s' was made again", dir);
+  }
+}
+
 Test(event_writer, several_events_read_back) {
   cairn_event_writer_options o = opts();
   cairn_event_writer *w;
