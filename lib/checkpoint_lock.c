@@ -354,6 +354,10 @@ const char *cairn__dir_guard_changed(const cairn__dir_guard *g) {
 cairn_status cairn__dir_guard_check(const cairn__dir_guard *g, const char *what) {
   const char *how = cairn__dir_guard_changed(g);
   if (!how) return CAIRN_OK;
+  return cairn__dir_guard_fail(g, what, how);
+}
+
+cairn_status cairn__dir_guard_fail(const cairn__dir_guard *g, const char *what, const char *how) {
   return cairn__fail(CAIRN_E_NOT_FOUND,
                      "%s: checkpoint directory '%s' was %s while training: the lock taken at start no longer "
                      "protects it; not re-creating it; training stops (a trainer started again creates or finds the "

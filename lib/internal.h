@@ -116,6 +116,8 @@ const char *cairn__dir_guard_changed(const cairn__dir_guard *g);
  * it; not re-creating it; training stops (...)" (or "was replaced by
  * another directory", ...). */
 cairn_status cairn__dir_guard_check(const cairn__dir_guard *g, const char *what);
+/* That error with `how` said of the directory ("being removed"). */
+cairn_status cairn__dir_guard_fail(const cairn__dir_guard *g, const char *what, const char *how);
 struct cairn_checkpoint_lock;
 /* The lock's directory, recorded when the lock was taken. */
 const cairn__dir_guard *cairn__checkpoint_lock_guard(const struct cairn_checkpoint_lock *l);

@@ -823,6 +823,35 @@ done:
   free(nl);
   free(evicted);
   free(all);
+  /* A step that failed because the directory went away under it (the
+     rename, the state file: "No such file or directory") is reported as
+     what happened, with its own error after it. */
+  const char *how = st && st != CAIRN_E_NOT_FOUND ? cairn__dir_guard_changed(guard) : NULL;
+  /* rm -rf still at work: the directory is still there, but a file of
+     this save vanished ("No such file or directory" from the rename or the
+     state file). It is gone in a moment: look again for a little while
+     (a failed save only), then say so if the newest checkpoint committed
+     before has vanished too. */
+  if (st && st != CAIRN_E_NOT_FOUND && !how && guard && guard->dir && strstr(cairn_errmsg(), strerror(ENOENT))) {
+    for (int i = 0; i < 50 && !how; i++) {
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+      how = cairn__dir_guard_changed(guard);
+    }
+    struct stat gone;
+    if (!how && s->n_last > 0 && stat(s->last[s->n_last - 1].path, &gone) != 0 && errno == ENOENT)
+      how = "being removed (its files vanish)";
+  }
+  if (how) {
+    char inner[CAIRN__ERRMSG_LEN / 2];
+    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+    char at[CAIRN__ERRMSG_LEN / 2];
+    snprintf(at, sizeof at, "%s '%s'", fn, file);
+    cairn_status gs = cairn__dir_guard_fail(guard, at, how);
+    char what[CAIRN__ERRMSG_LEN];
+    snprintf(what, sizeof what, "%s", cairn_errmsg());
+    st = cairn__fail(gs, "%s; the save failed with: %s", what, inner);
+  }
   return st;
 }
 

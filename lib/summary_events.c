@@ -33,6 +33,7 @@ struct cairn_event_writer {
   double (*wall_clock)(void *ctx);
   void *wall_clock_ctx;
   const cairn_env *env;
+  cairn__dir_guard logdir; /* the directory the file was created in */
 };
 
 cairn_event_writer_options cairn_event_writer_options_default(void) {
@@ -137,8 +138,22 @@ static cairn_status fail_file(const cairn_event_writer *w, cairn_status s, const
   return cairn__fail(s, "event file '%s': %s: %s", w->path, what, strerror(err));
 }
 
-/* Writes the buffer; on failure truncates the file to its whole records. */
+/* Writes the buffer; on failure truncates the file to its whole records.
+ * Into the directory the file was created in only: once that directory
+ * is removed (or replaced), writing on through the open descriptor would
+ * lose every event silently, and making the directory again would put
+ * it behind the back of the checkpoint directory's lock (the log
+ * directory is the checkpoint directory by default). */
 static cairn_status write_buffer(cairn_event_writer *w) {
+  const char *how = cairn__dir_guard_changed(&w->logdir);
+  if (how) {
+    size_t dropped = w->len;
+    w->len = 0;
+    return cairn__fail(CAIRN_E_NOT_FOUND,
+                       "event file '%s': its log directory '%s' was %s while training: not re-creating it; the "
+                       "%zu bytes of events not yet written are dropped",
+                       w->path, w->logdir.dir, how, dropped);
+  }
   size_t off = 0;
   while (off < w->len) {
     ssize_t n = write(w->fd, w->buf + off, w->len - off);
@@ -281,6 +296,7 @@ cairn_status cairn_event_writer_new(const char *logdir, const cairn_event_writer
   w->wall_clock = o->wall_clock ? o->wall_clock : real_wall_clock;
   w->wall_clock_ctx = o->wall_clock_ctx;
   w->env = o->env;
+  w->logdir.fd = -1;
   w->last_flush = cairn_env_now(w->env);
   if (!o->is_chief) {
     *out = w;
@@ -298,9 +314,16 @@ cairn_status cairn_event_writer_new(const char *logdir, const cairn_event_writer
     return cairn__fail(CAIRN_E_IO, "event writer: cannot create log directory '%s': %s", logdir, strerror(e));
   }
   free(dir);
-  double wall = w->wall_clock(w->wall_clock_ctx);
-  cairn_status st = create_file(w, logdir, o->filename_suffix ? o->filename_suffix : "", wall);
+  /* mkdir -p once, here; from now on the directory is this one. */
+  cairn_status st = cairn__dir_guard_init(&w->logdir, "event_writer_new", logdir);
   if (st != CAIRN_OK) {
+    free(w);
+    return st;
+  }
+  double wall = w->wall_clock(w->wall_clock_ctx);
+  st = create_file(w, logdir, o->filename_suffix ? o->filename_suffix : "", wall);
+  if (st != CAIRN_OK) {
+    cairn__dir_guard_clear(&w->logdir);
     free(w);
     return st;
   }
@@ -314,6 +337,7 @@ cairn_status cairn_event_writer_new(const char *logdir, const cairn_event_writer
     unlink(w->path);
     free(w->path);
     free(w->buf);
+    cairn__dir_guard_clear(&w->logdir);
     free(w);
     return st;
   }
@@ -385,6 +409,7 @@ void cairn_event_writer_free(cairn_event_writer *w) {
     cairn_env_log(w->env, CAIRN_LOG_ERROR, "%s", cairn_errmsg());
   free(w->path);
   free(w->buf);
+  cairn__dir_guard_clear(&w->logdir);
   free(w);
 }
 

@@ -922,6 +922,14 @@ out:
 /* ---- main -------------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
+  /* A file size limit (ulimit -f, RLIMIT_FSIZE) makes a write past it raise
+     SIGXFSZ, whose default action kills the process: exit status 153 from a
+     shell, no message, a temporary file left. Ignored, the write fails with
+     EFBIG and the save fails cleanly instead, naming the file ("File too
+     large"), with the previous checkpoint intact. The library leaves the
+     process-wide disposition alone; a program may choose it, so the tools
+     do. */
+  signal(SIGXFSZ, SIG_IGN);
   cairn_blas_coretype_fix(argv); /* OpenBLAS's slow fallback core: re-run with a fitting one */
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) return usage(NULL);

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -2313,6 +2314,14 @@ static void hoist_subcommand(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* A file size limit (ulimit -f, RLIMIT_FSIZE) makes a write past it raise
+     SIGXFSZ, whose default action kills the process: exit status 153 from a
+     shell, no message, a temporary file left. Ignored, the write fails with
+     EFBIG and the command fails cleanly instead, naming the file ("File too
+     large"), with no output file or temporary left. The library leaves the
+     process-wide disposition alone; a program may choose it, so the tools
+     do. */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     usage(stderr);
     return EXIT_ERROR;
