@@ -339,7 +339,7 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_singular_monitored_session_new(
  * and a checkpoint frequency > 0; then hooks. Non-chief:
  * WorkerSessionCreator(scaffold, max_wait_secs) and hooks only.
  * One writer per directory: the chief's CheckpointSaverHook holds the
- * lock of checkpoint_dir (cairn_checkpoint_lock_new, cairn/saver.h) from
+ * lock of checkpoint_dir (cairn_checkpoint_lock_new_prefix, cairn/saver.h) from
  * its begin() — before anything is restored — until end() or on_error();
  * a second chief on the directory fails at once with CAIRN_E_BUSY naming
  * the holder's pid, host and the lock file. A non-chief, an evaluator
@@ -536,7 +536,7 @@ CAIRN_API cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_option
  * then when the timer triggers, and at end() unless that step was just
  * saved.
  * The hook is the directory's one writer: begin() takes the lock of
- * checkpoint_dir (cairn_checkpoint_lock_new; if the directory does not
+ * checkpoint_dir (cairn_checkpoint_lock_new_prefix; if the directory does not
  * exist yet, as soon as the first save has created it, before it writes) and fails with
  * CAIRN_E_BUSY when another trainer holds it:
  *   checkpoint_lock_new: checkpoint directory 'd' is in use by another
@@ -547,10 +547,19 @@ CAIRN_API cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_option
  * lock is released after end()'s save, by on_error(), or when the hook
  * is freed (a process killed by a signal releases it with its files).
  *
- * Before each save it creates the directory the files go to and
+ * Its first save of a session creates the directory the files go to and
  * every missing parent, as TF's hook does (mode 0777 less the umask);
  * failing that, CAIRN_E_IO "CheckpointSaverHook: cannot create directory
- * 'a/file' (for 'a/file/run'): it exists and is not a directory". A save
+ * 'a/file' (for 'a/file/run'): it exists and is not a directory". Later
+ * saves create nothing: before each one (and the Saver before each rename
+ * of its commit, the asynchronous one too) the hook checks that
+ * checkpoint_dir is still the directory it locked; removed or replaced, the
+ * save fails with CAIRN_E_NOT_FOUND and training stops:
+ *   CheckpointSaverHook: checkpoint directory 'd' was removed while
+ *   training: the lock taken at start no longer protects it; not
+ *   re-creating it; training stops (...)
+ * The lock's cleanup removes only the temporary files of checkpoint_basename
+ * and of the state file (cairn_checkpoint_lock_new_prefix). A save
  * that finds the checkpoint of its step already there with other contents
  * fails with CAIRN_E_EXISTS (cairn_saver_save; after session creation the
  * message says the restored variables were changed, e.g. by

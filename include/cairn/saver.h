@@ -69,11 +69,25 @@
  *
  * One writer per directory. Two trainers saving into one directory would
  * interleave their checkpoints and rotation silently; a trainer holds the
- * directory's lock (cairn_checkpoint_lock_new, below) for the life of its
+ * directory's lock (cairn_checkpoint_lock_new_prefix, below) for the life of its
  * session. CheckpointSaverHook takes it (cairn/monitored.h), so the chief
  * of a MonitoredTrainingSession does; readers (evaluation, the tools, a
  * non-chief) take none. A Saver used directly does not lock: a program
- * that saves through one holds the lock itself.
+ * that saves through one holds the lock itself. The lock is the
+ * directory's, not the path's: removed or replaced under a running trainer,
+ * the directory is not made again and the hook's next save fails
+ * (cairn_checkpoint_lock_verify).
+ *
+ * A file size limit (ulimit -f, RLIMIT_FSIZE). A write past it raises
+ * SIGXFSZ, whose default action kills the process at once (exit status 153
+ * from a shell, a temporary file left). With SIGXFSZ ignored
+ * (signal(SIGXFSZ, SIG_IGN)) the write fails with EFBIG instead and the
+ * save fails cleanly: CAIRN_E_IO, "... at offset N: File too large" naming
+ * the file, the previous checkpoints and the state file untouched, no
+ * temporary file left — nothing is lost. The library never changes a
+ * process-wide signal disposition; a program that may run under such a
+ * limit ignores SIGXFSZ itself, as cairn's tools do (see
+ * doc/checkpoints-and-restarts.md, "A file size limit").
  *
  * Lifetimes: a saver keeps pointers to its variables; free it before their
  * registry. Not thread-safe: one thread uses a saver at a time (its own
