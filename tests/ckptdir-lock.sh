@@ -35,21 +35,21 @@ S="$T/data"
 fmnist_data "$S"
 SMALL="--data-dir $S --hidden 16,8 --batch-size 8 --seed 7 --log-every 0 --threads 1"
 
-# lose NAME HOW [FLAGS]: trains into $T/NAME (a checkpoint every 5 steps,
-# no step limit it could reach), and once a checkpoint past step 0 is in
-# place does HOW to the directory ("rm": rm -rf; "replace": rm -rf, then
+# lose NAME HOW [FLAGS]: trains into $T/NAME (a checkpoint every 2000 steps,
+# a fraction of a second; no step limit it could reach), and once a
+# checkpoint past step 0 is in place does HOW to the directory ("rm": rm -rf; "replace": rm -rf, then
 # mkdir), then waits (at most 30 s) for the trainer to stop. Sets $rc
 # (-1 if it did not stop: then it is killed) and leaves its output in
 # $T/out and $T/err.
 lose() {
   dir="$T/$1"
-  "$PROG" train --checkpoint-dir "$dir" $SMALL --max-steps 100000000 --save-checkpoint-steps 5 $3 \
+  "$PROG" train --checkpoint-dir "$dir" $SMALL --max-steps 100000000 --save-checkpoint-steps 2000 $3 \
     >"$T/$1.out" 2>"$T/$1.err" &
   bg=$!
   i=0
   while [ "$i" -lt 3000 ] && kill -0 "$bg" 2>/dev/null; do
     s=$(state_step "$dir")
-    [ -n "$s" ] && [ "$s" -ge 5 ] && break
+    [ -n "$s" ] && [ "$s" -ge 2000 ] && break
     nap 0.01
     i=$((i + 1))
   done
