@@ -568,6 +568,19 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint(const char *dir, 
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint_note(const char *dir, char *path, size_t len,
                                                                     char *note, size_t note_len);
 
+/* cairn_latest_checkpoint_note that also hands over the checkpoint it
+ * chose, open, in *out (close it with cairn_ckpt_close). Use it to read a
+ * checkpoint of a directory: the handle was opened inside dir (see "The
+ * state file names files of its own directory" at the top: every file of
+ * it, a TensorFlow prefix's .index and data shards included, was looked up
+ * in dir without following a link that leads out, and a FIFO or a
+ * directory in their place is refused), and it stays valid if rotation
+ * deletes the file meanwhile, which a second open by path would not.
+ * *out is NULL after an error. Errors: those of cairn_latest_checkpoint_note,
+ * and CAIRN_E_NULL (out NULL). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint_open(const char *dir, char *path, size_t len,
+                                                                    char *note, size_t note_len, cairn_ckpt **out);
+
 /* Marks the checkpoint file at `path` corrupt for the rest of this process:
  * cairn_latest_checkpoint skips it from now on ("skipped 'd/model.ckpt-3':
  * marked corrupt earlier in this process: <why>"), so every later lookup —
