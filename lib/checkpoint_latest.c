@@ -39,9 +39,9 @@ static int usable(const cairn__dir *d, const char *path, char *why, size_t len, 
   char tf[4096];
   int fd = cairn__open_read(d, path, &sb, why, len);
   if (fd < 0 && errno == ENOENT && (size_t)snprintf(tf, sizeof tf, "%s.index", path) < sizeof tf) {
-    char twhy[400];
+    char twhy[1000];
     fd = cairn__open_read(d, tf, &sb, twhy, sizeof twhy);
-    if (fd < 0 && errno != ENOENT) snprintf(why, len, "'%.150s': %.240s", tf, twhy);
+    if (fd < 0 && errno != ENOENT) snprintf(why, len, "'%.300s': %.700s", tf, twhy);
   }
   if (fd < 0) {
     if (errno == ENOENT) snprintf(why, len, "file does not exist");
@@ -52,7 +52,7 @@ static int usable(const cairn__dir *d, const char *path, char *why, size_t len, 
   cairn_ckpt *c = NULL;
   cairn_status s = cairn__ckpt_open_in(d, path, NULL, &c);
   if (s != CAIRN_OK) {
-    snprintf(why, len, "%s: %.200s", cairn_status_str(s), cairn_errmsg());
+    snprintf(why, len, "%s: %.1000s", cairn_status_str(s), cairn_errmsg());
     return 0;
   }
   if (keep) *keep = c;
@@ -142,12 +142,12 @@ static int scan_dir(const cairn__dir *dd, const char *dir, char **found, cairn__
   if (ok && n > 1) qsort(c, n, sizeof *c, cand_cmp);
   int skipped = 0;
   for (size_t i = 0; ok && i < n && !*found; i++) {
-    char why[400];
+    char why[1100];
     if (usable(dd, c[i].name, why, sizeof why, keep)) {
       *found = c[i].name;
       c[i].name = NULL;
     } else if (skipped++ < 3) {
-      char t[560];
+      char t[5400];
       snprintf(t, sizeof t, "skipped '%s': %s", c[i].name, why);
       note_add(note, t);
     }
@@ -196,14 +196,14 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
     for (size_t k = 0; k <= n && !result; k++) {
       const char *p = k == 0 ? model : cairn_checkpoint_state_path_at(st, n - k);
       if (k > 0 && strcmp(p, model) == 0) continue;
-      char why[400];
+      char why[1100];
       if (usable(&dd, p, why, sizeof why, keep)) {
         result = cairn__strdup(p);
         if (!result) s = CAIRN_E_NOMEM;
         break;
       }
       fell_back = 1;
-      char t[560];
+      char t[5400];
       snprintf(t, sizeof t, "skipped '%s': %s", p, why);
       note_add(&note, t);
     }
