@@ -535,7 +535,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   }
 
   struct stat sb;
-  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(NULL, path, -1)) { /* a TF prefix is no file */
+  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(dir, path, -1)) { /* a TF prefix is no file */
     cairn_restore_report_free(r);
     return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file", fn, path);
   }

@@ -30,7 +30,7 @@ command -v timeout >/dev/null 2>&1 || {
 tap_tmpdir ckptdir-confine
 T=$(cd "$T" && pwd -P)
 
-echo "1..28"
+echo "1..29"
 err_has() { grep -q -F -e "$1" "$T/err"; }
 out_has_f() { grep -q -F -e "$1" "$T/out"; }
 
@@ -148,6 +148,25 @@ printf 'model_checkpoint_path: "model.ckpt-6"\nall_model_checkpoint_paths: "mode
 run $TO "$PROG" eval --checkpoint-dir "$D" --data-dir "$S" --threads 1
 check "eval, the newest named file is gone: evaluates the next newest and says which was skipped" \
   test "$rc" -eq 0 -a -n "$(grep "^checkpoint $D/model.ckpt-4  step 4$" "$T/out")" -a -n "$(grep -F "skipped '$D/model.ckpt-6': file does not exist" "$T/err")"
+
+# The race with rotation, made deterministic: the training images are a
+# FIFO, so eval blocks while it loads its data until this test opens the
+# FIFO for writing; the newest checkpoint is deleted at that moment, then
+# the data flow. Choosing the checkpoint before loading the data (as eval
+# did) then restores a file that is gone.
+D="$T/race"
+R="$T/race-data"
+cp -R "$T/base" "$D" && mkdir -p "$R" && cp "$S"/* "$R/" && rm "$R/train-images-idx3-ubyte.gz" &&
+  mkfifo "$R/train-images-idx3-ubyte.gz"
+$TO "$PROG" eval --checkpoint-dir "$D" --data-dir "$R" --threads 1 >"$T/out" 2>"$T/err" &
+bg=$!
+timeout 30 sh -c 'exec 3>"$1" && rm -f "$2" && cat "$3" >&3' sh "$R/train-images-idx3-ubyte.gz" "$D/model.ckpt-4" \
+  "$S/train-images-idx3-ubyte.gz"
+wait "$bg"
+rc=$?
+bg=
+check "eval, the chosen newest file deleted while the data load: evaluates the next newest (step 2)" \
+  test "$rc" -eq 0 -a -n "$(grep "^checkpoint $D/model.ckpt-2  step 2$" "$T/out")"
 
 # ---- 5. a background save that fails: the error first, no success line -------------------------
 # A directory where the final checkpoint's file should go: the save of
