@@ -14,9 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "ckpt_backend.h"
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
+#include "cairn/session.h" /* cairn_env_log, through cairn__warn_once */
 
 /* ---- latest checkpoint ---------------------------------------------------------- */
 
@@ -29,25 +32,27 @@ static void note_add(cairn__sbuf *note, const char *text) {
 /* 1 if `path` opens as a valid checkpoint; else 0 and why in why[0..len).
  * With keep, the open checkpoint is handed to the caller in *keep (a
  * caller that wants its metadata need not open it again). */
-static int usable(const char *path, char *why, size_t len, cairn_ckpt **keep) {
+static int usable(const cairn__dir *d, const char *path, char *why, size_t len, cairn_ckpt **keep) {
   struct stat sb;
-  /* A TensorFlow checkpoint is a prefix; its .index file stands for it. */
+  /* A TensorFlow checkpoint is a prefix; its .index file stands for it.
+     Both are names of d, opened in it (never a FIFO, never out of d). */
   char tf[4096];
-  int is_tf = stat(path, &sb) != 0 && (size_t)snprintf(tf, sizeof tf, "%s.index", path) < sizeof tf &&
-              stat(tf, &sb) == 0;
-  if (!is_tf && stat(path, &sb) != 0) {
-    snprintf(why, len, "%s", errno == ENOENT ? "file does not exist" : strerror(errno));
+  int fd = cairn__open_read(d, path, &sb, why, len);
+  if (fd < 0 && errno == ENOENT && (size_t)snprintf(tf, sizeof tf, "%s.index", path) < sizeof tf) {
+    char twhy[1000];
+    fd = cairn__open_read(d, tf, &sb, twhy, sizeof twhy);
+    if (fd < 0 && errno != ENOENT) snprintf(why, len, "'%.300s': %.700s", tf, twhy);
+  }
+  if (fd < 0) {
+    if (errno == ENOENT) snprintf(why, len, "file does not exist");
     return 0;
   }
-  if (!S_ISREG(sb.st_mode)) {
-    snprintf(why, len, "not a regular file");
-    return 0;
-  }
+  close(fd);
   if (cairn__checkpoint_marked(&sb, why, len)) return 0;
   cairn_ckpt *c = NULL;
-  cairn_status s = cairn_ckpt_open(path, NULL, &c);
+  cairn_status s = cairn__ckpt_open_in(d, path, NULL, &c);
   if (s != CAIRN_OK) {
-    snprintf(why, len, "%s: %.200s", cairn_status_str(s), cairn_errmsg());
+    snprintf(why, len, "%s: %.1000s", cairn_status_str(s), cairn_errmsg());
     return 0;
   }
   if (keep) *keep = c;
@@ -82,7 +87,7 @@ static long long step_of(const char *name) {
 
 /* Highest-step usable "<name>-<step>" file of dir: malloc'd path in *found
  * (NULL if none); 0 on allocation failure. */
-static int scan_dir(const char *dir, char **found, cairn__sbuf *note, cairn_ckpt **keep) {
+static int scan_dir(const cairn__dir *dd, const char *dir, char **found, cairn__sbuf *note, cairn_ckpt **keep) {
   *found = NULL;
   DIR *d = opendir(dir);
   if (!d) {
@@ -137,12 +142,12 @@ static int scan_dir(const char *dir, char **found, cairn__sbuf *note, cairn_ckpt
   if (ok && n > 1) qsort(c, n, sizeof *c, cand_cmp);
   int skipped = 0;
   for (size_t i = 0; ok && i < n && !*found; i++) {
-    char why[400];
-    if (usable(c[i].name, why, sizeof why, keep)) {
+    char why[1100];
+    if (usable(dd, c[i].name, why, sizeof why, keep)) {
       *found = c[i].name;
       c[i].name = NULL;
     } else if (skipped++ < 3) {
-      char t[560];
+      char t[5400];
       snprintf(t, sizeof t, "skipped '%s': %s", c[i].name, why);
       note_add(note, t);
     }
@@ -168,10 +173,20 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
   int se = stat(d, &sd) != 0 ? errno : 0;
   if (se || !S_ISDIR(sd.st_mode))
     return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s': %s", fn, d, se ? strerror(se) : "not a directory");
+  /* Every candidate is opened in the directory itself (cairn__open_read):
+     a TF prefix's .index and shards included, a link that leads out is
+     refused. */
+  cairn__dir dd;
+  if (cairn__dir_open(d, &dd) != 0) {
+    int e = errno;
+    return cairn__fail(e == ENOMEM ? CAIRN_E_NOMEM : CAIRN_E_IO, "%s: cannot open directory '%s': %s", fn, d,
+                       strerror(e));
+  }
 
   cairn__sbuf note = {0};
   char *result = NULL;
   int fell_back = 0;
+  char state_why[700] = ""; /* the state file is missing or unusable: why */
   cairn_checkpoint_state *st = NULL;
   cairn_status s = cairn_checkpoint_state_read(d, &st);
   if (s == CAIRN_OK) {
@@ -181,26 +196,22 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
     for (size_t k = 0; k <= n && !result; k++) {
       const char *p = k == 0 ? model : cairn_checkpoint_state_path_at(st, n - k);
       if (k > 0 && strcmp(p, model) == 0) continue;
-      char why[400];
-      if (usable(p, why, sizeof why, keep)) {
+      char why[1100];
+      if (usable(&dd, p, why, sizeof why, keep)) {
         result = cairn__strdup(p);
         if (!result) s = CAIRN_E_NOMEM;
         break;
       }
       fell_back = 1;
-      char t[560];
+      char t[5400];
       snprintf(t, sizeof t, "skipped '%s': %s", p, why);
       note_add(&note, t);
     }
     if (!result && s == CAIRN_OK) note_add(&note, "no checkpoint listed in the state file is usable");
-  } else if (s == CAIRN_E_NOMEM) {
-    free(note.p);
-    return s;
-  } else {
-    char t[600];
-    if (s == CAIRN_E_NOT_FOUND) snprintf(t, sizeof t, "no state file '%s/%s'", d, CAIRN__STATE_NAME);
-    else snprintf(t, sizeof t, "state file unusable (%s)", cairn_errmsg());
-    note_add(&note, t);
+  } else if (s != CAIRN_E_NOMEM) {
+    if (s == CAIRN_E_NOT_FOUND) snprintf(state_why, sizeof state_why, "no state file '%s/%s'", d, CAIRN__STATE_NAME);
+    else snprintf(state_why, sizeof state_why, "state file unusable (%.600s)", cairn_errmsg());
+    note_add(&note, state_why);
     fell_back = 1;
   }
   cairn_checkpoint_state_free(st);
@@ -209,23 +220,46 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
       cairn_ckpt_close(*keep);
       *keep = NULL;
     }
+    free(result);
     free(note.p);
+    cairn__dir_close(&dd);
     return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   }
 
   if (!result) {
-    if (!scan_dir(d, &result, &note, keep)) {
+    int ok = scan_dir(&dd, d, &result, &note, keep);
+    if (!ok) {
       free(note.p);
+      cairn__dir_close(&dd);
       return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
     }
     if (!result) {
       s = cairn__fail(CAIRN_E_NOT_FOUND, "%s '%s': no usable checkpoint: %s; no valid '<name>-<step>' file in the "
                       "directory", fn, d, note.p ? note.p : "");
       free(note.p);
+      cairn__dir_close(&dd);
       return s;
     }
     note_add(&note, "found by scanning the directory");
+    /* One policy for every reader (train, eval, the tools): a missing or
+       unusable state file next to checkpoints is said out loud, and the
+       newest intact checkpoint found is used (TF's latest_checkpoint
+       would return None and a trainer would start again from step 0). */
+    if (state_why[0]) {
+      cairn__sbuf w = {0};
+      cairn__sb_puts(&w, "checkpoint directory '");
+      cairn__sb_puts(&w, d);
+      cairn__sb_puts(&w, "': ");
+      cairn__sb_puts(&w, state_why);
+      cairn__sb_puts(&w, "; using '");
+      cairn__sb_puts(&w, result);
+      cairn__sb_puts(&w, "', the newest intact checkpoint found by scanning the directory (the Saver rewrites the "
+                         "state file at its next save)");
+      if (!w.oom) cairn__warn_once(w.p);
+      free(w.p);
+    }
   }
+  cairn__dir_close(&dd);
   size_t rl = strlen(result);
   if (rl + 1 > len) {
     s = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' needs %zu bytes, path holds %zu", fn, result, rl + 1, len);
@@ -244,6 +278,12 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
   free(note.p);
   cairn__clear_error(); /* the candidates' open errors are in the note */
   return CAIRN_OK;
+}
+
+cairn_status cairn_latest_checkpoint_open(const char *dir, char *path, size_t len, char *note, size_t note_len,
+                                          cairn_ckpt **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "latest_checkpoint_open: out is NULL");
+  return cairn__latest_checkpoint_open(dir, path, len, note, note_len, out);
 }
 
 cairn_status cairn_latest_checkpoint_note(const char *dir, char *path, size_t len, char *note, size_t note_len) {

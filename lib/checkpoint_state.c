@@ -525,16 +525,30 @@ int cairn__names_file_in_dir(const char *dir, const char *rdir, const char *entr
   } else {
     struct stat sb;
     ok = 1;
+    /* A TF prefix is no file: what stands for it is "<prefix>.index" (its
+       data shards are checked when they are opened, cairn__open_read). */
+    char *index = NULL;
+    const char *what = "it";
+    if (lstat(full, &sb) != 0 && (index = malloc(strlen(full) + 7)) != NULL) {
+      sprintf(index, "%s.index", full);
+      if (lstat(index, &sb) == 0) {
+        free(full);
+        full = index;
+        index = NULL;
+        what = "its index";
+      }
+    }
+    free(index);
     if (lstat(full, &sb) == 0 && S_ISLNK(sb.st_mode)) {
       /* a link is only a name: what it reaches must be in the directory too */
       char *target = realpath(full, NULL);
       char *td = target ? cairn__path_dir(target) : NULL;
       if (!target) {
-        snprintf(why, len, "it is a symbolic link that does not resolve (%s)", strerror(errno));
+        snprintf(why, len, "%s is a symbolic link that does not resolve (%s)", what, strerror(errno));
         ok = 0;
       } else if (!td || strcmp(td, rdir) != 0) {
-        snprintf(why, len, "it is a symbolic link to '%.300s', outside the checkpoint directory '%.300s'", target,
-                 rdir);
+        snprintf(why, len, "%s is a symbolic link to '%.300s', outside the checkpoint directory '%.300s'", what,
+                 target, rdir);
         ok = 0;
       }
       free(td);
@@ -636,17 +650,23 @@ cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state
   cairn_status s = CAIRN_OK;
   char *text = NULL;
   cairn_checkpoint_state *st = NULL;
-  int fd = open(file, O_RDONLY);
+  /* Named by the directory, so opened in it: a FIFO is refused at once
+     (a blocking open would wait for a writer forever), and so is a link
+     that leads out of the directory. */
+  cairn__dir dd;
+  char why[800];
+  struct stat sb;
+  int fd = -1;
+  if (cairn__dir_open(dir, &dd) != 0) {
+    snprintf(why, sizeof why, "%s", strerror(errno));
+  } else {
+    fd = cairn__open_read(&dd, file, &sb, why, sizeof why);
+    cairn__dir_close(&dd);
+  }
   if (fd < 0) {
     int e = errno;
     s = cairn__fail(e == ENOENT || e == ENOTDIR ? CAIRN_E_NOT_FOUND : CAIRN_E_IO, "%s: cannot open '%s': %s", fn,
-                    file, strerror(e));
-    goto done;
-  }
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    s = cairn__fail(CAIRN_E_IO, "%s: '%s' is not a regular file", fn, file);
+                    file, why);
     goto done;
   }
   if ((uint64_t)sb.st_size > STATE_MAX_BYTES) {

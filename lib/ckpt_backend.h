@@ -34,8 +34,11 @@ typedef struct ck_view {
 typedef struct ck_backend {
   const char *name; /* "tf" or "safetensors": cairn_ckpt_format */
   /* Validates everything but the tensor bytes; limits are filled in. On
-   * error the backend has freed what it allocated, *state included. */
-  cairn_status (*open)(const char *path, const cairn_ckpt_limits *lim, void **state, ck_view *v);
+   * error the backend has freed what it allocated, *state included. Every
+   * file is opened with cairn__open_read(d, ...): d is the checkpoint
+   * directory the path was found in, or NULL (the caller named it). */
+  cairn_status (*open)(const cairn__dir *d, const char *path, const cairn_ckpt_limits *lim, void **state,
+                       ck_view *v);
   /* Reads entry e (one of the view's) into dst (e->raw_bytes bytes),
    * checking what the format lets it check (TF: the tensor's CRC32C). */
   cairn_status (*read)(void *state, const ck_entry *e, unsigned char *dst);
@@ -53,7 +56,12 @@ extern const ck_backend cairn__ck_tfbundle;
  * TF bundle: path is not a file but "<path>.index" is a LevelDB table
  * with TF's footer magic; or path is such a "<prefix>.index" itself.
  * fd: path already open (cairn_ckpt_open, so that a cairn file is opened
- * once), or -1. */
-const ck_backend *cairn__ck_detect(const char *path, int fd);
+ * once), or -1. d: as for the backends' open. */
+const ck_backend *cairn__ck_detect(const cairn__dir *d, const char *path, int fd);
+
+/* cairn_ckpt_open of a file found in directory d (NULL: as
+ * cairn_ckpt_open): every file it reads is opened with cairn__open_read(d, ...). */
+cairn_status cairn__ckpt_open_in(const cairn__dir *d, const char *path, const cairn_ckpt_limits *limits,
+                                 cairn_ckpt **out);
 
 #endif

@@ -273,12 +273,12 @@ void cairn_ckpt_close(cairn_ckpt *c) {
   free(c);
 }
 
-/* c->fd: the path opened by cairn_ckpt_open, or -1 and open_errno. */
-static cairn_status open_impl(cairn_ckpt *c, int open_errno) {
+/* c->fd: the path opened by cairn_ckpt_open, or -1 and why not. */
+static cairn_status open_impl(cairn_ckpt *c, const char *open_why) {
   cairn_status s;
   if (ck_host_big_endian())
     return cairn__fail(CAIRN_E_UNSUPPORTED, "ckpt_open: '%s': big-endian hosts are not supported", c->path);
-  if (c->fd < 0) return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", c->path, strerror(open_errno));
+  if (c->fd < 0) return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", c->path, open_why);
   struct stat st;
   if (fstat(c->fd, &st) != 0) {
     int e = errno;
@@ -334,17 +334,16 @@ static cairn_status open_impl(cairn_ckpt *c, int open_errno) {
  * stays open on its file (a TF bundle: "<prefix>.index"), and what fstat
  * says now is compared later. The backend reads through its own
  * descriptors. */
-static cairn_status backend_identity(cairn_ckpt *c) {
+static cairn_status backend_identity(const cairn__dir *d, cairn_ckpt *c) {
   if (c->fd < 0) {
     size_t n = strlen(c->path);
     char *index = malloc(n + 7);
     if (!index) return cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
     memcpy(index, c->path, n);
     memcpy(index + n, ".index", 7);
-    c->fd = open(index, O_RDONLY | O_CLOEXEC);
-    int e = errno;
-    cairn_status s = c->fd < 0 ? cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", index, strerror(e))
-                               : CAIRN_OK;
+    char why[700];
+    c->fd = cairn__open_read(d, index, NULL, why, sizeof why);
+    cairn_status s = c->fd < 0 ? cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", index, why) : CAIRN_OK;
     free(index);
     if (s) return s;
   }
@@ -361,6 +360,11 @@ static cairn_status backend_identity(cairn_ckpt *c) {
 }
 
 cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, cairn_ckpt **out) {
+  return cairn__ckpt_open_in(NULL, path, limits, out);
+}
+
+cairn_status cairn__ckpt_open_in(const cairn__dir *d, const char *path, const cairn_ckpt_limits *limits,
+                                 cairn_ckpt **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "ckpt_open: out is NULL");
   *out = NULL;
   if (!path) return cairn__fail(CAIRN_E_NULL, "ckpt_open: path is NULL");
@@ -372,19 +376,19 @@ cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, 
   c->fd = -1;
   fill_limits(limits, &c->lim);
   cairn_status s;
-  c->fd = open(path, O_RDONLY | O_CLOEXEC); /* a TF prefix names no file: -1 */
-  int open_errno = errno;
-  if ((c->be = cairn__ck_detect(path, c->fd))) {
-    s = c->be->open(path, &c->lim, &c->bs, &c->v);
+  char why[700];
+  c->fd = cairn__open_read(d, path, NULL, why, sizeof why); /* a TF prefix names no file: -1 */
+  if ((c->be = cairn__ck_detect(d, path, c->fd))) {
+    s = c->be->open(d, path, &c->lim, &c->bs, &c->v);
     if (s) {
       c->be = NULL; /* the backend freed its state and the view's arrays */
       memset(&c->v, 0, sizeof c->v);
     } else {
       c->sb.major = c->v.major, c->sb.minor = c->v.minor;
-      s = backend_identity(c); /* on failure, the close below frees the view and the backend's state */
+      s = backend_identity(d, c); /* on failure, the close below frees the view and the backend's state */
     }
   } else {
-    s = open_impl(c, open_errno);
+    s = open_impl(c, why);
   }
   if (s) {
     cairn_ckpt_close(c);

@@ -125,10 +125,37 @@ const cairn__dir_guard *cairn__checkpoint_lock_guard(const struct cairn_checkpoi
  * that cannot sync a directory count as success. */
 int cairn__fsync_dir(const char *dir);
 
+struct stat;
+/* A checkpoint directory held open, so that the files it names (its
+ * state file, the checkpoints the state file or a scan of it name, and the
+ * files derived from those: a TF prefix's .index and data shards) are
+ * looked up in it by cairn__open_read, not through whatever their path
+ * string leads to (path.c). */
+typedef struct cairn__dir {
+  int fd;      /* O_DIRECTORY descriptor of the directory */
+  char *real;  /* its realpath */
+  char *path;  /* as given, for messages */
+} cairn__dir;
+/* 0, or -1 with errno (ENOMEM included); d is then closed. */
+int cairn__dir_open(const char *dir, cairn__dir *d);
+void cairn__dir_close(cairn__dir *d); /* idempotent */
+/* Opens `path` read-only and never blocks on a FIFO (O_NONBLOCK until
+ * fstat has said it is a regular file, then cleared). Anything but a
+ * regular file is refused. With d (may be NULL: path as it is), only the
+ * base name of path is used, looked up in d without following a symbolic
+ * link; a link is followed only when what it finally reaches is a file
+ * directly in d, so nothing outside d is opened whatever the link says.
+ * Hard links are not detected (a hard link is a file of d like any other).
+ * The descriptor (and *sb, may be NULL), or -1 with errno (ENOENT and
+ * ENOTDIR: no such file; ELOOP: a link that leads out; EISDIR, EINVAL:
+ * not a regular file) and what was wrong in why[0..len) (may be NULL with
+ * len 0), e.g. "it is a FIFO, not a regular file" or "it is a symbolic
+ * link to '/x/y', outside the checkpoint directory '/d'". */
+int cairn__open_read(const cairn__dir *d, const char *path, struct stat *sb, char *why, size_t len);
+
 /* 1 if the file stat() described in *sb was marked with
  * cairn_checkpoint_mark_corrupt in this process, and then the reason in
  * why[0..len) (checkpoint_corrupt.c; cairn_latest_checkpoint skips such files). */
-struct stat;
 int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len);
 
 /* cairn_latest_checkpoint_note that, with keep, hands over the chosen
@@ -137,6 +164,17 @@ int cairn__checkpoint_marked(const struct stat *sb, char *why, size_t len);
 struct cairn_ckpt;
 cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t len, char *note, size_t note_len,
                                            struct cairn_ckpt **keep);
+
+/* cairn_saver_restore (opts NULL) or cairn_saver_restore_partial of a
+ * checkpoint found in directory d: its files are opened with
+ * cairn__open_read(d, ...) (saver_restore.c). */
+struct cairn_saver;
+struct cairn_restore_options;
+struct cairn_restore_report;
+struct cairn_saver_meta;
+cairn_status cairn__saver_restore_in(struct cairn_saver *s, const cairn__dir *d, const char *path,
+                                     const struct cairn_restore_options *opts, struct cairn_restore_report **report,
+                                     struct cairn_saver_meta **meta);
 
 /* Tests only (NULL otherwise): called by a restore between its verifying
  * pass and its decoding pass, so a test can change the file there

@@ -123,7 +123,8 @@ static cairn_status parse_tensor(const st_state *s, const char *name, size_t nam
   return CAIRN_OK;
 }
 
-static cairn_status st_open(const char *path, const cairn_ckpt_limits *lim, void **state, ck_view *v) {
+static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_ckpt_limits *lim, void **state,
+                            ck_view *v) {
   *state = NULL;
   st_state *s = calloc(1, sizeof *s);
   if (!s || !(s->path = strdup(path))) {
@@ -134,9 +135,9 @@ static cairn_status st_open(const char *path, const cairn_ckpt_limits *lim, void
   cairn_status st = CAIRN_OK;
   json_t *root = NULL;
   char *hdr = NULL;
-  if ((s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-    int e = errno;
-    st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", path, strerror(e));
+  char why[700];
+  if ((s->fd = cairn__open_read(d, path, NULL, why, sizeof why)) < 0) {
+    st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", path, why);
     goto out;
   }
   struct stat sb;

@@ -512,8 +512,9 @@ static void second_pass_failure(const char *fn, const char *path, cairn_status s
   cairn__fail(st, "%s", msg);
 }
 
-static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *path, const cairn_restore_options *opts,
-                                 cairn_restore_report **report, cairn_saver_meta **meta) {
+static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__dir *dir, const char *path,
+                                 const cairn_restore_options *opts, cairn_restore_report **report,
+                                 cairn_saver_meta **meta) {
   if (report) *report = NULL;
   if (meta) *meta = NULL;
   if (!s) return cairn__fail(CAIRN_E_NULL, "%s: saver is NULL", fn);
@@ -534,12 +535,12 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const char *pat
   }
 
   struct stat sb;
-  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(path, -1)) { /* a TF prefix is no file */
+  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(dir, path, -1)) { /* a TF prefix is no file */
     cairn_restore_report_free(r);
     return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file", fn, path);
   }
   cairn_ckpt *c = NULL;
-  if ((st = cairn_ckpt_open(path, NULL, &c))) {
+  if ((st = cairn__ckpt_open_in(dir, path, NULL, &c))) {
     char inner[400];
     snprintf(inner, sizeof inner, "%s", cairn_errmsg());
     cairn_restore_report_free(r);
@@ -670,10 +671,16 @@ fail:
 }
 
 cairn_status cairn_saver_restore(cairn_saver *s, const char *path, cairn_saver_meta **meta) {
-  return restore_impl("restore", s, path, NULL, NULL, meta);
+  return restore_impl("restore", s, NULL, path, NULL, NULL, meta);
 }
 
 cairn_status cairn_saver_restore_partial(cairn_saver *s, const char *path, const cairn_restore_options *opts,
                                          cairn_restore_report **report, cairn_saver_meta **meta) {
-  return restore_impl("restore_partial", s, path, opts, report, meta);
+  return restore_impl("restore_partial", s, NULL, path, opts, report, meta);
+}
+
+cairn_status cairn__saver_restore_in(cairn_saver *s, const cairn__dir *d, const char *path,
+                                     const cairn_restore_options *opts, cairn_restore_report **report,
+                                     cairn_saver_meta **meta) {
+  return restore_impl(opts ? "restore_partial" : "restore", s, d, path, opts, report, meta);
 }

@@ -6,7 +6,9 @@
  * "Partial restore and fine-tuning"). */
 #define _POSIX_C_SOURCE 200809L
 #include "session_impl.h"
+#include "ckpt_backend.h" /* cairn__ckpt_open_in */
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,18 +327,21 @@ static cairn_status init_unrestored(cairn_session_manager *sm, const cairn_resto
 
 /* Restores `path`: strictly with the saver (TF), or partially with `ropts`
  * and then initializes what was not restored. With meta not NULL, *meta
- * gets the file's metadata on success (NULL on failure). */
-static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, const char *path,
-                                 const cairn_restore_options *ropts, int init_rest, cairn_saver_meta **meta) {
+ * gets the file's metadata on success (NULL on failure). d: the directory
+ * the file was found in (its files are opened in it), or NULL for a file
+ * the caller named. */
+static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, const cairn__dir *d,
+                                 const char *path, const cairn_restore_options *ropts, int init_rest,
+                                 cairn_saver_meta **meta) {
   if (meta) *meta = NULL;
   cairn_env_log(sm->env, CAIRN_LOG_INFO, "Restoring parameters from %s", path);
   if (!ropts) {
-    cairn_status st = cairn_saver_restore(saver, path, meta);
+    cairn_status st = cairn__saver_restore_in(saver, d, path, NULL, NULL, meta);
     return st ? sm_keep(sm, st) : CAIRN_OK;
   }
   cairn_restore_report_free(sm->report);
   sm->report = NULL;
-  cairn_status st = cairn_saver_restore_partial(saver, path, ropts, &sm->report, meta);
+  cairn_status st = cairn__saver_restore_in(saver, d, path, ropts, &sm->report, meta);
   if (st) return sm_keep(sm, st);
   size_t restored = cairn_restore_report_count(sm->report, CAIRN_RESTORE_RESTORED), fresh = 0;
   if (init_rest) {
@@ -361,9 +366,9 @@ static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, 
 
 /* 1 if `path` is a checkpoint that opens (its framing, index and metadata
  * are sound): a restore error from it is then about its content. */
-static int checkpoint_opens(const char *path) {
+static int checkpoint_opens(const cairn__dir *d, const char *path) {
   cairn_ckpt *c;
-  if (cairn_ckpt_open(path, NULL, &c) != CAIRN_OK) return 0;
+  if (cairn__ckpt_open_in(d, path, NULL, &c) != CAIRN_OK) return 0;
   cairn_ckpt_close(c);
   return 1;
 }
@@ -373,9 +378,9 @@ static int checkpoint_opens(const char *path) {
  * file no longer opens (deleted, truncated). A variable missing from a
  * sound file, or one with another shape or dtype, is the model's fault
  * (a user's error): 0, as for running out of memory. */
-static int file_at_fault(const char *path, cairn_status st) {
+static int file_at_fault(const cairn__dir *d, const char *path, cairn_status st) {
   if (st == CAIRN_E_CORRUPT || st == CAIRN_E_TRUNCATED || st == CAIRN_E_FORMAT) return 1;
-  return st != CAIRN_E_NOMEM && !checkpoint_opens(path);
+  return st != CAIRN_E_NOMEM && !checkpoint_opens(d, path);
 }
 
 /* TF's _restore_checkpoint: *out is always a new session on success. */
@@ -393,7 +398,7 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
   cairn_saver_meta *meta = NULL;
   if (o->checkpoint_filename_with_path) {
     /* The file the caller named, or nothing: no fall back. */
-    st = restore_file(sm, o->saver, o->checkpoint_filename_with_path, o->restore, 1, &meta);
+    st = restore_file(sm, o->saver, NULL, o->checkpoint_filename_with_path, o->restore, 1, &meta);
     if (st) return st;
     if ((st = cairn__session_set_restored(*out, o->checkpoint_filename_with_path, meta))) return sm_keep(sm, st);
     snprintf(sm->restored_from, sizeof sm->restored_from, "%s", o->checkpoint_filename_with_path);
@@ -405,10 +410,25 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
      overshoot max_wait_secs by one recovery_wait_secs. */
   double wait_time = 0;
   cairn_checkpoint_state *state = NULL;
+  char cur[4096], next[4096];
+  cur[0] = '\0';
   for (;;) {
     st = cairn_checkpoint_state_read(o->checkpoint_dir, &state);
     if (st == CAIRN_OK) break;
-    if (st != CAIRN_E_NOT_FOUND) return sm_keep(sm, st); /* "Invalid checkpoint state" etc. propagate */
+    if (st == CAIRN_E_NOMEM) return sm_keep(sm, st);
+    /* A state file that is missing, unparsable or names nothing of the
+     * directory, next to checkpoints: cairn restores the newest intact
+     * checkpoint found by scanning the directory, with the WARNING the
+     * lookup logs, as eval and ckpt-inspect do. TF's
+     * get_checkpoint_state returns None here and the trainer silently
+     * starts again from step 0 (missing) or fails (garbage); the next
+     * save would then rotate a fresh run into the old one's files. */
+    char state_err[CAIRN__ERRMSG_LEN];
+    snprintf(state_err, sizeof state_err, "%s", cairn_errmsg());
+    if (cairn_latest_checkpoint_note(o->checkpoint_dir, cur, sizeof cur, NULL, 0) == CAIRN_OK) break;
+    cur[0] = '\0';
+    if (st != CAIRN_E_NOT_FOUND) /* "Invalid checkpoint state" and nothing found by the scan */
+      return sm_fail(sm, st, "%s (and no checkpoint found by scanning the directory)", state_err);
     if (o->wait_for_checkpoint && wait_time < o->max_wait_secs) {
       cairn_env_log(sm->env, CAIRN_LOG_INFO, "Waiting for checkpoint to be available.");
       cairn_env_sleep(sm->env, sm->recovery_wait_secs);
@@ -430,10 +450,18 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
    * uninitialized and the older checkpoint's restore writes them all again
    * (doc/restore-memory.md). Errors of the model (a variable missing,
    * another shape) still propagate. */
-  char cur[4096], next[4096];
   char tried[2048] = "";
   cairn_status first = CAIRN_OK;
-  snprintf(cur, sizeof cur, "%s", cairn_checkpoint_state_model_path(state));
+  if (state) snprintf(cur, sizeof cur, "%s", cairn_checkpoint_state_model_path(state));
+  /* The files of checkpoint_dir are opened in it (cairn__open_read): a
+     TF prefix's .index and shards may not lead out of it. */
+  cairn__dir dd;
+  if (cairn__dir_open(o->checkpoint_dir, &dd) != 0) {
+    int e = errno;
+    cairn_checkpoint_state_free(state);
+    return sm_fail(sm, e == ENOMEM ? CAIRN_E_NOMEM : CAIRN_E_IO, "%s: cannot open checkpoint_dir '%s': %s", fn,
+                   o->checkpoint_dir, strerror(e));
+  }
   /* Found corrupt by an earlier restore of this process (a recovery, the
      next session): go straight to the checkpoint chosen then. */
   if (cairn_checkpoint_is_marked_corrupt(cur) &&
@@ -443,8 +471,8 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     memcpy(cur, next, sizeof cur);
   }
   for (int attempt = 0;; attempt++) {
-    st = restore_file(sm, o->saver, cur, o->restore, 1, &meta);
-    if (!st || !file_at_fault(cur, st)) break;
+    st = restore_file(sm, o->saver, &dd, cur, o->restore, 1, &meta);
+    if (!st || !file_at_fault(&dd, cur, st)) break;
     char why[1024];
     snprintf(why, sizeof why, "%.1000s", sm->errmsg);
     if (!first) first = st;
@@ -496,6 +524,7 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     *restored = 1;
   }
   cairn_checkpoint_state_free(state);
+  cairn__dir_close(&dd);
   return st;
 }
 
@@ -540,7 +569,7 @@ static cairn_status prepare(cairn_session_manager *sm, const cairn_prepare_optio
                        o->warm_start_path);
       cairn_restore_options all;
       memset(&all, 0, sizeof all);
-      st = restore_file(sm, o->saver, o->warm_start_path, o->warm_start ? o->warm_start : &all, 0, NULL);
+      st = restore_file(sm, o->saver, NULL, o->warm_start_path, o->warm_start ? o->warm_start : &all, 0, NULL);
       if (st) return st;
     }
     if (o->init_fn) {

@@ -319,7 +319,8 @@ static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
   return CAIRN_OK;
 }
 
-static cairn_status tf_open(const char *path, const cairn_ckpt_limits *lim, void **state, ck_view *v) {
+static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_ckpt_limits *lim, void **state,
+                            ck_view *v) {
   *state = NULL;
   tf_state *s = calloc(1, sizeof *s);
   size_t pl = strlen(path);
@@ -341,9 +342,12 @@ static cairn_status tf_open(const char *path, const cairn_ckpt_limits *lim, void
   }
   sprintf(index, "%s.index", s->prefix);
   c.index = index;
-  if ((fd = open(index, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb) != 0) {
-    int e = errno;
-    st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", index, strerror(e));
+  /* The index and the shards are names derived from the prefix: a
+     checkpoint found in a directory must not reach out of it through
+     them (a link), nor hang on a FIFO. */
+  char why[700];
+  if ((fd = cairn__open_read(d, index, &sb, why, sizeof why)) < 0) {
+    st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", index, why);
     goto out;
   }
   if ((uint64_t)sb.st_size > lim->max_index_bytes) {
@@ -379,9 +383,8 @@ static cairn_status tf_open(const char *path, const cairn_ckpt_limits *lim, void
       struct stat ds;
       if (!name) {
         st = cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
-      } else if ((s->fds[sh] = open(name, O_RDONLY | O_CLOEXEC)) < 0 || fstat(s->fds[sh], &ds) != 0) {
-        int en = errno;
-        st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open data shard '%s' (tensor '%s'): %s", name, e->name, strerror(en));
+      } else if ((s->fds[sh] = cairn__open_read(d, name, &ds, why, sizeof why)) < 0) {
+        st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open data shard '%s' (tensor '%s'): %s", name, e->name, why);
       } else {
         s->sizes[sh] = (uint64_t)ds.st_size;
       }

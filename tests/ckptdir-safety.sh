@@ -5,7 +5,8 @@
 #     directory ("../x", an absolute path elsewhere, a link to a checkpoint
 #     outside) makes train, eval and ckpt-inspect warn and ignore them:
 #     the files outside survive a run that rotates its checkpoints, and are
-#     neither restored from nor evaluated;
+#     neither restored from nor evaluated; with nothing inside named, all
+#     three WARN and use the newest checkpoint found by scanning;
 #   - two trainers at once on one directory: the second refuses at once,
 #     naming the first (pid, host, lock file); a SIGKILLed holder leaves no
 #     stale lock;
@@ -88,11 +89,15 @@ if [ "$rc" -eq 0 ] && out_has "train.global_step.* 28$" && victims_intact; then
 else
   not_ok "ckpt-inspect on the directory opens its own newest checkpoint (exit $rc)"
 fi
+# One policy for train, eval and ckpt-inspect: a WARNING and the newest
+# checkpoint found by scanning the directory (it used to refuse).
 run "$PROG" train --checkpoint-dir "$D" $SMALL --max-steps 32 --save-checkpoint-steps 2
-if [ "$rc" -ne 0 ] && err_has "none of its 2 paths names a file in the directory" && victims_intact; then
-  ok "train refuses a state file that names no file of the directory; files outside survive"
+if [ "$rc" -eq 0 ] && err_has "none of its 2 paths names a file in the directory" &&
+  err_has "using '$D/model.ckpt-28', the newest intact checkpoint found by scanning the directory" &&
+  out_has "^resumed from $D/model.ckpt-28 at step 28 " && victims_intact; then
+  ok "train on a state file that names no file of the directory: a WARNING, resumes from the scan's newest; files outside survive"
 else
-  not_ok "train refuses a state file that names no file of the directory; files outside survive (exit $rc)"
+  not_ok "train on a state file that names no file of the directory: a WARNING, resumes from the scan's newest; files outside survive (exit $rc)"
 fi
 
 # ---- 2. two trainers at once ----------------------------------------------------------------

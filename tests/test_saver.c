@@ -2174,6 +2174,36 @@ Test(confine, escaping_entries_are_ignored_and_never_deleted) {
 
 /* TF's absolute form of a path inside the directory still works, through
  * a linked name of the directory too; so does a link to a file inside. */
+/* cairn_latest_checkpoint_open: the checkpoint it chose, open; a state
+ * file entry that is a link inside the directory is followed; a checkpoint
+ * file that is a FIFO is skipped at once, not waited on. */
+Test(confine, latest_checkpoint_open_hands_over_what_it_chose) {
+  char p1[600], p2[600], path[600], note[2048];
+  save_model(P("model.ckpt"), 1, 10, NULL, p1);
+  save_model(P("model.ckpt"), 2, 20, NULL, p2);
+  cairn_ckpt *c = NULL;
+  ASSERT_OK(cairn_latest_checkpoint_open(g_dir, path, sizeof path, note, sizeof note, &c));
+  cr_assert_str_eq(path, p2);
+  cr_assert_str_eq(cairn_ckpt_path(c), p2);
+  cr_assert_str_eq(note, "");
+  /* rotation deleting the file meanwhile does not take the handle away */
+  cr_assert_eq(unlink(p2), 0);
+  ASSERT_OK(cairn_ckpt_verify(c));
+  cairn_ckpt_close(c);
+  cr_assert_eq(cairn_latest_checkpoint_open(g_dir, path, sizeof path, NULL, 0, NULL), CAIRN_E_NULL);
+
+  /* the newest replaced by a FIFO: model.ckpt-1, and the note says why */
+  cr_assert_eq(mkfifo(p2, 0644), 0, "%s", strerror(errno));
+  ASSERT_OK(cairn_latest_checkpoint_open(g_dir, path, sizeof path, note, sizeof note, &c));
+  cr_assert_str_eq(cairn_ckpt_path(c), p1);
+  cr_assert_not_null(strstr(note, "it is a FIFO, not a regular file"), "%s", note);
+  cairn_ckpt_close(c);
+  cairn_ckpt *direct = NULL;
+  cr_assert_eq(cairn_ckpt_open(p2, NULL, &direct), CAIRN_E_IO, "a FIFO given by path is refused too, at once");
+  ASSERT_MSG_HAS("it is a FIFO, not a regular file");
+  cr_assert_null(direct);
+}
+
 Test(confine, absolute_paths_inside_are_kept) {
   cr_assert_eq(mkdir(P("ckpt"), 0755), 0);
   cr_assert_eq(symlink("ckpt", P("alias")), 0);

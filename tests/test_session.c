@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "cairn/ckpt.h"
+#include "cairn/interop.h"
 #include "cairn/saver.h"
 #include "cairn/scaffold.h"
 #include "cairn/session.h"
@@ -2844,4 +2845,195 @@ Test(options, session_manager_prepare_scaffold_defaults) {
   cairn_scaffold_options z, d = cairn_scaffold_options_default();
   memset(&z, 0, sizeof z);
   cr_assert(memcmp(&d, &z, sizeof z) == 0);
+}
+
+/* ---- the directory's own files only, whatever the state file says ---- */
+
+/* What prepare_session restores from g_dir (the step; -1 when it fails,
+ * with the message in err). */
+static int64_t restored_step(char *err, size_t len) {
+  cairn_var *big;
+  cairn_registry *r = big_reg(&big);
+  cairn_ready_op *ready = uninit(r, ALL);
+  cairn_session_manager *sm = mk_sm(r, NULL, ready, NULL, 0);
+  cairn_saver *sv = mk_saver(r);
+  cairn_prepare_options o = popts(NULL, sv, g_dir);
+  cairn_session *s = NULL;
+  int64_t step = -1;
+  err[0] = '\0';
+  if (cairn_session_manager_prepare_session(sm, &o, &s) == CAIRN_OK) {
+    OK(cairn_session_global_step(s, &step));
+    if (!big_is(big, step)) step = -2; /* variables from another file than global_step */
+  } else {
+    snprintf(err, len, "%s", cairn_session_manager_errmsg(sm));
+  }
+  cairn_session_free(s);
+  cairn_saver_free(sv);
+  cairn_session_manager_free(sm);
+  cairn_ready_op_free(ready);
+  cairn_registry_free(r);
+  return step;
+}
+
+/* A TF bundle "model.ckpt-99" in g_dir (global_step and big of step 99),
+ * named newest by the state file, next to the Saver's 10, 20, 30. */
+static void tf99(void) {
+  big_save(3);
+  cairn_var *big, *gs;
+  cairn_registry *r = big_reg(&big);
+  big_fill(r, big, 99);
+  OK(cairn_registry_global_step(r, &gs));
+  cairn_tfbundle_writer *w;
+  OK(cairn_tfbundle_writer_open(P("model.ckpt-99"), &w));
+  OK(cairn_tfbundle_writer_add(w, "big", cairn_var_tensor(big)));
+  OK(cairn_tfbundle_writer_add(w, "global_step", cairn_var_tensor(gs)));
+  OK(cairn_tfbundle_writer_commit(w));
+  cairn_registry_free(r);
+  char p10[800], p20[800], p30[800];
+  snprintf(p10, sizeof p10, "%s", P("model.ckpt-10"));
+  snprintf(p20, sizeof p20, "%s", P("model.ckpt-20"));
+  snprintf(p30, sizeof p30, "%s", P("model.ckpt-30"));
+  const char *all[] = {p10, p20, p30};
+  OK(cairn_checkpoint_state_write(g_dir, P("model.ckpt-99"), all, 3, 1));
+  cr_assert_eq(mkdir(P("outside"), 0755), 0, "%s", strerror(errno));
+}
+
+#define SHARD "model.ckpt-99.data-00000-of-00001"
+
+/* Moves g_dir/name to g_dir/outside/name and leaves a link to it. */
+static void link_out(const char *name) {
+  char from[800], to[800], target[200];
+  snprintf(from, sizeof from, "%s", P(name));
+  snprintf(target, sizeof target, "outside/%s", name);
+  snprintf(to, sizeof to, "%s", P(target));
+  cr_assert_eq(rename(from, to), 0, "%s", strerror(errno));
+  cr_assert_eq(symlink(target, from), 0, "%s", strerror(errno));
+}
+
+/* The state file's newest entry is a TF prefix whose name is no file: its
+ * .index and shards are the names derived from it, and each is opened in
+ * the directory. One leading out (a link), a FIFO or a directory makes it
+ * unusable: the newest intact checkpoint of the directory is restored,
+ * nothing outside is read, and nothing hangs (the suite's timeout). */
+static void expect_skipped_99(const char *what) {
+  char err[2048], latest[800];
+  int64_t step = restored_step(err, sizeof err);
+  cr_assert_eq(step, 30, "%s: restored step %lld, not the intact step 30 (%s)", what, (long long)step, err);
+  OK(cairn_latest_checkpoint(g_dir, latest, sizeof latest));
+  cr_assert_str_eq(latest, P("model.ckpt-30"), "%s: latest_checkpoint", what);
+  cairn_ckpt *c = NULL;
+  char note[4096];
+  OK(cairn_latest_checkpoint_open(g_dir, latest, sizeof latest, note, sizeof note, &c));
+  cr_assert_str_eq(cairn_ckpt_path(c), P("model.ckpt-30"));
+  cairn_ckpt_close(c);
+}
+
+Test(session_manager, tf_prefix_index_linked_out_is_not_read) {
+  tf99();
+  link_out("model.ckpt-99.index");
+  expect_skipped_99("index linked out");
+  /* the state file's reader already ignores the entry, saying why */
+  cairn_checkpoint_state *st;
+  OK(cairn_checkpoint_state_read(g_dir, &st));
+  cr_assert_eq(cairn_checkpoint_state_ignored_count(st), 2u, "as a listed path and as model_checkpoint_path");
+  cr_assert_str_eq(cairn_checkpoint_state_ignored_at(st, 0), "model.ckpt-99");
+  cr_assert_str_eq(cairn_checkpoint_state_model_path(st), P("model.ckpt-30"));
+  cairn_checkpoint_state_free(st);
+}
+
+Test(session_manager, tf_prefix_shard_linked_out_is_not_read) {
+  tf99();
+  link_out(SHARD);
+  expect_skipped_99("data shard linked out");
+  char note[4096], latest[800];
+  OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, note, sizeof note));
+  HAS(note, "skipped '");
+  HAS(note, "model.ckpt-99': I/O error: ckpt_open: cannot open data shard");
+  HAS(note, "it is a symbolic link to '");
+}
+
+Test(session_manager, tf_prefix_shard_fifo_is_refused_at_once) {
+  tf99();
+  cr_assert_eq(unlink(P(SHARD)), 0);
+  cr_assert_eq(mkfifo(P(SHARD), 0644), 0, "%s", strerror(errno));
+  expect_skipped_99("data shard a FIFO");
+  char note[4096], latest[800];
+  OK(cairn_latest_checkpoint_note(g_dir, latest, sizeof latest, note, sizeof note));
+  HAS(note, "it is a FIFO, not a regular file");
+}
+
+Test(session_manager, tf_prefix_shard_directory_is_refused) {
+  tf99();
+  cr_assert_eq(unlink(P(SHARD)), 0);
+  cr_assert_eq(mkdir(P(SHARD), 0755), 0, "%s", strerror(errno));
+  expect_skipped_99("data shard a directory");
+}
+
+/* Today's policy for links that stay inside: kept. */
+Test(session_manager, tf_prefix_shard_linked_inside_is_kept) {
+  tf99();
+  cr_assert_eq(rename(P(SHARD), P("real-99.data")), 0);
+  cr_assert_eq(symlink("real-99.data", P(SHARD)), 0);
+  char err[2048];
+  int64_t step = restored_step(err, sizeof err);
+  cr_assert_eq(step, 99, "restored step %lld (%s)", (long long)step, err);
+}
+
+/* A FIFO named `checkpoint`: refused at once (a blocking open would wait
+ * for a writer forever), then the directory scan. */
+Test(session_manager, state_file_fifo_is_refused_at_once) {
+  big_save(3);
+  cr_assert_eq(unlink(P("checkpoint")), 0);
+  cr_assert_eq(mkfifo(P("checkpoint"), 0644), 0, "%s", strerror(errno));
+  cairn_checkpoint_state *st = NULL;
+  cr_assert_eq(cairn_checkpoint_state_read(g_dir, &st), CAIRN_E_IO);
+  HAS(cairn_errmsg(), "it is a FIFO, not a regular file");
+  char err[2048];
+  int64_t step = restored_step(err, sizeof err);
+  cr_assert_eq(step, 30, "restored step %lld (%s)", (long long)step, err);
+}
+
+/* One policy for an unusable state file next to checkpoints: the newest
+ * intact checkpoint found by scanning (TF would start from step 0, or fail). */
+Test(session_manager, missing_state_file_restores_by_scan) {
+  big_save(3);
+  cr_assert_eq(unlink(P("checkpoint")), 0);
+  char err[2048];
+  int64_t step = restored_step(err, sizeof err);
+  cr_assert_eq(step, 30, "restored step %lld (%s)", (long long)step, err);
+}
+
+Test(session_manager, garbage_state_file_restores_by_scan) {
+  big_save(3);
+  FILE *f = fopen(P("checkpoint"), "w");
+  cr_assert_not_null(f);
+  fputs("this is { not a state file\n", f);
+  fclose(f);
+  char err[2048];
+  int64_t step = restored_step(err, sizeof err);
+  cr_assert_eq(step, 30, "restored step %lld (%s)", (long long)step, err);
+}
+
+Test(session_manager, all_outside_state_file_restores_by_scan) {
+  big_save(3);
+  FILE *f = fopen(P("checkpoint"), "w");
+  cr_assert_not_null(f);
+  fputs("model_checkpoint_path: \"/etc/passwd\"\nall_model_checkpoint_paths: \"../x-5\"\n", f);
+  fclose(f);
+  char err[2048];
+  int64_t step = restored_step(err, sizeof err);
+  cr_assert_eq(step, 30, "restored step %lld (%s)", (long long)step, err);
+}
+
+/* Nothing to scan either: a garbage state file still fails (it says there
+ * were checkpoints), and says that the scan found none. */
+Test(session_manager, garbage_state_file_without_checkpoints_fails) {
+  FILE *f = fopen(P("checkpoint"), "w");
+  cr_assert_not_null(f);
+  fputs("garbage\n", f);
+  fclose(f);
+  char err[2048];
+  int64_t step = restored_step(err, sizeof err);
+  cr_assert_eq(step, -1, "step %lld", (long long)step);
+  HAS(err, "no checkpoint found by scanning the directory");
 }

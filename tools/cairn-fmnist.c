@@ -649,6 +649,10 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
     if (chief && f->eval_every > 0 && (step % f->eval_every == 0 || last)) {
       cairn_mlp_eval_result e;
       if ((st = cairn_mlp_eval_run_monitored(ms, m->eval, &d->xte, d->yte, &e)) != CAIRN_OK) break;
+      /* A background save that failed is reported before a line that
+         reads as if all went well (at the last step: after waiting for
+         the save in flight). */
+      if ((st = last ? cairn_saver_save_wait(dst.saver) : cairn_saver_save_status(dst.saver, NULL)) != CAIRN_OK) break;
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
              now_secs() - t0);
       if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.accuracy, e.step)) != CAIRN_OK ||
@@ -660,7 +664,8 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
      long this run took (unless --eval-every has just printed it). */
   if (chief && st == CAIRN_OK && step > start && !(f->eval_every > 0) && !cairn_monitored_session_stop_signal(ms)) {
     cairn_mlp_eval_result e;
-    if ((st = cairn_mlp_eval_run_monitored(ms, m->eval, &d->xte, d->yte, &e)) == CAIRN_OK) {
+    if ((st = cairn_mlp_eval_run_monitored(ms, m->eval, &d->xte, d->yte, &e)) == CAIRN_OK &&
+        (st = cairn_saver_save_wait(dst.saver)) == CAIRN_OK) {
       printf("step %lld  test_loss=%.4f  test_accuracy=%.4f  (%.1f s)\n", (long long)e.step, e.loss, e.accuracy,
              now_secs() - t0);
       if ((st = cairn_event_writer_add_scalar(events, "test_accuracy", e.accuracy, e.step)) == CAIRN_OK)
@@ -841,6 +846,38 @@ out:
 
 /* ---- eval -------------------------------------------------------------------------------------- */
 
+/* The architecture of an open checkpoint: its user.fmnist.hidden, else
+ * the kernels' shapes (as hidden_from_checkpoint). */
+static int hidden_from_open(cairn_ckpt *c, const char *path, flags *f) {
+  const char *h;
+  if (cairn_ckpt_meta_str(c, "user.fmnist.hidden", &h) == CAIRN_OK) {
+    if (parse_hidden(h, f->hidden, &f->n_hidden) == 0) return 0;
+    fprintf(stderr, PROG ": %s was not written by " PROG " (no valid user.fmnist.hidden)\n", path);
+    return 1;
+  }
+  char hs[256] = "";
+  int n = 0;
+  for (int k = 0; k <= CAIRN_MLP_MAX_LAYERS; k++) {
+    char name[32];
+    cairn_ckpt_entry e;
+    snprintf(name, sizeof name, k ? "dense_%d/kernel" : "dense/kernel", k);
+    if (cairn_ckpt_find(c, name, &e) != CAIRN_OK || e.rank != 2) break;
+    if (k) snprintf(hs + strlen(hs), sizeof hs - strlen(hs), "%s%lld", k > 1 ? "," : "", (long long)e.shape[0]);
+    n++;
+  }
+  if (n >= 2 && parse_hidden(hs, f->hidden, &f->n_hidden) == 0) return 0;
+  fprintf(stderr, PROG ": %s was not written by " PROG " (no valid user.fmnist.hidden)\n", path);
+  return 1;
+}
+
+/* 1 if nothing is left at path (a file, or a TF prefix's .index). */
+static int vanished(const char *path) {
+  struct stat sb;
+  char idx[4200];
+  snprintf(idx, sizeof idx, "%s.index", path);
+  return stat(path, &sb) != 0 && errno == ENOENT && stat(idx, &sb) != 0 && errno == ENOENT;
+}
+
 static int cmd_eval(flags *f) {
   data d;
   model m;
@@ -857,22 +894,28 @@ static int cmd_eval(flags *f) {
             errno ? strerror(errno) : "not a directory");
     return 1;
   }
-  int loaded = 0;
+  /* The data first: a trainer next to us rotates checkpoints away, and the
+     second it takes to load them was the window in which the checkpoint
+     chosen below was deleted before it was restored. */
+  if (data_load(&d, f->data_dir)) goto out;
   for (int attempt = 0;; attempt++) {
     char note[4096];
-    if ((st = cairn_latest_checkpoint_note(f->dir, path, sizeof path, note, sizeof note)) != CAIRN_OK) {
+    cairn_ckpt *c = NULL;
+    /* Chosen and opened in DIR at once (nothing outside DIR is read); its
+       architecture comes from that open handle. */
+    if ((st = cairn_latest_checkpoint_open(f->dir, path, sizeof path, note, sizeof note, &c)) != CAIRN_OK) {
       if (attempt) /* the reasons were in the warnings */
-        fprintf(stderr, PROG ": no intact checkpoint to evaluate in %s: every one left is corrupt (see the warnings "
-                        "above; the files are left in place)\n", f->dir);
+        fprintf(stderr, PROG ": no intact checkpoint to evaluate in %s: every one left is corrupt or gone (see the "
+                        "warnings above; the files are left in place)\n", f->dir);
       else
         report_error("no checkpoint to evaluate", st, NULL);
       goto out;
     }
     /* Say which checkpoint was skipped, and why, as train and ckpt-inspect do. */
-    if (!attempt && *note) fprintf(stderr, PROG ": note: %s\n", note);
-    if (hidden_from_checkpoint(path, f)) goto out;
-    if (!loaded && data_load(&d, f->data_dir)) goto out;
-    loaded = 1;
+    if (*note) fprintf(stderr, PROG ": note: %s\n", note);
+    int bad = hidden_from_open(c, path, f);
+    cairn_ckpt_close(c);
+    if (bad) goto out;
     if (model_new(&m, d.features, f->hidden, f->n_hidden, 0)) goto out;
     /* SingularMonitoredSession restoring exactly this file, no hooks: no
        CheckpointSaverHook, so nothing is written into DIR. */
@@ -880,6 +923,16 @@ static int cmd_eval(flags *f) {
     o.registry = m.reg;
     o.checkpoint_filename_with_path = path;
     if ((st = cairn_singular_monitored_session_new(&o, &ms)) == CAIRN_OK) break;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", cairn_errmsg());
+    /* Rotation deleted the file since it was chosen: the next newest. */
+    if (vanished(path) && attempt < 1000) {
+      fprintf(stderr, PROG ": warning: %s vanished before it was restored (%s): evaluating the newest one left\n",
+              path, why);
+      model_free(&m);
+      memset(&m, 0, sizeof m);
+      continue;
+    }
     /* The file's own data is bad (a checksum, a decoding, a cut): evaluate
        the newest intact checkpoint instead, as train resumes from it. A
        model that does not match a sound file is an error. */
@@ -887,8 +940,6 @@ static int cmd_eval(flags *f) {
       ret = report_error("restoring", st, NULL);
       goto out;
     }
-    char why[1024];
-    snprintf(why, sizeof why, "%s", cairn_errmsg());
     fprintf(stderr, PROG ": warning: %s is unusable (%s): evaluating the newest intact checkpoint instead\n", path,
             why);
     if ((st = cairn_checkpoint_mark_corrupt(path, why)) != CAIRN_OK) {

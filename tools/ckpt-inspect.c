@@ -508,6 +508,34 @@ static void explain_missing(const char *arg) {
   free(copy);
 }
 
+/* The checkpoints resolve() chose in a directory, still open: the handle
+ * was opened inside the directory (nothing a link leads to outside it is
+ * read; cairn_latest_checkpoint_open), and it stays valid when rotation
+ * deletes the file meanwhile. open_ckpt takes them over; what is left is
+ * closed at exit. Two: diff resolves two arguments. */
+static struct {
+  char path[4096];
+  cairn_ckpt *c;
+} g_resolved[2];
+
+static void close_resolved(void) {
+  for (size_t i = 0; i < 2; i++) {
+    cairn_ckpt_close(g_resolved[i].c);
+    g_resolved[i].c = NULL;
+  }
+}
+
+/* The handle resolve() kept for path, now the caller's; NULL if none. */
+static cairn_ckpt *take_resolved(const char *path) {
+  for (size_t i = 0; i < 2; i++)
+    if (g_resolved[i].c && strcmp(g_resolved[i].path, path) == 0) {
+      cairn_ckpt *c = g_resolved[i].c;
+      g_resolved[i].c = NULL;
+      return c;
+    }
+  return NULL;
+}
+
 /* Resolves a CKPT argument into a file path: a file as is, a directory
  * to its latest valid checkpoint (when allow_dir). Prints the error. */
 static int resolve(const char *arg, int allow_dir, char *out, size_t outlen) {
@@ -532,7 +560,13 @@ static int resolve(const char *arg, int allow_dir, char *out, size_t outlen) {
       return -1;
     }
     char why[4096];
-    cairn_status s = cairn_latest_checkpoint_note(arg, out, outlen, why, sizeof why);
+    size_t slot = g_resolved[0].c ? 1 : 0;
+    static int registered;
+    if (!registered++) atexit(close_resolved);
+    cairn_ckpt_close(g_resolved[slot].c);
+    g_resolved[slot].c = NULL;
+    cairn_status s = cairn_latest_checkpoint_open(arg, out, outlen, why, sizeof why, &g_resolved[slot].c);
+    if (s == CAIRN_OK) snprintf(g_resolved[slot].path, sizeof g_resolved[slot].path, "%s", out);
     if (s != CAIRN_OK) {
       char what[4200];
       snprintf(what, sizeof what, "%s: no valid checkpoint in this directory", arg);
@@ -558,6 +592,7 @@ static const char *base_name(const char *p) {
 
 /* Opens path; prints the error with a hint, returns the status. */
 static cairn_status open_ckpt(const char *path, cairn_ckpt **c) {
+  if ((*c = take_resolved(path)) != NULL) return CAIRN_OK;
   cairn_status s = cairn_ckpt_open(path, NULL, c);
   if (s == CAIRN_OK) return s;
   error_status(path, s);
@@ -1572,8 +1607,8 @@ static void verify_report(const options *o, const char *path, cairn_status s, co
 static int cmd_verify(const options *o, const char *arg) {
   char path[4096];
   if (resolve(arg, 1, path, sizeof path) != 0) return EXIT_ERROR;
-  cairn_ckpt *c = NULL;
-  cairn_status s = cairn_ckpt_open(path, NULL, &c);
+  cairn_ckpt *c = take_resolved(path);
+  cairn_status s = c ? CAIRN_OK : cairn_ckpt_open(path, NULL, &c);
   if (s != CAIRN_OK) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", cairn_errmsg());

@@ -59,13 +59,19 @@
  * them: restore, recovery of the rotation list, the tools) ignores an
  * entry that does not name a file directly in the directory — one with a
  * ".." component, an absolute path elsewhere, a path through a symbolic
- * link that leads out, a link whose target is outside — with a WARNING on
- * stderr naming it, e.g.
+ * link that leads out, a link whose target is outside, a TF prefix whose
+ * .index is such a link — with a WARNING on stderr naming it, e.g.
  *   cairn WARNING: checkpoint state 'd/checkpoint': ignoring
  *   all_model_checkpoint_paths "/etc/passwd": it is in '/etc', not in the
  *   checkpoint directory '/data/d'; a state file may only name files in
  *   its own directory
- * TF's absolute form of a path inside the directory is accepted.
+ * TF's absolute form of a path inside the directory is accepted. The files
+ * themselves (the state file, each checkpoint, a TF prefix's .index and
+ * data shards) are opened in the directory, by their base names, without
+ * following a link that leads out; a link whose end is a file of the
+ * directory is followed; a FIFO, a directory or any other non-regular file
+ * is refused at once (never waited on). Hard links are not detected. See
+ * doc/checkpoints-and-restarts.md, items 10 and 11.
  *
  * One writer per directory. Two trainers saving into one directory would
  * interleave their checkpoints and rotation silently; a trainer holds the
@@ -520,8 +526,9 @@ typedef struct cairn_checkpoint_state cairn_checkpoint_state;
  * (unparsable, or model_checkpoint_path missing or empty: "invalid
  * checkpoint state loaded from 'dir'"; names the line; or no entry names
  * a file in dir: "... none of its 2 paths names a file in the
- * directory"), CAIRN_E_IO, CAIRN_E_LIMIT (a state file over 16 MiB),
- * CAIRN_E_NOMEM. */
+ * directory"), CAIRN_E_IO (e.g. "cannot open 'd/checkpoint': it is a FIFO,
+ * not a regular file", or a symbolic link out of dir), CAIRN_E_LIMIT (a
+ * state file over 16 MiB), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_read(const char *dir,
                                                                 cairn_checkpoint_state **out);
 CAIRN_API void cairn_checkpoint_state_free(cairn_checkpoint_state *st);
@@ -554,12 +561,16 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *
  * checkpoint (cairn_ckpt_open: superblock, footer, metadata and index are
  * checked; tensor data is not — use cairn_ckpt_verify for that) and was not
  * marked with cairn_checkpoint_mark_corrupt in this process. When the
- * state file is missing or unparsable, or none of its checkpoints is
- * usable, scans dir for files named "<anything>-<step>" and returns the
- * valid one with the highest step (ties: the newest mtime). Neither way
- * leaves dir: state file entries are confined as above, and a scanned
- * name that is a symbolic link to a file elsewhere is skipped with a
- * WARNING.
+ * state file is missing or unusable (unparsable, a FIFO, no entry naming
+ * a file of dir), or none of its checkpoints is usable, scans dir for files
+ * named "<anything>-<step>" and returns the valid one with the highest step
+ * (ties: the newest mtime); when the state file was missing or unusable,
+ * once per process, a WARNING says so and names the file used (TF returns
+ * None there; doc/checkpoints-and-restarts.md, item 11). Neither way leaves
+ * dir: state file entries are confined as above, a scanned name that is a
+ * symbolic link to a file elsewhere is skipped with a WARNING, and every
+ * file is opened in dir (a checkpoint whose TF .index or data shard leads
+ * out, or is a FIFO or a directory, is skipped, the note says why).
  *
  * cairn_errmsg() is cleared on entry. On CAIRN_OK the note (see
  * cairn_latest_checkpoint_note) is left in cairn_errmsg(): "" when the
@@ -581,6 +592,19 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint(const char *dir, 
  * with note_len > 0). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint_note(const char *dir, char *path, size_t len,
                                                                     char *note, size_t note_len);
+
+/* cairn_latest_checkpoint_note that also hands over the checkpoint it
+ * chose, open, in *out (close it with cairn_ckpt_close). Use it to read a
+ * checkpoint of a directory: the handle was opened inside dir (see "The
+ * state file names files of its own directory" at the top: every file of
+ * it, a TensorFlow prefix's .index and data shards included, was looked up
+ * in dir without following a link that leads out, and a FIFO or a
+ * directory in their place is refused), and it stays valid if rotation
+ * deletes the file meanwhile, which a second open by path would not.
+ * *out is NULL after an error. Errors: those of cairn_latest_checkpoint_note,
+ * and CAIRN_E_NULL (out NULL). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint_open(const char *dir, char *path, size_t len,
+                                                                    char *note, size_t note_len, cairn_ckpt **out);
 
 /* Marks the checkpoint file at `path` corrupt for the rest of this process:
  * cairn_latest_checkpoint skips it from now on ("skipped 'd/model.ckpt-3':
