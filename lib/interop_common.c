@@ -123,7 +123,9 @@ static int cmp_ent(const void *a, const void *b) {
 }
 
 size_t cairn__view_sort(ck_entry *e, size_t n) {
-  qsort(e, n, sizeof *e, cmp_ent);
+  /* qsort's base must be a valid pointer even for n == 0 (C11 7.22.5), and
+   * a view of no tensors may have none. */
+  if (n) qsort(e, n, sizeof *e, cmp_ent);
   for (size_t i = 1; i < n; i++)
     if (cmp_ent(&e[i - 1], &e[i]) == 0) return i;
   return n;

@@ -146,7 +146,7 @@ cairn_status cairn_tfbundle_writer_commit(cairn_tfbundle_writer *w) {
     cairn_tfbundle_writer_abort(w);
     return cairn__fail(s, "%s: an earlier add failed: nothing was written", fn);
   }
-  qsort(w->items, w->n, sizeof *w->items, cmp_item);
+  if (w->n) qsort(w->items, w->n, sizeof *w->items, cmp_item); /* items is NULL with no tensors */
   ldb_writer lw;
   cairn__ldb_writer_init(&lw, w->snappy);
   buf hdr = {0}, ver = {0};

@@ -1831,9 +1831,11 @@ static int export_foreign(const options *o, cairn_ckpt *c, const char *path, con
   cairn_tfbundle_writer *tw = NULL;
   cairn_status s = !keep ? CAIRN_E_NOMEM
                          : tf ? cairn_tfbundle_writer_open(out, &tw) : cairn_safetensors_writer_open(out, &sw);
+  /* Every return below closes c: export owns the source from here on. */
   if (s != CAIRN_OK) {
     error_status(out, s);
     free(keep);
+    cairn_ckpt_close(c);
     return EXIT_ERROR;
   }
   for (size_t i = 0; i < n; i++) {
@@ -1899,6 +1901,7 @@ static int export_foreign(const options *o, cairn_ckpt *c, const char *path, con
   free(keep);
   if (s != CAIRN_OK) {
     error_status(out, s);
+    cairn_ckpt_close(c);
     return EXIT_ERROR;
   }
   if (tf) {
