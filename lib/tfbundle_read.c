@@ -189,6 +189,10 @@ static void tf_close(void *p) {
   free(s);
 }
 
+/* What the index walk collects. Per tensor only what the view keeps: its
+ * ck_entry and its name, in one growing arena (the entry holds the name's
+ * offset in record_offset until the arena stops moving), so the memory is
+ * that of the view, not of a record per allocation. */
 typedef struct collect {
   tf_state *s;
   const char *index;
@@ -196,8 +200,9 @@ typedef struct collect {
   int have_header;
   uint64_t nshards;
   ck_entry *ents;
-  tf_raw *raw;
-  size_t n, cap, rcap;
+  size_t n, cap;
+  char *names;
+  size_t nlen, ncap;
 } collect;
 
 static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
@@ -260,10 +265,9 @@ static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
                        c->index, at, nm);
   if (c->n >= c->lim->max_tensors)
     return cairn__fail(CAIRN_E_LIMIT, "'%s': more than %llu tensors (the limit)", c->index, (ull)c->lim->max_tensors);
-  if (!cairn__grow((void **)&c->ents, &c->cap, c->n + 1, sizeof *c->ents) ||
-      !cairn__grow((void **)&c->raw, &c->rcap, c->n + 1, sizeof *c->raw))
+  if (!cairn__grow((void **)&c->ents, &c->cap, c->n + 1, sizeof *c->ents))
     return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", c->index);
-  tf_raw *r = &c->raw[c->n];
+  tf_raw raw, *r = &raw; /* one at a time: only the entry is kept */
   const char *err = parse_entry(m, r);
   if (err) return cairn__fail(CAIRN_E_FORMAT, "'%s' block at %llu: entry of '%s': %s", c->index, at, err, nm);
   if (r->sliced)
@@ -308,13 +312,13 @@ static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
     return cairn__fail(CAIRN_E_FORMAT, "'%s': '%s' is in shard %llu of %llu", c->index, nm, (ull)r->shard, (ull)c->nshards);
   e->seq = (uint32_t)r->shard;
   /* Keep the name: the callback's key buffer is reused. */
-  char *copy = malloc(kv->klen + 1);
-  if (!copy) {
+  if (!cairn__grow((void **)&c->names, &c->ncap, c->nlen + kv->klen + 1, 1))
     return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", c->index);
-  }
-  memcpy(copy, kv->key, kv->klen);
-  copy[kv->klen] = '\0';
-  e->name = copy;
+  memcpy(c->names + c->nlen, kv->key, kv->klen);
+  c->names[c->nlen + kv->klen] = '\0';
+  e->name = NULL;
+  e->record_offset = c->nlen;
+  c->nlen += kv->klen + 1;
   c->n++;
   return CAIRN_OK;
 }
@@ -332,7 +336,6 @@ static cairn_status tf_open(const char *path, const cairn_ckpt_limits *lim, void
   s->prefix = is_index ? strndup(path, pl - 6) : strdup(path);
   char *index = s->prefix ? malloc(strlen(s->prefix) + 8) : NULL;
   cairn_status st = CAIRN_OK;
-  unsigned char *buf = NULL;
   collect c = {.s = s, .lim = lim};
   int fd = -1;
   if (!index) {
@@ -352,15 +355,16 @@ static cairn_status tf_open(const char *path, const cairn_ckpt_limits *lim, void
     goto out;
   }
   uint64_t size = (uint64_t)sb.st_size;
-  if (!(buf = malloc(size ? (size_t)size : 1))) {
-    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for an index of %llu bytes", index, (ull)size);
-    goto out;
-  }
-  if ((st = cairn__ck_pread(fd, buf, (size_t)size, 0, index, "index"))) goto out;
-  if ((st = cairn__ldb_read(index, buf, size, lim->max_index_bytes, on_kv, &c))) goto out;
+  /* Read block by block: the index is never in memory whole. */
+  if ((st = cairn__ldb_read(index, fd, size, lim->max_index_bytes, on_kv, &c))) goto out;
   if (!c.have_header) {
     st = cairn__fail(CAIRN_E_FORMAT, "'%s': no bundle header (the empty key): not a TensorFlow checkpoint index", index);
     goto out;
+  }
+  /* The arena no longer moves: point the entries into it. */
+  for (size_t i = 0; i < c.n; i++) {
+    c.ents[i].name = c.names + c.ents[i].record_offset;
+    c.ents[i].record_offset = 0;
   }
   s->nshards = (uint32_t)c.nshards;
   s->fds = malloc(s->nshards * sizeof *s->fds);
@@ -397,35 +401,27 @@ static cairn_status tf_open(const char *path, const cairn_ckpt_limits *lim, void
     }
   }
   if (st) goto out;
-  /* Names into one arena, as the reader expects. */
-  size_t total = 0;
-  for (size_t i = 0; i < c.n; i++) total += c.ents[i].name_len + 1u;
-  if (!(v->names = malloc(total ? total : 1))) {
-    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", index);
-    goto out;
-  }
-  char *a = v->names;
-  for (size_t i = 0; i < c.n; i++) {
-    memcpy(a, c.ents[i].name, c.ents[i].name_len + 1u);
-    free(c.ents[i].name);
-    c.ents[i].name = a;
-    a += c.ents[i].name_len + 1u;
-  }
+  v->names = c.names ? c.names : malloc(1);
+  c.names = NULL;
   v->ents = c.ents ? c.ents : calloc(1, sizeof *v->ents);
   v->n = c.n;
   c.ents = NULL;
   c.n = 0;
   v->meta = calloc(1, sizeof *v->meta);
+  if (!v->names || !v->ents || !v->meta) {
+    free(v->ents);
+    free(v->meta);
+    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", index);
+    goto out;
+  }
   v->meta_arena = NULL;
   v->nmeta = 0;
   v->major = TF_BUNDLE_VERSION;
   v->minor = 0;
 out:
   if (fd >= 0) close(fd);
-  free(buf);
-  for (size_t i = 0; i < c.n; i++) free(c.ents[i].name);
   free(c.ents);
-  free(c.raw);
+  free(c.names);
   free(index);
   if (st) {
     free(v->names);
