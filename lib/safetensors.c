@@ -372,7 +372,8 @@ static cairn_status st_open(const char *path, const cairn_ckpt_limits *lim, void
   }
   if (n > s->size - 8) {
     st = cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset 0: safetensors header of %llu bytes, but the file has %llu after the "
-                     "length", path, (ull)n, (ull)(s->size - 8));
+                     "length (a safetensors file, not a cairn checkpoint: ckpt-inspect recover does not apply)", path,
+                     (ull)n, (ull)(s->size - 8));
     goto out;
   }
   if (n < 2) {
@@ -519,11 +520,13 @@ out:
   return CAIRN_OK;
 }
 
-static cairn_status st_check_bool(const st_state *s, const ck_entry *e, const unsigned char *p) {
+/* p holds e's bytes from element first on (e->raw_bytes of them, at e->data_offset). */
+static cairn_status st_check_bool(const st_state *s, const ck_entry *e, const unsigned char *p, uint64_t first) {
   uint64_t bad;
   if (e->dtype == CAIRN_DTYPE_BOOL && !cairn__bool_bytes_ok(p, e->raw_bytes, &bad))
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: bool tensor '%s' holds byte %u, neither 0 nor 1", s->path,
-                       (ull)(e->data_offset + bad), e->name, p[bad]);
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: bool tensor '%s' has byte %u at element %llu: only 0 and 1 are "
+                       "valid", s->path, (ull)(e->data_offset + bad), e->name, p[bad],
+                       (ull)(first + bad));
   return CAIRN_OK;
 }
 
@@ -532,7 +535,7 @@ static cairn_status st_read(void *p, const ck_entry *e, unsigned char *dst) {
   if (!e->raw_bytes) return CAIRN_OK;
   /* Straight into the caller's tensor: no copy beyond the kernel's. */
   cairn_status st = cairn__ck_pread(s->fd, dst, (size_t)e->raw_bytes, e->data_offset, s->path, e->name);
-  return st ? st : st_check_bool(s, e, dst);
+  return st ? st : st_check_bool(s, e, dst, 0);
 }
 
 static cairn_status st_verify(void *p, const ck_entry *ents, size_t n) {
@@ -552,7 +555,7 @@ static cairn_status st_verify(void *p, const ck_entry *ents, size_t n) {
         ck_entry part = *e;
         part.data_offset += at;
         part.raw_bytes = len;
-        st = st_check_bool(s, &part, buf);
+        st = st_check_bool(s, &part, buf, at);
       }
     }
   }

@@ -395,7 +395,10 @@ static cairn_status tf_open(const char *path, const cairn_ckpt_limits *lim, void
     uint64_t end;
     if (__builtin_add_overflow(e->data_offset, e->raw_bytes, &end) || end > s->sizes[sh]) {
       char *name = cairn__tf_shard_name(s->prefix, sh, s->nshards);
-      st = cairn__fail(CAIRN_E_TRUNCATED, "'%s': tensor '%s' at offset %llu of %llu bytes runs past the end of the shard (%llu bytes)",
+      st = cairn__fail(CAIRN_E_TRUNCATED,
+                       "'%s': tensor '%s' at offset %llu of %llu bytes runs past the end of the shard (%llu bytes): the "
+                       "shard is cut short or the index is wrong (a TensorFlow checkpoint, not a cairn file: no cairn "
+                       "save was interrupted and ckpt-inspect recover does not apply; copy or export it again)",
                        name ? name : index, e->name, (ull)e->data_offset, (ull)e->raw_bytes, (ull)s->sizes[sh]);
       free(name);
     }
@@ -442,11 +445,17 @@ static cairn_status crc_fail(const tf_state *s, const ck_entry *e, uint32_t got)
 }
 
 /* One piece of e: read into d, its CRC into *crc; 0, or the pread error
- * (1: end of file, 2: errno in *err). */
+ * (1: end of file, 2: errno in *err). For a bool tensor *bad gets the
+ * first byte that is neither 0 nor 1 as (index in the piece) << 8 | byte,
+ * else -1: TensorFlow's CRC covers the bytes as written, and a writer can
+ * write a 7 with a valid CRC. */
 static int read_piece(const tf_state *s, const ck_entry *e, uint64_t at, size_t len, unsigned char *d, uint32_t *crc,
-                      int *err) {
+                      int *err, int *bad) {
   int r = cairn__ck_pread_raw(s->fds[e->seq], d, len, e->data_offset + at, err);
+  uint64_t i;
+  *bad = -1;
   if (!r) *crc = cairn_crc32c(0, d, len);
+  if (!r && e->dtype == CAIRN_DTYPE_BOOL && !cairn__bool_bytes_ok(d, len, &i)) *bad = (int)(i << 8 | d[i]);
   return r;
 }
 
@@ -467,7 +476,7 @@ static cairn_status read_tensor(const tf_state *s, const ck_entry *e, unsigned c
 #endif
   if ((uint64_t)nt > np) nt = (int)np;
   uint32_t *crcs = malloc(np * sizeof *crcs);
-  int *errs = calloc(np, 2 * sizeof *errs); /* [2k]: pread result, [2k+1]: errno */
+  int *errs = calloc(np, 3 * sizeof *errs); /* [3k]: pread result, [3k+1]: errno, [3k+2]: bad bool byte */
   unsigned char *scratch = !dst ? malloc((size_t)nt * PIECE) : NULL;
   if (!crcs || !errs || (!dst && !scratch)) {
     free(crcs);
@@ -484,29 +493,40 @@ static cairn_status read_tensor(const tf_state *s, const ck_entry *e, unsigned c
     uint64_t at = k * PIECE;
     size_t len = e->raw_bytes - at < PIECE ? (size_t)(e->raw_bytes - at) : PIECE;
     unsigned char *d = dst ? dst + at : scratch + (size_t)t * PIECE;
-    errs[2 * k] = read_piece(s, e, at, len, d, &crcs[k], &errs[2 * k + 1]);
+    errs[3 * k] = read_piece(s, e, at, len, d, &crcs[k], &errs[3 * k + 1], &errs[3 * k + 2]);
   }
   cairn_status st = CAIRN_OK;
   uint32_t crc = 0;
   for (uint64_t k = 0; k < np && !st; k++) {
     uint64_t at = k * PIECE;
     size_t len = e->raw_bytes - at < PIECE ? (size_t)(e->raw_bytes - at) : PIECE;
-    int r = errs[2 * k];
+    int r = errs[3 * k];
     if (r) {
       char *name = cairn__tf_shard_name(s->prefix, e->seq, s->nshards);
       st = cairn__fail(r == 1 ? CAIRN_E_TRUNCATED : CAIRN_E_IO, "'%s' offset %llu: '%s': %s", name ? name : s->prefix,
                        (ull)(e->data_offset + at), e->name,
-                       r == 1 ? "the shard ends early (did it change since open?)" : strerror(errs[2 * k + 1]));
+                       r == 1 ? "the shard ends early (did it change since open?)" : strerror(errs[3 * k + 1]));
       free(name);
     } else {
       crc = k ? cairn__crc32c_combine(crc, crcs[k], len) : crcs[k];
     }
   }
+  /* A checksum mismatch comes first: then the bytes are not the ones
+   * written, and a bad bool byte is only its symptom. */
+  if (!st && crc != e->raw_crc) st = crc_fail(s, e, crc);
+  for (uint64_t k = 0; k < np && !st; k++)
+    if (errs[3 * k + 2] >= 0) {
+      uint64_t el = k * PIECE + (uint64_t)(errs[3 * k + 2] >> 8);
+      char *name = cairn__tf_shard_name(s->prefix, e->seq, s->nshards);
+      st = cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: bool tensor '%s' has byte %d at element %llu: only 0 and 1 "
+                       "are valid", name ? name : s->prefix, (ull)(e->data_offset + el), e->name, errs[3 * k + 2] & 0xff,
+                       (ull)el);
+      free(name);
+    }
   free(crcs);
   free(errs);
   free(scratch);
-  if (st) return st;
-  return crc == e->raw_crc ? CAIRN_OK : crc_fail(s, e, crc);
+  return st;
 }
 
 static cairn_status tf_read(void *p, const ck_entry *e, unsigned char *dst) { return read_tensor(p, e, dst); }
