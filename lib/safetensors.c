@@ -446,10 +446,10 @@ static cairn_status st_open(const char *path, const cairn_ckpt_limits *lim, void
       /* The object's own strings are decoded after the name (scratch). */
       if ((st = parse_tensor(&j, s, e->name, kl, arena, data_size, e))) goto out;
     } while (jeat(&j, ','));
-  }
-  if (!jeat(&j, '}')) {
-    st = jerr(&j, "',' or '}' was expected");
-    goto out;
+    if (!jeat(&j, '}')) {
+      st = jerr(&j, "',' or '}' was expected");
+      goto out;
+    }
   }
   jws(&j);
   if (j.p != j.end) {
