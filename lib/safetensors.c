@@ -1,7 +1,7 @@
 /* safetensors: reader backend (ckpt_backend.h) and writer (cairn/interop.h).
  *
  * The file: an 8-byte little-endian header length N, N bytes of a UTF-8
- * JSON object (parsed with jansson, duplicate keys refused), then the data
+ * JSON object (parsed in place below, duplicate keys refused), then the data
  * region. Each key but "__metadata__" names a tensor: {"dtype": "F32",
  * "shape": [..], "data_offsets": [begin, end]}, offsets relative to the
  * data region. "__metadata__" maps strings to strings. The reader requires
