@@ -577,6 +577,7 @@ struct cairn_safetensors_writer {
   st_item *items;
   size_t n, cap;
   json_t *meta;
+  ck_nameset names; /* the items' names */
 };
 
 cairn_status cairn_safetensors_writer_open(const char *path, cairn_safetensors_writer **out) {
@@ -597,6 +598,7 @@ void cairn_safetensors_writer_abort(cairn_safetensors_writer *w) {
   if (!w) return;
   for (size_t i = 0; i < w->n; i++) free(w->items[i].name);
   free(w->items);
+  cairn__nameset_free(&w->names);
   json_decref(w->meta);
   free(w->path);
   free(w);
@@ -613,12 +615,15 @@ cairn_status cairn_safetensors_writer_add(cairn_safetensors_writer *w, const cha
                            : "empty name");
   if (!st_dtype_name(t->dtype) || !cairn__tensor_ok(t))
     return cairn__fail(CAIRN_E_INVALID, "%s: '%s': not a valid tensor", fn, cairn__ck_short(name, len, nb, sizeof nb));
-  for (size_t i = 0; i < w->n; i++)
-    if (strcmp(w->items[i].name, name) == 0)
-      return cairn__fail(CAIRN_E_EXISTS, "%s: '%s' was already added to '%s'", fn, cairn__ck_short(name, len, nb, sizeof nb),
-                         w->path);
+  if (cairn__nameset_has(&w->names, name))
+    return cairn__fail(CAIRN_E_EXISTS, "%s: '%s' was already added to '%s'", fn, cairn__ck_short(name, len, nb, sizeof nb),
+                       w->path);
   if (!cairn__grow((void **)&w->items, &w->cap, w->n + 1, sizeof *w->items) || !(w->items[w->n].name = strdup(name)))
     return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  if (!cairn__nameset_put(&w->names, w->items[w->n].name)) {
+    free(w->items[w->n].name);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
   w->items[w->n++].t = t;
   return CAIRN_OK;
 }
