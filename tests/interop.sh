@@ -12,7 +12,9 @@
 #     safetensors file trains exactly as from cairn's own checkpoint (same
 #     accuracy, same bits);
 #   - a safetensors file cut short is reported as such, with no advice
-#     about interrupted saves or recover (which are about cairn's files).
+#     about interrupted saves or recover (which are about cairn's files);
+#   - export whose writer fails frees what it opened (under valgrind, when
+#     it is installed).
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
@@ -22,7 +24,7 @@ PROG="$top_builddir/tools/cairn-fmnist"
 PY=/usr/bin/python3
 
 tap_tmpdir interop
-echo "1..13"
+echo "1..14"
 
 have_numpy=0
 [ -x "$PY" ] && "$PY" -c 'import numpy' 2>/dev/null && have_numpy=1
@@ -172,5 +174,22 @@ run "$TOOL" list "$T/short.safetensors"
 if [ "$rc" -ne 0 ] && grep -q 'recover does not apply' "$T/err" && ! grep -q 'was interrupted' "$T/err"; then
   ok "list of it: the same, without the hint meant for cairn's own files"
 else not_ok "list of a safetensors file cut short: no interrupted-save hint (exit $rc)"; fi
+
+
+# ---- 14. export whose writer fails frees the source checkpoint (valgrind) ---------------------
+if command -v valgrind >/dev/null 2>&1 && [ -x "$top_builddir/libtool" ]; then
+  leaks=
+  for fmt in safetensors tf; do # tf fails at open, safetensors at commit
+    OMP_NUM_THREADS=1 timeout 300 "$top_builddir/libtool" --mode=execute valgrind -q --leak-check=full \
+      --errors-for-leak-kinds=definite --error-exitcode=99 "$TOOL" export --format $fmt "$C" "$T/no-such-dir/o" \
+      >"$T/out" 2>"$T/err"
+    r=$?
+    [ "$r" -eq 2 ] || leaks="$leaks $fmt:exit$r" # 2: the error; 99: valgrind found a leak
+  done
+  if [ -z "$leaks" ]; then ok "export --format safetensors|tf into a missing directory fails without leaking the source"
+  else not_ok "export into a missing directory leaks or crashes ($leaks)"; fi
+else
+  skip "export's error path leaks nothing" "needs valgrind"
+fi
 
 [ "$failed" -eq 0 ]
