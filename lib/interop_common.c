@@ -123,7 +123,9 @@ static int cmp_ent(const void *a, const void *b) {
 }
 
 size_t cairn__view_sort(ck_entry *e, size_t n) {
-  qsort(e, n, sizeof *e, cmp_ent);
+  /* qsort's base must be a valid pointer even for n == 0 (C11 7.22.5), and
+   * a view of no tensors may have none. */
+  if (n) qsort(e, n, sizeof *e, cmp_ent);
   for (size_t i = 1; i < n; i++)
     if (cmp_ent(&e[i - 1], &e[i]) == 0) return i;
   return n;
@@ -133,6 +135,47 @@ static int cmp_meta(const void *a, const void *b) { return strcmp(((const ck_met
 
 void cairn__view_sort_meta(ck_meta *m, size_t n) {
   if (n) qsort(m, n, sizeof *m, cmp_meta);
+}
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
+int cairn__nameset_has(const ck_nameset *s, const char *name) {
+  if (!s->cap) return 0;
+  for (size_t i = (size_t)name_hash(name) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+    if (!s->slot[i]) return 0;
+    if (strcmp(s->slot[i], name) == 0) return 1;
+  }
+}
+
+int cairn__nameset_put(ck_nameset *s, const char *name) {
+  if (2 * (s->n + 1) > s->cap) { /* at most half full: probes stay short */
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    const char **slot = calloc(cap, sizeof *slot);
+    if (!slot) return 0;
+    for (size_t k = 0; k < s->cap; k++)
+      if (s->slot[k]) {
+        size_t i = (size_t)name_hash(s->slot[k]) & (cap - 1);
+        while (slot[i]) i = (i + 1) & (cap - 1);
+        slot[i] = s->slot[k];
+      }
+    free(s->slot);
+    s->slot = slot;
+    s->cap = cap;
+  }
+  size_t i = (size_t)name_hash(name) & (s->cap - 1);
+  while (s->slot[i]) i = (i + 1) & (s->cap - 1);
+  s->slot[i] = name;
+  s->n++;
+  return 1;
+}
+
+void cairn__nameset_free(ck_nameset *s) {
+  free(s->slot);
+  memset(s, 0, sizeof *s);
 }
 
 size_t cairn__varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v) {

@@ -46,6 +46,18 @@ size_t cairn__view_sort(ck_entry *e, size_t n);
 /* Sorts metadata by key (strcmp, what the getters' binary search uses). */
 void cairn__view_sort_meta(ck_meta *m, size_t n);
 
+/* The names a writer holds, for its duplicate check: an open-addressing
+ * hash set of pointers to the caller's strings (which must outlive it), so
+ * that adding n tensors costs O(n), not O(n²) string comparisons. */
+typedef struct ck_nameset {
+  const char **slot;
+  size_t cap, n;
+} ck_nameset;
+int cairn__nameset_has(const ck_nameset *s, const char *name);
+/* 0 when out of memory (s unchanged). name must not be in s yet. */
+int cairn__nameset_put(ck_nameset *s, const char *name);
+void cairn__nameset_free(ck_nameset *s);
+
 /* Base-128 varints (protobuf, LevelDB): 0 if p[0..end) holds no complete
  * one of at most 10 bytes; else the bytes used. */
 size_t cairn__varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v);

@@ -27,8 +27,12 @@ static size_t get_handle(const unsigned char *p, const unsigned char *end, handl
 
 typedef struct rd {
   const char *path;
-  const unsigned char *buf;
-  uint64_t size, max_block;
+  int fd;
+  uint64_t size, max_block, caller_max;
+  /* The block being looked at, as stored (with its trailer) and decoded:
+   * one block in memory at a time, never the whole file. */
+  unsigned char *raw, *dec;
+  size_t rawcap, deccap;
   unsigned char *key; /* the previous key (strictly ascending across the table) */
   size_t klen, kcap;
   int have_key;
@@ -36,17 +40,19 @@ typedef struct rd {
   void *ctx;
 } rd;
 
-/* The block at h, CRC-checked and decompressed: *out is buf itself or a
- * malloc'd copy (*owned). */
-static cairn_status load_block(rd *r, handle h, const char *what, const unsigned char **out, size_t *len,
-                               unsigned char **owned) {
-  *owned = NULL;
+/* The block at h, read, CRC-checked and decompressed into r's buffers:
+ * *out is valid until the next load. */
+static cairn_status load_block(rd *r, handle h, const char *what, const unsigned char **out, size_t *len) {
   uint64_t end;
   if (__builtin_add_overflow(h.off, h.size, &end) || __builtin_add_overflow(end, LDB_TRAILER, &end) ||
       end > r->size - LDB_FOOTER)
     return cairn__fail(CAIRN_E_FORMAT, "'%s': %s at offset %llu of %llu bytes runs past the blocks (file of %llu bytes)",
                        r->path, what, (ull)h.off, (ull)h.size, (ull)r->size);
-  const unsigned char *b = r->buf + h.off;
+  if (!cairn__grow((void **)&r->raw, &r->rawcap, (size_t)h.size + LDB_TRAILER, 1))
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for a block of %llu bytes", r->path, (ull)h.size);
+  cairn_status st = cairn__ck_pread(r->fd, r->raw, (size_t)h.size + LDB_TRAILER, h.off, r->path, what);
+  if (st) return st;
+  const unsigned char *b = r->raw;
   unsigned type = b[h.size];
   uint32_t want = ck_unmask(ck_get32(b + h.size + 1));
   uint32_t got = cairn_crc32c(cairn_crc32c(0, b, (size_t)h.size), b + h.size, 1);
@@ -59,22 +65,28 @@ static cairn_status load_block(rd *r, handle h, const char *what, const unsigned
     return CAIRN_OK;
   }
   if (type != 1)
-    return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s' offset %llu: %s: compression type %u (only none and Snappy are known)",
+    return cairn__fail(CAIRN_E_UNSUPPORTED,
+                       "'%s' offset %llu: %s: unknown block compression type %u in the TensorFlow index (LevelDB table): "
+                       "only 0 (none) and 1 (Snappy) are defined by the table format",
                        r->path, (ull)h.off, what, type);
   size_t n;
   if (snappy_uncompressed_length((const char *)b, (size_t)h.size, &n) != SNAPPY_OK)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: %s: not valid Snappy data", r->path, (ull)h.off, what);
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: %s: Snappy block at offset %llu does not decode (its length "
+                       "preamble is malformed)", r->path, (ull)h.off, what, (ull)h.off);
   if (n > r->max_block)
-    return cairn__fail(CAIRN_E_LIMIT, "'%s' offset %llu: %s decompresses to %zu bytes, over the limit %llu", r->path,
-                       (ull)h.off, what, n, (ull)r->max_block);
-  unsigned char *d = malloc(n ? n : 1);
-  if (!d) return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for a block of %zu bytes", r->path, n);
+    return cairn__fail(CAIRN_E_LIMIT, "'%s' offset %llu: %s decompresses to %zu bytes, over the limit %llu%s", r->path,
+                       (ull)h.off, what, n, (ull)r->max_block,
+                       r->max_block < r->caller_max
+                           ? " (twice the index file + 16 MiB: a block cannot expand beyond what the file honestly "
+                             "holds; TensorFlow writes its index uncompressed)"
+                           : "");
+  if (!cairn__grow((void **)&r->dec, &r->deccap, n ? n : 1, 1))
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for a block of %zu bytes", r->path, n);
   size_t dn = n;
-  if (snappy_uncompress((const char *)b, (size_t)h.size, (char *)d, &dn) != SNAPPY_OK || dn != n) {
-    free(d);
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: %s: Snappy data does not decode", r->path, (ull)h.off, what);
-  }
-  *out = *owned = d;
+  if (snappy_uncompress((const char *)b, (size_t)h.size, (char *)r->dec, &dn) != SNAPPY_OK || dn != n)
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: %s: Snappy block at offset %llu does not decode", r->path,
+                       (ull)h.off, what, (ull)h.off);
+  *out = r->dec;
   *len = n;
   return CAIRN_OK;
 }
@@ -189,11 +201,12 @@ static cairn_status on_data(rd *r, void *x, const unsigned char *key, size_t kle
   return r->fn(r->ctx, &kv);
 }
 
-cairn_status cairn__ldb_read(const char *path, const unsigned char *buf, uint64_t size, uint64_t max_block, ldb_fn fn,
-                             void *ctx) {
+cairn_status cairn__ldb_read(const char *path, int fd, uint64_t size, uint64_t max_block, ldb_fn fn, void *ctx) {
   if (size < LDB_FOOTER)
     return cairn__fail(CAIRN_E_TRUNCATED, "'%s' is %llu bytes, too short for a table footer", path, (ull)size);
-  const unsigned char *ft = buf + size - LDB_FOOTER;
+  unsigned char ft[LDB_FOOTER];
+  cairn_status s0 = cairn__ck_pread(fd, ft, LDB_FOOTER, size - LDB_FOOTER, path, "table footer");
+  if (s0) return s0;
   if (!cairn__ldb_footer_magic(ft))
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no LevelDB table magic in the footer", path, (ull)(size - 8));
   handle mh, ih;
@@ -204,19 +217,20 @@ cairn_status cairn__ldb_read(const char *path, const unsigned char *buf, uint64_
   if (!ck_all_zero(ft + a + b, 40 - a - b))
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: the footer's padding is not zero", path,
                        (ull)(size - LDB_FOOTER + a + b));
-  rd r = {.path = path, .buf = buf, .size = size, .max_block = max_block, .fn = fn, .ctx = ctx};
+  /* A decoded block is bounded by what the file can honestly hold, not
+   * only by the caller's limit: Snappy expands up to 21 times, and the
+   * reader's memory must stay proportional to the file
+   * (doc/interop-formats.md). */
+  uint64_t honest = 2 * size + ((uint64_t)16 << 20);
+  rd r = {.path = path, .fd = fd, .size = size, .max_block = max_block < honest ? max_block : honest,
+          .caller_max = max_block, .fn = fn, .ctx = ctx};
   idx_list il = {0};
   const unsigned char *blk;
   size_t len;
-  unsigned char *owned = NULL;
-  cairn_status s = load_block(&r, mh, "metaindex block", &blk, &len, &owned);
+  cairn_status s = load_block(&r, mh, "metaindex block", &blk, &len);
   if (!s) s = walk_block(&r, mh.off, "metaindex block", blk, len, on_meta, NULL);
-  free(owned);
-  owned = NULL;
-  if (!s) s = load_block(&r, ih, "index block", &blk, &len, &owned);
+  if (!s) s = load_block(&r, ih, "index block", &blk, &len);
   if (!s) s = walk_block(&r, ih.off, "index block", blk, len, on_index, &il);
-  free(owned);
-  owned = NULL;
   /* The blocks tile the file: data blocks from 0, then metaindex, index, footer. */
   uint64_t at = 0;
   for (size_t i = 0; i < il.n && !s; i++) {
@@ -225,10 +239,8 @@ cairn_status cairn__ldb_read(const char *path, const unsigned char *buf, uint64_
                       path, (ull)at, i, (ull)il.v[i].h.off);
       break;
     }
-    if ((s = load_block(&r, il.v[i].h, "data block", &blk, &len, &owned))) break;
+    if ((s = load_block(&r, il.v[i].h, "data block", &blk, &len))) break;
     s = walk_block(&r, il.v[i].h.off, "data block", blk, len, on_data, &il.v[i]);
-    free(owned);
-    owned = NULL;
     at = il.v[i].h.off + il.v[i].h.size + LDB_TRAILER;
   }
   if (!s && (mh.off != at || ih.off != mh.off + mh.size + LDB_TRAILER || ih.off + ih.size + LDB_TRAILER != size - LDB_FOOTER))
@@ -239,6 +251,8 @@ cairn_status cairn__ldb_read(const char *path, const unsigned char *buf, uint64_
   for (size_t i = 0; i < il.n; i++) free(il.v[i].key);
   free(il.v);
   free(r.key);
+  free(r.raw);
+  free(r.dec);
   return s;
 }
 

@@ -34,14 +34,15 @@ typedef struct ldb_kv {
 
 typedef cairn_status (*ldb_fn)(void *ctx, const ldb_kv *kv);
 
-/* Checks the whole table in buf[0..size) (the file's bytes; path feeds
- * messages): footer, every block's CRC (before decompressing), Snappy
- * sizes against max_block, block structure and restarts, blocks tiling the
- * file, keys strictly ascending within and across blocks and not above
- * their index key; calls fn for each key-value in order and stops at its
- * first error. */
-cairn_status cairn__ldb_read(const char *path, const unsigned char *buf, uint64_t size, uint64_t max_block, ldb_fn fn,
-                             void *ctx);
+/* Checks the whole table in the open file fd of size bytes (path feeds
+ * messages), reading one block at a time: footer, every block's CRC
+ * (before decompressing), Snappy sizes against max_block and against
+ * 2 × size + 16 MiB (what the file can honestly expand to), block
+ * structure and restarts, blocks tiling the file, keys strictly ascending
+ * within and across blocks and not above their index key; calls fn for
+ * each key-value in order and stops at its first error. Memory: the
+ * largest block (stored and decoded) and the index block's keys. */
+cairn_status cairn__ldb_read(const char *path, int fd, uint64_t size, uint64_t max_block, ldb_fn fn, void *ctx);
 
 /* Writer: keys must be added in strictly ascending order. The table is
  * built in memory (an index holds small values). */

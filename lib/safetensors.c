@@ -1,7 +1,7 @@
 /* safetensors: reader backend (ckpt_backend.h) and writer (cairn/interop.h).
  *
  * The file: an 8-byte little-endian header length N, N bytes of a UTF-8
- * JSON object (parsed with jansson, duplicate keys refused), then the data
+ * JSON object (parsed in place below, duplicate keys refused), then the data
  * region. Each key but "__metadata__" names a tensor: {"dtype": "F32",
  * "shape": [..], "data_offsets": [begin, end]}, offsets relative to the
  * data region. "__metadata__" maps strings to strings. The reader requires
@@ -62,50 +62,235 @@ static int cmp_begin(const void *a, const void *b) {
   return x->data_offset < y->data_offset ? -1 : x->data_offset > y->data_offset;
 }
 
-/* A JSON integer that is ≥ 0. */
-static int json_u64(const json_t *j, uint64_t *v) {
-  if (!json_is_integer(j) || json_integer_value(j) < 0) return 0;
-  *v = (uint64_t)json_integer_value(j);
+/* ---- the header's JSON ------------------------------------------------------------ */
+
+/* The header is parsed in place by the small JSON reader below, not by
+ * jansson: a jansson tree costs about 1.2 KB per tensor (20 times the
+ * header's bytes for a file of zero-size tensors), while this reader keeps
+ * only what the view keeps (one ck_entry and the name per tensor) and
+ * allocates nothing per JSON value. It accepts exactly the JSON that the
+ * header's shape allows: an object of tensor objects and one __metadata__
+ * object of strings; strings are checked as jansson checked them (UTF-8,
+ * no control characters, no lone surrogates, no \u0000). */
+typedef struct jp {
+  const unsigned char *p, *b, *end; /* cursor, start and end of the header bytes */
+  const char *path;
+} jp;
+
+static ull jat(const jp *j) { return 8 + (ull)(j->p - j->b); } /* file offset of the cursor */
+
+static void jws(jp *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+/* Skips blanks, then 1 if the next byte is c (consumed). */
+static int jeat(jp *j, int c) {
+  jws(j);
+  if (j->p < j->end && *j->p == c) {
+    j->p++;
+    return 1;
+  }
+  return 0;
+}
+
+static cairn_status jerr(const jp *j, const char *what) {
+  return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header is not a JSON object of tensors: %s", j->path,
+                     jat(j), what);
+}
+
+static int hex4(jp *j, uint32_t *u) {
+  if (j->end - j->p < 4) return 0;
+  *u = 0;
+  for (int i = 0; i < 4; i++) {
+    int c = j->p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return 0;
+    *u = *u << 4 | (uint32_t)d;
+  }
+  j->p += 4;
   return 1;
 }
 
-static cairn_status parse_tensor(const st_state *s, const char *name, size_t name_len, json_t *obj, uint64_t data_size,
-                                 ck_entry *e) {
+/* A JSON string at the cursor (after blanks), decoded into dst, which has
+ * room for the string's encoded length (decoding never lengthens it, and
+ * the two quotes leave room for the NUL added); *len gets its length. */
+static cairn_status jstr(jp *j, char *dst, size_t *len) {
+  jws(j);
+  if (j->p >= j->end || *j->p != '"') return jerr(j, "a string was expected");
+  j->p++;
+  size_t n = 0;
+  for (;;) {
+    if (j->p >= j->end) return jerr(j, "the string does not end");
+    unsigned c = *j->p;
+    if (c == '"') break;
+    if (c < 0x20) return jerr(j, "a control character in a string (JSON needs it escaped)");
+    if (c != '\\') {
+      dst[n++] = (char)c;
+      j->p++;
+      continue;
+    }
+    if (j->end - j->p < 2) return jerr(j, "the string does not end");
+    unsigned e = j->p[1];
+    j->p += 2;
+    static const char esc_in[] = "\"\\/bfnrt", esc_out[] = "\"\\/\b\f\n\r\t";
+    const char *k = e ? strchr(esc_in, (int)e) : NULL;
+    if (k) {
+      dst[n++] = esc_out[k - esc_in];
+      continue;
+    }
+    uint32_t u, lo;
+    if (e != 'u' || !hex4(j, &u)) return jerr(j, "an invalid escape in a string");
+    if (u >= 0xdc00 && u < 0xe000) return jerr(j, "a lone UTF-16 surrogate in a \\u escape");
+    if (u >= 0xd800 && u < 0xdc00) {
+      if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || (j->p += 2, !hex4(j, &lo)) || lo < 0xdc00 || lo >= 0xe000)
+        return jerr(j, "a lone UTF-16 surrogate in a \\u escape");
+      u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    if (u == 0) return jerr(j, "\\u0000 in a string (a NUL cannot be in a name or a value)");
+    if (u < 0x80) {
+      dst[n++] = (char)u;
+    } else if (u < 0x800) {
+      dst[n++] = (char)(0xc0 | u >> 6);
+      dst[n++] = (char)(0x80 | (u & 0x3f));
+    } else if (u < 0x10000) {
+      dst[n++] = (char)(0xe0 | u >> 12);
+      dst[n++] = (char)(0x80 | (u >> 6 & 0x3f));
+      dst[n++] = (char)(0x80 | (u & 0x3f));
+    } else {
+      dst[n++] = (char)(0xf0 | u >> 18);
+      dst[n++] = (char)(0x80 | (u >> 12 & 0x3f));
+      dst[n++] = (char)(0x80 | (u >> 6 & 0x3f));
+      dst[n++] = (char)(0x80 | (u & 0x3f));
+    }
+  }
+  if (n && !cairn__ck_utf8_ok((const unsigned char *)dst, n, 0)) return jerr(j, "a string is not valid UTF-8");
+  j->p++; /* the closing quote */
+  dst[n] = '\0';
+  *len = n;
+  return CAIRN_OK;
+}
+
+/* A JSON number at the cursor (after blanks): 1 and *v if it is an
+ * integer in [0, 2^63) (jansson's range), 0 if it is another number, -1 if
+ * it is no number. */
+static int jint(jp *j, uint64_t *v) {
+  jws(j);
+  const unsigned char *q = j->p, *end = j->end;
+  int neg = q < end && *q == '-', other = 0;
+  q += neg;
+  if (q >= end || *q < '0' || *q > '9') return -1;
+  uint64_t r = 0;
+  if (*q == '0') {
+    q++;
+  } else {
+    for (; q < end && *q >= '0' && *q <= '9'; q++) {
+      unsigned d = *q - '0';
+      if (r > (UINT64_C(0x7fffffffffffffff) - d) / 10) other = 1;
+      else r = r * 10 + d;
+    }
+  }
+  if (q < end && *q == '.') {
+    other = 1;
+    if (++q >= end || *q < '0' || *q > '9') return -1;
+    while (q < end && *q >= '0' && *q <= '9') q++;
+  }
+  if (q < end && (*q == 'e' || *q == 'E')) {
+    other = 1;
+    q++;
+    if (q < end && (*q == '+' || *q == '-')) q++;
+    if (q >= end || *q < '0' || *q > '9') return -1;
+    while (q < end && *q >= '0' && *q <= '9') q++;
+  }
+  if (q < end && *q >= '0' && *q <= '9') return -1; /* a leading zero */
+  j->p = q;
+  if (neg || other) return 0;
+  *v = r;
+  return 1;
+}
+
+/* A JSON array of integers ≥ 0 at the cursor, at most max of them (more: *n = max + 1). */
+static cairn_status jints(jp *j, uint64_t *v, size_t max, size_t *n, const char *nm, const char *field) {
+  *n = 0;
+  if (!jeat(j, '['))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: '%s': %s is not an array", j->path, jat(j), nm,
+                       field);
+  if (jeat(j, ']')) return CAIRN_OK;
+  do {
+    uint64_t x;
+    int r = jint(j, &x);
+    if (r < 0) return jerr(j, "a number was expected");
+    if (r == 0)
+      return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: '%s': %s element %zu is not an integer ≥ 0",
+                         j->path, jat(j), nm, field, *n);
+    if (*n < max) v[*n] = x;
+    if (*n <= max) ++*n;
+  } while (jeat(j, ','));
+  if (!jeat(j, ']')) return jerr(j, "',' or ']' was expected in an array");
+  return CAIRN_OK;
+}
+
+/* One tensor's object {"dtype", "shape", "data_offsets"} into e; scratch
+ * has room for the object's strings. */
+static cairn_status parse_tensor(jp *j, const st_state *s, const char *name, size_t name_len, char *scratch,
+                                 uint64_t data_size, ck_entry *e) {
   char nb[96];
   const char *nm = cairn__ck_short(name, name_len, nb, sizeof nb);
   const char *p = s->path;
-  ull hdr_end = (ull)s->data_start;
-  if (!json_is_object(obj))
-    return cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header (offset 8 to %llu): '%s' is not an object", p, hdr_end, nm);
-  json_t *jd = json_object_get(obj, "dtype"), *js = json_object_get(obj, "shape"),
-         *jo = json_object_get(obj, "data_offsets");
-  if (!jd || !js || !jo || json_object_size(obj) != 3)
+  if (!jeat(j, '{')) {
+    if (j->p == j->end) return jerr(j, "the header ends after a key");
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: '%s' is not an object", p, jat(j), nm);
+  }
+  int have[3] = {0, 0, 0};
+  uint64_t off[3], b = 0, en = 0;
+  char dts[32] = "";
+  cairn_status st;
+  if (!jeat(j, '}')) {
+    do {
+      size_t kl;
+      if ((st = jstr(j, scratch, &kl))) return st;
+      if (!jeat(j, ':')) return jerr(j, "':' was expected after a key");
+      int f = strcmp(scratch, "dtype") == 0 ? 0 : strcmp(scratch, "shape") == 0 ? 1 : strcmp(scratch, "data_offsets") == 0 ? 2 : -1;
+      if (f < 0 || have[f]) {
+        if (f >= 0)
+          return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: '%s': duplicate key '%s'", p, jat(j), nm,
+                             scratch);
+        break; /* reported below */
+      }
+      have[f] = 1;
+      if (f == 0) {
+        jws(j);
+        if (j->p >= j->end || *j->p != '"')
+          return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: '%s': dtype is not a string", p, jat(j), nm);
+        size_t dl;
+        if ((st = jstr(j, scratch, &dl))) return st;
+        snprintf(dts, sizeof dts, "%s", scratch);
+        int found = 0;
+        for (size_t i = 0; i < N_ST_DTYPES && !found; i++)
+          if (strcmp(scratch, st_dtypes[i].name) == 0) e->dtype = (uint8_t)st_dtypes[i].dt, found = 1;
+        if (!found)
+          return cairn__fail(CAIRN_E_UNSUPPORTED,
+                             "'%s': safetensors header: '%s' has dtype \"%.32s\", which cairn does not have", p, nm, scratch);
+      } else if (f == 1) {
+        size_t r;
+        if ((st = jints(j, e->shape, CAIRN_MAX_RANK, &r, nm, "shape"))) return st;
+        if (r > CAIRN_MAX_RANK)
+          return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s': safetensors header: '%s': shape has more than %d dimensions", p, nm,
+                             CAIRN_MAX_RANK);
+        e->rank = (uint8_t)r;
+      } else {
+        size_t r;
+        if ((st = jints(j, off, 2, &r, nm, "data_offsets"))) return st;
+        if (r != 2 || off[0] > off[1])
+          return cairn__fail(CAIRN_E_FORMAT,
+                             "'%s': safetensors header: '%s': data_offsets is not [begin, end] with begin ≤ end", p, nm);
+        b = off[0], en = off[1];
+      }
+    } while (jeat(j, ','));
+  }
+  if (!have[0] || !have[1] || !have[2] || !jeat(j, '}'))
     return cairn__fail(CAIRN_E_FORMAT,
-                       "'%s': safetensors header (offset 8 to %llu): '%s' must have exactly the fields dtype, shape "
-                       "and data_offsets",
-                       p, hdr_end, nm);
-  if (!json_is_string(jd))
-    return cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: '%s': dtype is not a string", p, nm);
-  const char *dts = json_string_value(jd);
-  int found = 0;
-  for (size_t i = 0; i < N_ST_DTYPES && !found; i++)
-    if (strcmp(dts, st_dtypes[i].name) == 0) e->dtype = (uint8_t)st_dtypes[i].dt, found = 1;
-  if (!found)
-    return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s': safetensors header: '%s' has dtype \"%.32s\", which cairn does not have",
-                       p, nm, dts);
-  if (!json_is_array(js) || json_array_size(js) > CAIRN_MAX_RANK)
-    return cairn__fail(json_is_array(js) ? CAIRN_E_UNSUPPORTED : CAIRN_E_FORMAT,
-                       "'%s': safetensors header: '%s': shape is not an array of at most %d dimensions", p, nm,
-                       CAIRN_MAX_RANK);
-  e->rank = (uint8_t)json_array_size(js);
-  for (size_t d = 0; d < e->rank; d++)
-    if (!json_u64(json_array_get(js, d), &e->shape[d]))
-      return cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: '%s': dimension %zu is not an integer ≥ 0", p, nm, d);
-  uint64_t b, en;
-  if (!json_is_array(jo) || json_array_size(jo) != 2 || !json_u64(json_array_get(jo, 0), &b) ||
-      !json_u64(json_array_get(jo, 1), &en) || b > en)
-    return cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: '%s': data_offsets is not [begin, end] with begin ≤ end",
-                       p, nm);
+                       "'%s' offset %llu: safetensors header: '%s' must have exactly the fields dtype, shape and "
+                       "data_offsets",
+                       p, jat(j), nm);
   int ok;
   uint64_t bytes = cairn__shape_bytes((cairn_dtype)e->dtype, e->rank, e->shape, &ok);
   if (!ok || bytes != en - b)
@@ -116,10 +301,42 @@ static cairn_status parse_tensor(const st_state *s, const char *name, size_t nam
   if (en > data_size)
     return cairn__fail(CAIRN_E_TRUNCATED,
                        "'%s': safetensors header: '%s': data_offsets end at %llu (file offset %llu), past the end of "
-                       "the file (%llu bytes)",
+                       "the file (%llu bytes): the file is cut short or its header is wrong (a safetensors file, "
+                       "not a cairn checkpoint: ckpt-inspect recover does not apply)",
                        p, nm, (ull)en, (ull)(s->data_start + en), (ull)s->size);
   e->raw_bytes = e->stored_bytes = bytes;
   e->data_offset = s->data_start + b; /* absolute, sorted below */
+  return CAIRN_OK;
+}
+
+/* The __metadata__ object of strings: keys and values into the view's meta arena at *ma. */
+static cairn_status parse_meta(jp *j, ck_view *v, size_t *mcap, char **ma) {
+  if (!jeat(j, '{'))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: __metadata__ is not an object", j->path, jat(j));
+  if (jeat(j, '}')) return CAIRN_OK;
+  cairn_status st;
+  do {
+    size_t kl, vl;
+    char *key = *ma;
+    if ((st = jstr(j, key, &kl))) return st;
+    if (!jeat(j, ':')) return jerr(j, "':' was expected after a key");
+    jws(j);
+    if (j->p >= j->end || *j->p != '"')
+      return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: __metadata__ value of '%.64s' is not a string",
+                         j->path, jat(j), key);
+    char *val = key + kl + 1;
+    if ((st = jstr(j, val, &vl))) return st;
+    if (!cairn__grow((void **)&v->meta, mcap, v->nmeta + 1, sizeof *v->meta))
+      return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for the safetensors metadata", j->path);
+    ck_meta *m = &v->meta[v->nmeta++];
+    memset(m, 0, sizeof *m);
+    m->key = key;
+    m->ptr = val;
+    m->len = vl;
+    m->type = CAIRN_META_STR;
+    *ma = val + vl + 1;
+  } while (jeat(j, ','));
+  if (!jeat(j, '}')) return jerr(j, "',' or '}' was expected in __metadata__");
   return CAIRN_OK;
 }
 
@@ -133,8 +350,7 @@ static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_c
   }
   s->fd = -1;
   cairn_status st = CAIRN_OK;
-  json_t *root = NULL;
-  char *hdr = NULL;
+  unsigned char *hdr = NULL;
   char why[700];
   if ((s->fd = cairn__open_read(d, path, NULL, why, sizeof why)) < 0) {
     st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", path, why);
@@ -157,7 +373,8 @@ static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_c
   }
   if (n > s->size - 8) {
     st = cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset 0: safetensors header of %llu bytes, but the file has %llu after the "
-                     "length", path, (ull)n, (ull)(s->size - 8));
+                     "length (a safetensors file, not a cairn checkpoint: ckpt-inspect recover does not apply)", path,
+                     (ull)n, (ull)(s->size - 8));
     goto out;
   }
   if (n < 2) {
@@ -165,68 +382,95 @@ static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_c
     goto out;
   }
   s->data_start = 8 + n;
-  if (!(hdr = malloc((size_t)n))) {
+  /* The header's bytes (read whole: it is at most max_index_bytes and
+   * really present, n ≤ the file's size), and two arenas of n bytes for
+   * the decoded names and metadata: every decoded string with its NUL is
+   * shorter than its encoded form with two quotes. The arenas' untouched
+   * pages cost nothing. */
+  hdr = malloc((size_t)n);
+  v->names = malloc((size_t)n + 1);
+  v->meta_arena = malloc((size_t)n + 1);
+  if (!hdr || !v->names || !v->meta_arena) {
     st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for a safetensors header of %llu bytes", path, (ull)n);
     goto out;
   }
   if ((st = cairn__ck_pread(s->fd, hdr, (size_t)n, 8, path, "safetensors header"))) goto out;
-  json_error_t je;
-  root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-  if (!root || !json_is_object(root)) {
-    st = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header is not a JSON object: %s", path,
-                     root ? 8ull : (ull)(8 + (je.position > 0 ? (uint64_t)je.position : 0)),
-                     root ? "another JSON value" : je.text);
-    goto out;
-  }
-  json_t *meta = json_object_get(root, ST_META_KEY);
-  size_t nt = json_object_size(root) - (meta ? 1 : 0);
-  if (nt > lim->max_tensors) {
-    st = cairn__fail(CAIRN_E_LIMIT, "'%s': %zu tensors exceed the limit %llu", path, nt, (ull)lim->max_tensors);
-    goto out;
-  }
-  if (meta && !json_is_object(meta)) {
-    st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: __metadata__ is not an object", path);
-    goto out;
-  }
-  /* The header's strings fit in its own bytes: one arena of n bytes holds
-   * every name (NUL included: each JSON string has two quotes). */
-  size_t nm = meta ? json_object_size(meta) : 0;
-  v->ents = calloc(nt ? nt : 1, sizeof *v->ents);
-  v->names = malloc((size_t)n + 1);
-  v->meta = calloc(nm ? nm : 1, sizeof *v->meta);
-  v->meta_arena = malloc((size_t)n + 1);
-  if (!v->ents || !v->names || !v->meta || !v->meta_arena) {
-    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %zu tensors", path, nt);
-    goto out;
-  }
   uint64_t data_size = s->size - s->data_start;
-  char *arena = v->names;
-  const char *key;
-  json_t *val;
-  size_t i = 0;
-  json_object_foreach(root, key, val) {
-    if (val == meta) continue;
-    size_t kl = strlen(key);
-    char nb[96];
-    if (!cairn__ck_name_ok((const unsigned char *)key, kl)) {
-      st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: tensor name '%s' is not 1..1024 bytes of UTF-8 "
-                       "without control characters", path, cairn__ck_short(key, kl, nb, sizeof nb));
+  jp j = {hdr, hdr, hdr + n, path};
+  char *arena = v->names, *ma = v->meta_arena;
+  size_t ecap = 0, mcap = 0, nt = 0;
+  int have_meta = 0;
+  if (!jeat(&j, '{')) {
+    st = cairn__fail(CAIRN_E_FORMAT, "'%s' offset 8: safetensors header is not a JSON object", path);
+    goto out;
+  }
+  if (!jeat(&j, '}')) {
+    do {
+      size_t kl;
+      /* The key goes to the arena's end; it stays there if it names a tensor. */
+      if ((st = jstr(&j, arena, &kl))) goto out;
+      if (!jeat(&j, ':')) {
+        st = jerr(&j, "':' was expected after a key");
+        goto out;
+      }
+      char nb[96];
+      if (strcmp(arena, ST_META_KEY) == 0) {
+        if (have_meta) {
+          st = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: duplicate key __metadata__", path, jat(&j));
+          goto out;
+        }
+        have_meta = 1;
+        if ((st = parse_meta(&j, v, &mcap, &ma))) goto out;
+        continue;
+      }
+      if (!cairn__ck_name_ok((const unsigned char *)arena, kl)) {
+        st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: tensor name '%s' is not 1..1024 bytes of UTF-8 "
+                         "without control characters", path, cairn__ck_short(arena, kl, nb, sizeof nb));
+        goto out;
+      }
+      if (nt >= lim->max_tensors) {
+        st = cairn__fail(CAIRN_E_LIMIT, "'%s' offset %llu: more than %llu tensors (the limit)", path, jat(&j),
+                         (ull)lim->max_tensors);
+        goto out;
+      }
+      if (!cairn__grow((void **)&v->ents, &ecap, nt + 1, sizeof *v->ents)) {
+        st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %zu tensors", path, nt + 1);
+        goto out;
+      }
+      ck_entry *e = &v->ents[nt];
+      memset(e, 0, sizeof *e);
+      e->name = arena;
+      e->name_len = (uint16_t)kl;
+      e->seq = (uint32_t)nt;
+      arena += kl + 1;
+      v->n = ++nt;
+      /* The object's own strings are decoded after the name (scratch). */
+      if ((st = parse_tensor(&j, s, e->name, kl, arena, data_size, e))) goto out;
+    } while (jeat(&j, ','));
+    if (!jeat(&j, '}')) {
+      st = jerr(&j, "',' or '}' was expected");
       goto out;
     }
-    ck_entry *e = &v->ents[i];
-    memcpy(arena, key, kl + 1);
-    e->name = arena;
-    e->name_len = (uint16_t)kl;
-    e->seq = (uint32_t)i;
-    arena += kl + 1;
-    if ((st = parse_tensor(s, key, kl, val, data_size, e))) goto out;
-    i++;
   }
-  v->n = nt;
+  jws(&j);
+  if (j.p != j.end) {
+    st = jerr(&j, "bytes after the object (only blanks may pad the header)");
+    goto out;
+  }
+  free(hdr);
+  hdr = NULL;
+  if (!v->ents && !(v->ents = calloc(1, sizeof *v->ents))) {
+    st = cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
+    goto out;
+  }
+  if (!v->meta && !(v->meta = calloc(1, sizeof *v->meta))) {
+    st = cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
+    goto out;
+  }
   /* Offset order: the ranges must tile the data region. */
-  qsort(v->ents, nt, sizeof *v->ents, cmp_begin);
+  if (nt) qsort(v->ents, nt, sizeof *v->ents, cmp_begin);
   uint64_t at = s->data_start;
-  for (i = 0; i < nt; i++) {
+  for (size_t i = 0; i < nt; i++) {
     const ck_entry *e = &v->ents[i];
     if (e->data_offset != at) {
       char nb[96];
@@ -240,46 +484,29 @@ static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_c
     at += e->raw_bytes;
   }
   if (at != s->size) {
-    st = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: %llu bytes after the last tensor's data", path, (ull)at,
-                     (ull)(s->size - at));
+    st = cairn__fail(CAIRN_E_FORMAT,
+                     "'%s' offset %llu: %llu trailing bytes after the last tensor's data (a safetensors file, not a "
+                     "cairn checkpoint: no save was interrupted and ckpt-inspect recover does not apply; the file was "
+                     "appended to or its header is wrong)",
+                     path, (ull)at, (ull)(s->size - at));
     goto out;
   }
   size_t dup = cairn__view_sort(v->ents, nt);
-  if (dup != nt) { /* JSON_REJECT_DUPLICATES makes this unreachable; kept for the index's invariant */
-    st = cairn__fail(CAIRN_E_FORMAT, "'%s': tensor '%s' appears twice", path, v->ents[dup].name);
+  if (dup != nt) {
+    char nb[96];
+    st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: duplicate key: tensor '%s' appears twice", path,
+                     cairn__ck_short(v->ents[dup].name, v->ents[dup].name_len, nb, sizeof nb));
     goto out;
   }
-  char *ma = v->meta_arena;
-  i = 0;
-  if (meta) {
-    json_object_foreach(meta, key, val) {
-      if (!json_is_string(val)) {
-        st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: __metadata__ value of '%.64s' is not a string", path,
-                         key);
-        goto out;
-      }
-      size_t kl = strlen(key), vl = json_string_length(val);
-      if (memchr(json_string_value(val), 0, vl)) {
-        st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: __metadata__ value of '%.64s' holds a NUL", path, key);
-        goto out;
-      }
-      ck_meta *m = &v->meta[i++];
-      memcpy(ma, key, kl + 1);
-      m->key = ma;
-      ma += kl + 1;
-      memcpy(ma, json_string_value(val), vl + 1);
-      m->ptr = ma;
-      m->len = vl;
-      m->type = CAIRN_META_STR;
-      ma += vl + 1;
-    }
-  }
-  v->nmeta = i;
   cairn__view_sort_meta(v->meta, v->nmeta);
+  for (size_t i = 1; i < v->nmeta; i++)
+    if (strcmp(v->meta[i - 1].key, v->meta[i].key) == 0) {
+      st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: duplicate key '%.64s' in __metadata__", path, v->meta[i].key);
+      goto out;
+    }
   v->major = 0;
   v->minor = 0;
 out:
-  json_decref(root);
   free(hdr);
   if (st) {
     free(v->ents);
@@ -294,11 +521,13 @@ out:
   return CAIRN_OK;
 }
 
-static cairn_status st_check_bool(const st_state *s, const ck_entry *e, const unsigned char *p) {
+/* p holds e's bytes from element first on (e->raw_bytes of them, at e->data_offset). */
+static cairn_status st_check_bool(const st_state *s, const ck_entry *e, const unsigned char *p, uint64_t first) {
   uint64_t bad;
   if (e->dtype == CAIRN_DTYPE_BOOL && !cairn__bool_bytes_ok(p, e->raw_bytes, &bad))
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: bool tensor '%s' holds byte %u, neither 0 nor 1", s->path,
-                       (ull)(e->data_offset + bad), e->name, p[bad]);
+    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: bool tensor '%s' has byte %u at element %llu: only 0 and 1 are "
+                       "valid", s->path, (ull)(e->data_offset + bad), e->name, p[bad],
+                       (ull)(first + bad));
   return CAIRN_OK;
 }
 
@@ -307,7 +536,7 @@ static cairn_status st_read(void *p, const ck_entry *e, unsigned char *dst) {
   if (!e->raw_bytes) return CAIRN_OK;
   /* Straight into the caller's tensor: no copy beyond the kernel's. */
   cairn_status st = cairn__ck_pread(s->fd, dst, (size_t)e->raw_bytes, e->data_offset, s->path, e->name);
-  return st ? st : st_check_bool(s, e, dst);
+  return st ? st : st_check_bool(s, e, dst, 0);
 }
 
 static cairn_status st_verify(void *p, const ck_entry *ents, size_t n) {
@@ -327,7 +556,7 @@ static cairn_status st_verify(void *p, const ck_entry *ents, size_t n) {
         ck_entry part = *e;
         part.data_offset += at;
         part.raw_bytes = len;
-        st = st_check_bool(s, &part, buf);
+        st = st_check_bool(s, &part, buf, at);
       }
     }
   }
@@ -349,6 +578,7 @@ struct cairn_safetensors_writer {
   st_item *items;
   size_t n, cap;
   json_t *meta;
+  ck_nameset names; /* the items' names */
 };
 
 cairn_status cairn_safetensors_writer_open(const char *path, cairn_safetensors_writer **out) {
@@ -369,6 +599,7 @@ void cairn_safetensors_writer_abort(cairn_safetensors_writer *w) {
   if (!w) return;
   for (size_t i = 0; i < w->n; i++) free(w->items[i].name);
   free(w->items);
+  cairn__nameset_free(&w->names);
   json_decref(w->meta);
   free(w->path);
   free(w);
@@ -385,12 +616,15 @@ cairn_status cairn_safetensors_writer_add(cairn_safetensors_writer *w, const cha
                            : "empty name");
   if (!st_dtype_name(t->dtype) || !cairn__tensor_ok(t))
     return cairn__fail(CAIRN_E_INVALID, "%s: '%s': not a valid tensor", fn, cairn__ck_short(name, len, nb, sizeof nb));
-  for (size_t i = 0; i < w->n; i++)
-    if (strcmp(w->items[i].name, name) == 0)
-      return cairn__fail(CAIRN_E_EXISTS, "%s: '%s' was already added to '%s'", fn, cairn__ck_short(name, len, nb, sizeof nb),
-                         w->path);
+  if (cairn__nameset_has(&w->names, name))
+    return cairn__fail(CAIRN_E_EXISTS, "%s: '%s' was already added to '%s'", fn, cairn__ck_short(name, len, nb, sizeof nb),
+                       w->path);
   if (!cairn__grow((void **)&w->items, &w->cap, w->n + 1, sizeof *w->items) || !(w->items[w->n].name = strdup(name)))
     return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  if (!cairn__nameset_put(&w->names, w->items[w->n].name)) {
+    free(w->items[w->n].name);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
   w->items[w->n++].t = t;
   return CAIRN_OK;
 }
@@ -414,7 +648,7 @@ static int cmp_item(const void *a, const void *b) {
 cairn_status cairn_safetensors_writer_commit(cairn_safetensors_writer *w) {
   const char *fn = "safetensors_writer_commit";
   if (!w) return cairn__fail(CAIRN_E_NULL, "%s: writer is NULL", fn);
-  qsort(w->items, w->n, sizeof *w->items, cmp_item);
+  if (w->n) qsort(w->items, w->n, sizeof *w->items, cmp_item); /* items is NULL with no tensors */
   cairn_status st = CAIRN_OK;
   json_t *root = json_object();
   char *hdr = NULL;

@@ -189,6 +189,10 @@ static void tf_close(void *p) {
   free(s);
 }
 
+/* What the index walk collects. Per tensor only what the view keeps: its
+ * ck_entry and its name, in one growing arena (the entry holds the name's
+ * offset in record_offset until the arena stops moving), so the memory is
+ * that of the view, not of a record per allocation. */
 typedef struct collect {
   tf_state *s;
   const char *index;
@@ -196,8 +200,9 @@ typedef struct collect {
   int have_header;
   uint64_t nshards;
   ck_entry *ents;
-  tf_raw *raw;
-  size_t n, cap, rcap;
+  size_t n, cap;
+  char *names;
+  size_t nlen, ncap;
 } collect;
 
 static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
@@ -260,10 +265,9 @@ static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
                        c->index, at, nm);
   if (c->n >= c->lim->max_tensors)
     return cairn__fail(CAIRN_E_LIMIT, "'%s': more than %llu tensors (the limit)", c->index, (ull)c->lim->max_tensors);
-  if (!cairn__grow((void **)&c->ents, &c->cap, c->n + 1, sizeof *c->ents) ||
-      !cairn__grow((void **)&c->raw, &c->rcap, c->n + 1, sizeof *c->raw))
+  if (!cairn__grow((void **)&c->ents, &c->cap, c->n + 1, sizeof *c->ents))
     return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", c->index);
-  tf_raw *r = &c->raw[c->n];
+  tf_raw raw, *r = &raw; /* one at a time: only the entry is kept */
   const char *err = parse_entry(m, r);
   if (err) return cairn__fail(CAIRN_E_FORMAT, "'%s' block at %llu: entry of '%s': %s", c->index, at, err, nm);
   if (r->sliced)
@@ -308,13 +312,13 @@ static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
     return cairn__fail(CAIRN_E_FORMAT, "'%s': '%s' is in shard %llu of %llu", c->index, nm, (ull)r->shard, (ull)c->nshards);
   e->seq = (uint32_t)r->shard;
   /* Keep the name: the callback's key buffer is reused. */
-  char *copy = malloc(kv->klen + 1);
-  if (!copy) {
+  if (!cairn__grow((void **)&c->names, &c->ncap, c->nlen + kv->klen + 1, 1))
     return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", c->index);
-  }
-  memcpy(copy, kv->key, kv->klen);
-  copy[kv->klen] = '\0';
-  e->name = copy;
+  memcpy(c->names + c->nlen, kv->key, kv->klen);
+  c->names[c->nlen + kv->klen] = '\0';
+  e->name = NULL;
+  e->record_offset = c->nlen;
+  c->nlen += kv->klen + 1;
   c->n++;
   return CAIRN_OK;
 }
@@ -333,7 +337,6 @@ static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_c
   s->prefix = is_index ? strndup(path, pl - 6) : strdup(path);
   char *index = s->prefix ? malloc(strlen(s->prefix) + 8) : NULL;
   cairn_status st = CAIRN_OK;
-  unsigned char *buf = NULL;
   collect c = {.s = s, .lim = lim};
   int fd = -1;
   if (!index) {
@@ -356,15 +359,16 @@ static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_c
     goto out;
   }
   uint64_t size = (uint64_t)sb.st_size;
-  if (!(buf = malloc(size ? (size_t)size : 1))) {
-    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for an index of %llu bytes", index, (ull)size);
-    goto out;
-  }
-  if ((st = cairn__ck_pread(fd, buf, (size_t)size, 0, index, "index"))) goto out;
-  if ((st = cairn__ldb_read(index, buf, size, lim->max_index_bytes, on_kv, &c))) goto out;
+  /* Read block by block: the index is never in memory whole. */
+  if ((st = cairn__ldb_read(index, fd, size, lim->max_index_bytes, on_kv, &c))) goto out;
   if (!c.have_header) {
     st = cairn__fail(CAIRN_E_FORMAT, "'%s': no bundle header (the empty key): not a TensorFlow checkpoint index", index);
     goto out;
+  }
+  /* The arena no longer moves: point the entries into it. */
+  for (size_t i = 0; i < c.n; i++) {
+    c.ents[i].name = c.names + c.ents[i].record_offset;
+    c.ents[i].record_offset = 0;
   }
   s->nshards = (uint32_t)c.nshards;
   s->fds = malloc(s->nshards * sizeof *s->fds);
@@ -394,41 +398,36 @@ static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_c
     uint64_t end;
     if (__builtin_add_overflow(e->data_offset, e->raw_bytes, &end) || end > s->sizes[sh]) {
       char *name = cairn__tf_shard_name(s->prefix, sh, s->nshards);
-      st = cairn__fail(CAIRN_E_TRUNCATED, "'%s': tensor '%s' at offset %llu of %llu bytes runs past the end of the shard (%llu bytes)",
+      st = cairn__fail(CAIRN_E_TRUNCATED,
+                       "'%s': tensor '%s' at offset %llu of %llu bytes runs past the end of the shard (%llu bytes): the "
+                       "shard is cut short or the index is wrong (a TensorFlow checkpoint, not a cairn file: no cairn "
+                       "save was interrupted and ckpt-inspect recover does not apply; copy or export it again)",
                        name ? name : index, e->name, (ull)e->data_offset, (ull)e->raw_bytes, (ull)s->sizes[sh]);
       free(name);
     }
   }
   if (st) goto out;
-  /* Names into one arena, as the reader expects. */
-  size_t total = 0;
-  for (size_t i = 0; i < c.n; i++) total += c.ents[i].name_len + 1u;
-  if (!(v->names = malloc(total ? total : 1))) {
-    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", index);
-    goto out;
-  }
-  char *a = v->names;
-  for (size_t i = 0; i < c.n; i++) {
-    memcpy(a, c.ents[i].name, c.ents[i].name_len + 1u);
-    free(c.ents[i].name);
-    c.ents[i].name = a;
-    a += c.ents[i].name_len + 1u;
-  }
+  v->names = c.names ? c.names : malloc(1);
+  c.names = NULL;
   v->ents = c.ents ? c.ents : calloc(1, sizeof *v->ents);
   v->n = c.n;
   c.ents = NULL;
   c.n = 0;
   v->meta = calloc(1, sizeof *v->meta);
+  if (!v->names || !v->ents || !v->meta) {
+    free(v->ents);
+    free(v->meta);
+    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", index);
+    goto out;
+  }
   v->meta_arena = NULL;
   v->nmeta = 0;
   v->major = TF_BUNDLE_VERSION;
   v->minor = 0;
 out:
   if (fd >= 0) close(fd);
-  free(buf);
-  for (size_t i = 0; i < c.n; i++) free(c.ents[i].name);
   free(c.ents);
-  free(c.raw);
+  free(c.names);
   free(index);
   if (st) {
     free(v->names);
@@ -449,11 +448,17 @@ static cairn_status crc_fail(const tf_state *s, const ck_entry *e, uint32_t got)
 }
 
 /* One piece of e: read into d, its CRC into *crc; 0, or the pread error
- * (1: end of file, 2: errno in *err). */
+ * (1: end of file, 2: errno in *err). For a bool tensor *bad gets the
+ * first byte that is neither 0 nor 1 as (index in the piece) << 8 | byte,
+ * else -1: TensorFlow's CRC covers the bytes as written, and a writer can
+ * write a 7 with a valid CRC. */
 static int read_piece(const tf_state *s, const ck_entry *e, uint64_t at, size_t len, unsigned char *d, uint32_t *crc,
-                      int *err) {
+                      int *err, int *bad) {
   int r = cairn__ck_pread_raw(s->fds[e->seq], d, len, e->data_offset + at, err);
+  uint64_t i;
+  *bad = -1;
   if (!r) *crc = cairn_crc32c(0, d, len);
+  if (!r && e->dtype == CAIRN_DTYPE_BOOL && !cairn__bool_bytes_ok(d, len, &i)) *bad = (int)(i << 8 | d[i]);
   return r;
 }
 
@@ -474,7 +479,7 @@ static cairn_status read_tensor(const tf_state *s, const ck_entry *e, unsigned c
 #endif
   if ((uint64_t)nt > np) nt = (int)np;
   uint32_t *crcs = malloc(np * sizeof *crcs);
-  int *errs = calloc(np, 2 * sizeof *errs); /* [2k]: pread result, [2k+1]: errno */
+  int *errs = calloc(np, 3 * sizeof *errs); /* [3k]: pread result, [3k+1]: errno, [3k+2]: bad bool byte */
   unsigned char *scratch = !dst ? malloc((size_t)nt * PIECE) : NULL;
   if (!crcs || !errs || (!dst && !scratch)) {
     free(crcs);
@@ -491,29 +496,40 @@ static cairn_status read_tensor(const tf_state *s, const ck_entry *e, unsigned c
     uint64_t at = k * PIECE;
     size_t len = e->raw_bytes - at < PIECE ? (size_t)(e->raw_bytes - at) : PIECE;
     unsigned char *d = dst ? dst + at : scratch + (size_t)t * PIECE;
-    errs[2 * k] = read_piece(s, e, at, len, d, &crcs[k], &errs[2 * k + 1]);
+    errs[3 * k] = read_piece(s, e, at, len, d, &crcs[k], &errs[3 * k + 1], &errs[3 * k + 2]);
   }
   cairn_status st = CAIRN_OK;
   uint32_t crc = 0;
   for (uint64_t k = 0; k < np && !st; k++) {
     uint64_t at = k * PIECE;
     size_t len = e->raw_bytes - at < PIECE ? (size_t)(e->raw_bytes - at) : PIECE;
-    int r = errs[2 * k];
+    int r = errs[3 * k];
     if (r) {
       char *name = cairn__tf_shard_name(s->prefix, e->seq, s->nshards);
       st = cairn__fail(r == 1 ? CAIRN_E_TRUNCATED : CAIRN_E_IO, "'%s' offset %llu: '%s': %s", name ? name : s->prefix,
                        (ull)(e->data_offset + at), e->name,
-                       r == 1 ? "the shard ends early (did it change since open?)" : strerror(errs[2 * k + 1]));
+                       r == 1 ? "the shard ends early (did it change since open?)" : strerror(errs[3 * k + 1]));
       free(name);
     } else {
       crc = k ? cairn__crc32c_combine(crc, crcs[k], len) : crcs[k];
     }
   }
+  /* A checksum mismatch comes first: then the bytes are not the ones
+   * written, and a bad bool byte is only its symptom. */
+  if (!st && crc != e->raw_crc) st = crc_fail(s, e, crc);
+  for (uint64_t k = 0; k < np && !st; k++)
+    if (errs[3 * k + 2] >= 0) {
+      uint64_t el = k * PIECE + (uint64_t)(errs[3 * k + 2] >> 8);
+      char *name = cairn__tf_shard_name(s->prefix, e->seq, s->nshards);
+      st = cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: bool tensor '%s' has byte %d at element %llu: only 0 and 1 "
+                       "are valid", name ? name : s->prefix, (ull)(e->data_offset + el), e->name, errs[3 * k + 2] & 0xff,
+                       (ull)el);
+      free(name);
+    }
   free(crcs);
   free(errs);
   free(scratch);
-  if (st) return st;
-  return crc == e->raw_crc ? CAIRN_OK : crc_fail(s, e, crc);
+  return st;
 }
 
 static cairn_status tf_read(void *p, const ck_entry *e, unsigned char *dst) { return read_tensor(p, e, dst); }

@@ -26,6 +26,7 @@ struct cairn_tfbundle_writer {
   size_t n, cap;
   cairn_status failed;
   int snappy; /* tests: Snappy-compressed index blocks */
+  ck_nameset names; /* the items' names */
 };
 
 cairn_status cairn_tfbundle_writer_open(const char *prefix, cairn_tfbundle_writer **out) {
@@ -55,6 +56,7 @@ void cairn_tfbundle_writer_abort(cairn_tfbundle_writer *w) {
   cairn__tmpfile_abort(&w->data);
   for (size_t i = 0; i < w->n; i++) free(w->items[i].name);
   free(w->items);
+  cairn__nameset_free(&w->names);
   free(w->prefix);
   free(w);
 }
@@ -75,9 +77,8 @@ cairn_status cairn_tfbundle_writer_add(cairn_tfbundle_writer *w, const char *nam
   int tdt = cairn__tf_dtype_from_cairn(t->dtype);
   if (!tdt || !cairn__tensor_ok(t))
     return cairn__fail(CAIRN_E_INVALID, "%s: '%s': not a valid tensor", fn, nm);
-  for (size_t i = 0; i < w->n; i++)
-    if (strcmp(w->items[i].name, name) == 0)
-      return cairn__fail(CAIRN_E_EXISTS, "%s: '%s' was already added to '%s'", fn, nm, w->prefix);
+  if (cairn__nameset_has(&w->names, name))
+    return cairn__fail(CAIRN_E_EXISTS, "%s: '%s' was already added to '%s'", fn, nm, w->prefix);
   if (!cairn__grow((void **)&w->items, &w->cap, w->n + 1, sizeof *w->items)) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   tf_item *it = &w->items[w->n];
   memset(it, 0, sizeof *it);
@@ -88,10 +89,14 @@ cairn_status cairn_tfbundle_writer_add(cairn_tfbundle_writer *w, const char *nam
   it->offset = w->data.written;
   it->size = cairn_tensor_nbytes(t);
   it->masked_crc = ck_mask(cairn_crc32c(0, t->data, (size_t)it->size));
+  if (!cairn__nameset_put(&w->names, it->name)) {
+    free(it->name);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
   cairn_status s = cairn__tmpfile_write(&w->data, fn, t->data, (size_t)it->size);
   if (s) {
-    free(it->name);
-    w->failed = s;
+    w->failed = s; /* the writer is dead: the name stays in the set, and is freed with it */
+    w->n++;
     return s;
   }
   w->n++;
@@ -146,7 +151,7 @@ cairn_status cairn_tfbundle_writer_commit(cairn_tfbundle_writer *w) {
     cairn_tfbundle_writer_abort(w);
     return cairn__fail(s, "%s: an earlier add failed: nothing was written", fn);
   }
-  qsort(w->items, w->n, sizeof *w->items, cmp_item);
+  if (w->n) qsort(w->items, w->n, sizeof *w->items, cmp_item); /* items is NULL with no tensors */
   ldb_writer lw;
   cairn__ldb_writer_init(&lw, w->snappy);
   buf hdr = {0}, ver = {0};

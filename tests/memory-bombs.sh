@@ -12,12 +12,21 @@
 #     counts are compared before the images are widened to float32 (which
 #     would need 940 MB more);
 #   - ckpt-inspect import of an .npz whose member claims 3 GiB over 4 MiB of
-#     deflate data: the buffer grows with the inflated output.
+#     deflate data: the buffer grows with the inflated output;
+#   - foreign files whose headers cost more than their bytes, each verified
+#     under /usr/bin/time -v with a peak RSS of at most 4 x the input + 64 MiB
+#     (doc/interop-formats.md, "Memory"): a 12 MB safetensors file of 200,000
+#     zero-size tensors (1.2 KB each in a jansson tree, 20 x the file), a
+#     TensorFlow index of 300,000 entries (5 MB; 300 B per entry before) —
+#     both must still verify — and an index of one honest Snappy block
+#     decoding to 128 MiB from 6 MB, which is refused as over the limit a
+#     file of that size can honestly expand to.
 # The limit leaves room for what OpenBLAS and OpenMP reserve at start-up
 # (about 200 MB with one thread here): the tools are first run under it
 # without input, and the test is skipped when they cannot start. The npz
-# case needs /usr/bin/python3 (skipped without). Needs $top_builddir;
-# writes only into a temporary directory (about 1 MB).
+# and foreign-file cases need /usr/bin/python3 (skipped without), the latter
+# /usr/bin/time too. Needs $top_builddir; writes only into a temporary
+# directory (about 25 MB).
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -42,7 +51,7 @@ if ! limited "$FMNIST" --help >/dev/null 2>&1 || ! limited "$TOOL" --version >/d
   exit 0
 fi
 
-echo "1..8"
+echo "1..14"
 TAP_LINES=15
 err_has() { grep -q -F -e "$1" "$T/err"; }
 
@@ -126,5 +135,99 @@ then
 else
   skip "npz bomb: needs /usr/bin/python3 to write it"
   skip "npz bomb: needs /usr/bin/python3 to write it"
+fi
+
+# ---- foreign files: memory proportional to the file, not to its header --------------------
+# gen.py MODE ...: writes the inputs (a LevelDB table writer with CRC32C, enough for these)
+cat >"$T/gen.py" <<'PYEOF'
+import struct, sys
+T = []
+for i in range(256):
+    c = i
+    for _ in range(8): c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    T.append(c)
+def crc32c(b, crc=0):
+    crc ^= 0xffffffff
+    t = T
+    for x in b: crc = t[(crc ^ x) & 0xff] ^ (crc >> 8)
+    return crc ^ 0xffffffff
+def mask(c): return ((((c >> 15) | (c << 17)) & 0xffffffff) + 0xa282ead8) & 0xffffffff
+def varint(v):
+    o = bytearray()
+    while v >= 0x80: o.append((v & 0x7f) | 0x80); v >>= 7
+    o.append(v); return bytes(o)
+def block(entries):  # [(key, value)]: a restart every 16 entries, keys prefix-shared
+    b, rs, last = bytearray(), [], b""
+    for i, (k, v) in enumerate(entries):
+        sh = 0
+        if i % 16 == 0: rs.append(len(b))
+        else:
+            while sh < min(len(k), len(last)) and k[sh] == last[sh]: sh += 1
+        b += varint(sh) + varint(len(k) - sh) + varint(len(v)) + k[sh:] + v
+        last = k
+    for r in rs or [0]: b += struct.pack("<I", r)
+    return bytes(b + struct.pack("<I", len(rs or [0])))
+def trailer(data, typ): return bytes([typ]) + struct.pack("<I", mask(crc32c(bytes([typ]), crc32c(data))))
+def table(blocks, prefix):  # blocks: [(stored bytes, type, last key)]
+    out, idx = bytearray(), []
+    for data, typ, lastkey in blocks:
+        idx.append((lastkey, varint(len(out)) + varint(len(data))))
+        out += data + trailer(data, typ)
+    meta = block([]); mh = varint(len(out)) + varint(len(meta)); out += meta + trailer(meta, 0)
+    ib = block(idx); ih = varint(len(out)) + varint(len(ib)); out += ib + trailer(ib, 0)
+    ft = mh + ih
+    open(prefix + ".index", "wb").write(out + ft + bytes(40 - len(ft)) + struct.pack("<Q", 0xdb4775248b80fb57))
+    open(prefix + ".data-00000-of-00001", "wb").close()
+HEADER = b"\x08\x01\x1a\x02\x08\x01"  # BundleHeaderProto: 1 shard, version {producer 1}
+# BundleEntryProto: float, shape [0], the (masked) CRC32C of no bytes
+ZERO_F32 = b"\x08\x01\x12\x02\x12\x00\x35" + struct.pack("<I", mask(0))
+mode, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+if mode == "st":  # n zero-size f32 tensors
+    h = ("{" + ",".join('"t%07d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}' % i for i in range(n)) + "}").encode()
+    h += b" " * (-len(h) % 8)
+    open(out, "wb").write(struct.pack("<Q", len(h)) + h)
+elif mode == "tf":  # n zero-size f32 tensors, uncompressed blocks of 256 entries
+    ents = [(b"", HEADER)] + [(b"t%07d" % i, ZERO_F32) for i in range(n)]
+    table([(block(ents[i:i + 256]), 0, ents[i:i + 256][-1][0]) for i in range(0, len(ents), 256)], out)
+else:  # snappy: one data block of n MiB, Snappy-compressed: a tensor entry whose
+    # unknown field 15 holds zeros, stored as 64-byte copies (3 bytes each, 21:1)
+    pad = (n << 20) - 200
+    val = ZERO_F32 + b"\x7a" + varint(pad)
+    head = varint(0) + varint(0) + varint(len(HEADER)) + HEADER + varint(0) + varint(3) + varint(len(val) + pad) + b"big" + val
+    tail = struct.pack("<II", 0, 1)
+    def lit(d): return (bytes([(len(d) - 1) << 2]) if len(d) <= 60 else bytes([61 << 2]) + struct.pack("<H", len(d) - 1)) + d
+    left = pad - 64
+    comp = varint(len(head) + pad + len(tail)) + lit(head + bytes(64)) + bytes([63 << 2 | 2, 64, 0]) * (left // 64)
+    if left % 64: comp += bytes([(left % 64 - 1) << 2 | 2, 64, 0])
+    table([(comp + lit(tail), 1, b"big")], out)
+PYEOF
+# rss_check WHAT INPUT_BYTES: the peak RSS in $T/time against 4 x INPUT_BYTES + 64 MiB
+rss_check() {
+  kb=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): *//p' "$T/time")
+  bound=$(( (4 * $2 + 67108864) / 1024 ))
+  if [ -n "$kb" ] && [ "$kb" -le "$bound" ]; then ok "... peak RSS $kb KB <= 4 x $2 bytes + 64 MiB = $bound KB ($1)"
+  else not_ok "... peak RSS ${kb:-?} KB <= 4 x $2 bytes + 64 MiB = $bound KB ($1)" "$T/time"; fi
+}
+# measured CMD...: runs CMD (under the limits) with its peak RSS in $T/time
+measured() { run limited /usr/bin/time -v -o "$T/time" "$@"; }
+if [ -x "$PY" ] && [ -x /usr/bin/time ] && "$PY" "$T/gen.py" st 200000 "$T/zero.safetensors" &&
+  "$PY" "$T/gen.py" tf 300000 "$T/idx" && "$PY" "$T/gen.py" snappy 128 "$T/snappy"; then
+  measured "$TOOL" verify "$T/zero.safetensors"
+  if [ "$rc" -eq 0 ] && grep -q "OK (safetensors, 200000 tensors" "$T/out"; then
+    ok "safetensors of 200000 zero-size tensors ($(wc -c <"$T/zero.safetensors") bytes) verifies"
+  else not_ok "safetensors of 200000 zero-size tensors verifies (exit $rc)"; fi
+  rss_check "safetensors header" "$(wc -c <"$T/zero.safetensors")"
+  measured "$TOOL" verify "$T/idx"
+  if [ "$rc" -eq 0 ] && grep -q "OK (TensorFlow checkpoint (bundle version 1), 300000 tensors" "$T/out"; then
+    ok "TF index of 300000 entries ($(wc -c <"$T/idx.index") bytes) verifies"
+  else not_ok "TF index of 300000 entries verifies (exit $rc)"; fi
+  rss_check "TF index entries" "$(wc -c <"$T/idx.index")"
+  measured "$TOOL" verify "$T/snappy"
+  if [ "$rc" -eq 1 ] && grep -q "data block decompresses to 134217570 bytes, over the limit $((2 * $(wc -c <"$T/snappy.index") + 16777216)) (twice the index file + 16 MiB" "$T/out"; then
+    ok "TF index of $(wc -c <"$T/snappy.index") bytes with a Snappy block of 128 MiB: refused, the sizes named (exit 1)"
+  else not_ok "TF index with a Snappy block of 128 MiB: refused, the sizes named (exit $rc)"; fi
+  rss_check "one Snappy block" "$(wc -c <"$T/snappy.index")"
+else
+  for i in 1 2 3 4 5 6; do skip "foreign files' memory: needs /usr/bin/python3 and /usr/bin/time"; done
 fi
 exit 0

@@ -293,7 +293,7 @@ Test(safetensors, bool_bytes_checked) {
   cairn_ckpt *c;
   cr_assert_eq(cairn_ckpt_open(P("bad.safetensors"), NULL, &c), CAIRN_OK);
   cr_assert_eq(cairn_ckpt_verify(c), CAIRN_E_CORRUPT);
-  cr_assert(strstr(cairn_errmsg(), "neither 0 nor 1"), "%s", cairn_errmsg());
+  cr_assert(strstr(cairn_errmsg(), "bool tensor 'a' has byte 2 at element 0: only 0 and 1 are valid"), "%s", cairn_errmsg());
   cairn_ckpt_close(c);
 }
 
@@ -834,4 +834,213 @@ Test(interop_saver, partial_restore_from_a_tf_prefix) {
 Test(interop_saver, partial_restore_from_safetensors) {
   write_src(P("m.safetensors"), 0);
   partial_restore_from(P("m.safetensors"));
+}
+
+/* ---- bounds and messages of the foreign readers (issue: header-driven memory, low items) ---- */
+
+/* Writes hdr as a safetensors header (padded to 8) over data_bytes zeros; returns open's status, message in msg. */
+static cairn_status open_st_n(const char *hdr, size_t hl, size_t data_bytes, char *msg, size_t cap, cairn_ckpt **out) {
+  unsigned char *buf = calloc(1, 8 + hl + data_bytes);
+  for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(hl >> (8 * i));
+  memcpy(buf + 8, hdr, hl);
+  put_file(P("j.safetensors"), buf, 8 + hl + data_bytes);
+  free(buf);
+  cairn_ckpt *c = NULL;
+  cairn_status s = cairn_ckpt_open(P("j.safetensors"), NULL, &c);
+  snprintf(msg, cap, "%s", cairn_errmsg());
+  if (out) *out = c;
+  else cairn_ckpt_close(c);
+  return s;
+}
+#define OPEN_ST(h, d, m, out) open_st_n(h, sizeof h - 1, d, m, sizeof m, out)
+
+Test(safetensors, header_json_escapes_blanks_and_metadata) {
+  char m[1024];
+  cairn_ckpt *c;
+  /* Escapes in names and values (a surrogate pair is one 4-byte UTF-8
+   * character), blanks everywhere JSON allows them (but before the '{',
+   * which the format puts at byte 8), the fields in any order. */
+  cr_assert_eq(OPEN_ST("{\n\t\"caf\\u00e9/\\ud83d\\ude00\\\"q\\\\\" : { \"shape\" : [ 2 ] , \"data_offsets\" : [0, 2],"
+                       " \"dtype\" : \"U8\" } ,\r\n \"__metadata__\": {\"k\\n\": \"v\\/1\", \"e\": \"\"} }  ", 2, m, &c),
+               CAIRN_OK, "%s", m);
+  cairn_ckpt_entry e;
+  cr_assert_eq(cairn_ckpt_entry_at(c, 0, &e), CAIRN_OK);
+  cr_assert_str_eq(e.name, "caf\xc3\xa9/\xf0\x9f\x98\x80\"q\\");
+  cr_assert_eq(e.rank, 1);
+  cr_assert_eq(e.shape[0], 2);
+  const char *v;
+  cr_assert_eq(cairn_ckpt_meta_count(c), 2);
+  cr_assert_eq(cairn_ckpt_meta_str(c, "k\n", &v), CAIRN_OK);
+  cr_assert_str_eq(v, "v/1");
+  cr_assert_eq(cairn_ckpt_meta_str(c, "e", &v), CAIRN_OK);
+  cr_assert_str_eq(v, "");
+  cairn_ckpt_close(c);
+  /* What jansson refused stays refused, with the offset. */
+  static const char *bad[] = {
+      "{\"a\\ud83d\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",   /* lone surrogate */
+      "{\"a\\u0000\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",   /* NUL */
+      "{\"a\\x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",       /* bad escape */
+      "{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",      /* not UTF-8 */
+      "{\"a\":{\"dtype\":\"U8\",\"shape\":[01],\"data_offsets\":[0,1]}}",         /* leading zero */
+      "{\"a\":{\"dtype\":\"U8\",\"shape\":[1.0],\"data_offsets\":[0,1]}}",        /* not an integer */
+      "{\"a\":{\"dtype\":\"U8\",\"shape\":[1e0],\"data_offsets\":[0,1]}}",
+      "{\"a\":{\"dtype\":\"U8\",\"shape\":[9223372036854775808],\"data_offsets\":[0,1]}}",
+      "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}} x",       /* bytes after the object */
+      "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},}",        /* trailing comma */
+      "{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", /* duplicate field */
+      "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}",                            /* duplicate metadata key */
+      "{\"__metadata__\":{},\"__metadata__\":{}}",
+      "[]",
+      "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}",          /* no closing brace */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cr_assert_eq(open_st_n(bad[i], strlen(bad[i]), 1, m, sizeof m, NULL), CAIRN_E_FORMAT, "%zu: %s: %s", i, bad[i], m);
+    cr_assert(strstr(m, "j.safetensors"), "%zu: %s", i, m);
+  }
+  cr_assert_eq(open_st_n(bad[11], strlen(bad[11]), 0, m, sizeof m, NULL), CAIRN_E_FORMAT);
+  cr_assert(strstr(m, "duplicate key 'k' in __metadata__"), "%s", m);
+  cr_assert_eq(open_st_n(bad[0], strlen(bad[0]), 1, m, sizeof m, NULL), CAIRN_E_FORMAT);
+  cr_assert(strstr(m, "offset 17: ") && strstr(m, "lone UTF-16 surrogate"), "%s", m); /* just after the escape */
+}
+
+Test(safetensors, tensor_limit_checked_while_parsing) {
+  char m[512];
+  cairn_ckpt_limits lim = {.max_tensors = 2};
+  static const char h[] = "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                          "\"b\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                          "\"c\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+  cr_assert_eq(OPEN_ST(h, 0, m, NULL), CAIRN_OK, "%s", m);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("j.safetensors"), &lim, &c), CAIRN_E_LIMIT);
+  cr_assert(strstr(cairn_errmsg(), "more than 2 tensors"), "%s", cairn_errmsg());
+}
+
+/* fuzz_interop's input: an empty header object. The reader sorted and the
+ * writers sorted NULL arrays of 0 elements (undefined behaviour, reported
+ * by UBSan); zero tensors must open, export and read back. */
+Test(safetensors, zero_tensors_read_and_written) {
+  char m[256];
+  cairn_ckpt *c;
+  cr_assert_eq(OPEN_ST("{}", 0, m, &c), CAIRN_OK, "%s", m);
+  cr_assert_eq(cairn_ckpt_count(c), 0);
+  cr_assert_eq(cairn_ckpt_verify(c), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_ckpt_close(c);
+  cairn_safetensors_writer *sw;
+  cr_assert_eq(cairn_safetensors_writer_open(P("z.safetensors"), &sw), CAIRN_OK);
+  cr_assert_eq(cairn_safetensors_writer_commit(sw), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_open(P("z.safetensors"), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_count(c), 0);
+  cairn_ckpt_close(c);
+  cairn_tfbundle_writer *tw;
+  cr_assert_eq(cairn_tfbundle_writer_open(P("z"), &tw), CAIRN_OK);
+  cr_assert_eq(cairn_tfbundle_writer_commit(tw), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_open(P("z"), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_count(c), 0);
+  cr_assert_eq(cairn_ckpt_verify(c), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_ckpt_close(c);
+}
+
+Test(safetensors, cut_short_or_trailing_bytes_say_recover_does_not_apply) {
+  char m[1024];
+  static const char h[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  cr_assert_eq(OPEN_ST(h, 4, m, NULL), CAIRN_E_TRUNCATED);
+  cr_assert(strstr(m, "not a cairn checkpoint: ckpt-inspect recover does not apply"), "%s", m);
+  cr_assert_eq(OPEN_ST(h, 9, m, NULL), CAIRN_E_FORMAT);
+  cr_assert(strstr(m, "1 trailing bytes after the last tensor's data (a safetensors file, not a cairn checkpoint") &&
+                strstr(m, "recover does not apply"),
+            "%s", m);
+}
+
+Test(tfbundle, bool_byte_7_with_a_valid_crc_is_corrupt) {
+  unsigned char b[3] = {1, 7, 0};
+  int64_t sh[1] = {3};
+  cairn_tensor t = {.dtype = CAIRN_DTYPE_BOOL, .rank = 1, .size = 3, .data = b};
+  t.shape[0] = sh[0];
+  cairn_tfbundle_writer *w;
+  cr_assert_eq(cairn_tfbundle_writer_open(P("bo"), &w), CAIRN_OK);
+  cr_assert_eq(cairn_tfbundle_writer_add(w, "x", &t), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_tfbundle_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("bo"), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+  unsigned char g[3];
+  cairn_tensor r = t;
+  r.data = g;
+  cr_assert_eq(cairn_ckpt_read(c, "x", &r), CAIRN_E_CORRUPT);
+  cr_assert(strstr(cairn_errmsg(), "bool tensor 'x' has byte 7 at element 1: only 0 and 1 are valid") &&
+                !strstr(cairn_errmsg(), "checksum"),
+            "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_verify(c), CAIRN_E_CORRUPT);
+  cr_assert(strstr(cairn_errmsg(), "has byte 7 at element 1"), "%s", cairn_errmsg());
+  cairn_ckpt_close(c);
+}
+
+Test(tfbundle, shard_cut_short_says_recover_does_not_apply) {
+  float v[2] = {1, 2};
+  hent e[] = {{"x", 1, 1, {2}, 0, 4, 8, ck_mask(cairn_crc32c(0, v, 8)), NULL, 0}};
+  write_index(P("b"), 1, e, 1, 0);
+  write_shard(P("b"), 0, 1, v, sizeof v);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("b"), NULL, &c), CAIRN_E_TRUNCATED);
+  cr_assert(strstr(cairn_errmsg(), "not a cairn file: no cairn save was interrupted and ckpt-inspect recover does not apply"),
+            "%s", cairn_errmsg());
+}
+
+/* The Snappy index block of a 400-entry bundle, rewritten by patch, its
+ * trailer's CRC recomputed: the block's checksum holds, its content does not. */
+static void snappy_index_patched(void (*patch)(unsigned char *blk, uint64_t size, unsigned char *type)) {
+  enum { N = 400 };
+  static hent e[N];
+  static char names[N][200];
+  static float vals[N];
+  for (int i = 0; i < N; i++) {
+    snprintf(names[i], sizeof names[i], "%03d/%s", i, "model/encoder/layer/attention/self/query/kernel/shadow/slot");
+    e[i] = (hent){names[i], 1, 0, {0}, 0, (uint64_t)i * 4, 4, ck_mask(cairn_crc32c(0, &vals[i], 4)), NULL, 0};
+  }
+  write_index(P("sp"), 1, e, N, 1);
+  write_shard(P("sp"), 0, 1, vals, sizeof vals);
+  size_t ns;
+  unsigned char *b = slurp(P("sp.index"), &ns);
+  uint64_t moff, msize, ioff, isize;
+  const unsigned char *f = b + ns - 48;
+  size_t a = cairn__varint_get(f, f + 40, &moff);
+  a += cairn__varint_get(f + a, f + 40, &msize);
+  a += cairn__varint_get(f + a, f + 40, &ioff);
+  cr_assert_neq(cairn__varint_get(f + a, f + 40, &isize), 0);
+  cr_assert_eq(b[ioff + isize], 1, "the index block is Snappy");
+  patch(b + ioff, isize, b + ioff + isize);
+  ck_put32(b + ioff + isize + 1, ck_mask(cairn_crc32c(cairn_crc32c(0, b + ioff, (size_t)isize), b + ioff + isize, 1)));
+  put_file(P("sp.index"), b, ns);
+  free(b);
+}
+
+static void set_type_2(unsigned char *blk, uint64_t size, unsigned char *type) {
+  (void)blk, (void)size;
+  *type = 2;
+}
+
+static void break_snappy(unsigned char *blk, uint64_t size, unsigned char *type) {
+  (void)type;
+  uint64_t len;
+  size_t a = cairn__varint_get(blk, blk + size, &len);
+  cr_assert(a && size > a + 3);
+  /* The first element a copy of 4 bytes from 65535 back, before any output. */
+  blk[a] = (4 - 1) << 2 | 2, blk[a + 1] = 0xff, blk[a + 2] = 0xff;
+}
+
+Test(tfbundle, unknown_block_compression_named) {
+  snappy_index_patched(set_type_2);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("sp"), NULL, &c), CAIRN_E_UNSUPPORTED);
+  cr_assert(strstr(cairn_errmsg(), "unknown block compression type 2 in the TensorFlow index (LevelDB table): only 0 (none) "
+                                   "and 1 (Snappy) are defined by the table format"),
+            "%s", cairn_errmsg());
+}
+
+Test(tfbundle, undecodable_snappy_block_is_corrupt_with_its_offset) {
+  snappy_index_patched(break_snappy);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("sp"), NULL, &c), CAIRN_E_CORRUPT);
+  cr_assert(strstr(cairn_errmsg(), "index block: Snappy block at offset ") && strstr(cairn_errmsg(), " does not decode") &&
+                !strstr(cairn_errmsg(), "checksum"),
+            "%s", cairn_errmsg());
 }

@@ -590,13 +590,29 @@ static const char *base_name(const char *p) {
   return s ? s + 1 : p;
 }
 
+/* 1 if path starts with cairn's own magic. The hints about interrupted
+ * saves, recover and newer versions are about cairn's files only: a
+ * TensorFlow prefix or a safetensors file that is cut short was not
+ * written by an interrupted Saver, and recover cannot read it. */
+static int is_cairn_file(const char *path) {
+  static const unsigned char magic[8] = {0x89, 'C', 'R', 'N', '\r', '\n', 0x1a, '\n'};
+  unsigned char b[8];
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  int ok = fread(b, 1, 8, f) == 8 && memcmp(b, magic, 8) == 0;
+  fclose(f);
+  return ok;
+}
+
 /* Opens path; prints the error with a hint, returns the status. */
 static cairn_status open_ckpt(const char *path, cairn_ckpt **c) {
   if ((*c = take_resolved(path)) != NULL) return CAIRN_OK;
   cairn_status s = cairn_ckpt_open(path, NULL, c);
   if (s == CAIRN_OK) return s;
   error_status(path, s);
-  if (s == CAIRN_E_TRUNCATED)
+  if ((s == CAIRN_E_TRUNCATED || s == CAIRN_E_UNSUPPORTED) && !is_cairn_file(path))
+    ; /* a foreign file: the library's message says what is wrong with it */
+  else if (s == CAIRN_E_TRUNCATED)
     errorf("%s is incomplete (no valid footer: the save that wrote it was interrupted); "
            "'ckpt-inspect recover %s OUT' copies its complete tensors into a new valid file",
            path, path);
@@ -1560,7 +1576,7 @@ static void verify_report(const options *o, const char *path, cairn_status s, co
       json_str(stdout, bad[i]);
     }
     fputc(']', stdout);
-    if (incomplete) {
+    if (incomplete && is_cairn_file(path)) {
       fputs(", \"hint\": ", stdout);
       json_str(stdout, "incomplete file (no valid footer): 'ckpt-inspect recover IN OUT' salvages its complete "
                        "tensors");
@@ -1596,7 +1612,7 @@ static void verify_report(const options *o, const char *path, cairn_status s, co
     if (nbad > 50) printf(", ... (%zu more)", nbad - 50);
     fputc('\n', stdout);
   }
-  if (incomplete) {
+  if (incomplete && is_cairn_file(path)) {
     fputs("  the file has no valid footer: the save that wrote it was interrupted.\n"
           "  'ckpt-inspect recover ", stdout);
     put_esc(stdout, path);
@@ -1867,9 +1883,11 @@ static int export_foreign(const options *o, cairn_ckpt *c, const char *path, con
   cairn_tfbundle_writer *tw = NULL;
   cairn_status s = !keep ? CAIRN_E_NOMEM
                          : tf ? cairn_tfbundle_writer_open(out, &tw) : cairn_safetensors_writer_open(out, &sw);
+  /* Every return below closes c: export owns the source from here on. */
   if (s != CAIRN_OK) {
     error_status(out, s);
     free(keep);
+    cairn_ckpt_close(c);
     return EXIT_ERROR;
   }
   for (size_t i = 0; i < n; i++) {
@@ -1935,6 +1953,7 @@ static int export_foreign(const options *o, cairn_ckpt *c, const char *path, con
   free(keep);
   if (s != CAIRN_OK) {
     error_status(out, s);
+    cairn_ckpt_close(c);
     return EXIT_ERROR;
   }
   if (tf) {

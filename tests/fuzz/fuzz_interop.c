@@ -19,7 +19,9 @@
  * Run:   cp -r $srcdir/tests/fuzz/corpus-interop /tmp/c && tests/fuzz/fuzz_interop /tmp/c
  * Seeds (tests/fuzz/corpus-interop): small files of both formats written
  * by the writers (ckpt-inspect export) and by a Python script following
- * the format description; each is the format byte + the file. Scratch
+ * the format description; each is the format byte + the file; empty.st
+ * is the 10-byte file of an empty header object ("{}": no tensors), which
+ * once made the reader and the writers qsort a NULL array. Scratch
  * files live under $CAIRN_FUZZ_TMPDIR, else /dev/shm, $TMPDIR or /tmp.
  */
 #define _GNU_SOURCE
