@@ -102,6 +102,89 @@ static int name_is_safe(const char *name, size_t len) {
 
 /* ---- the end records, before libzip sees them ------------------------------------ */
 
+typedef struct extent {
+  uint64_t start, end;
+} extent;
+
+static int cmp_extent(const void *a, const void *b) {
+  const extent *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Members may not share bytes: overlapping members are the zip-bomb trick
+ * of many members inflating one compressed stream (libzip does not look).
+ * The central directory (n entries at cd_off) gives each member's local
+ * header offset, name length and compressed size (ZIP64 extra field where
+ * they are 0xFFFFFFFF); sorted by offset, each must end (header, name,
+ * data) before the next starts. Memory: the directory (at most
+ * NPZ_CD_MAX_BYTES, part of the file) and 16 bytes per member. */
+static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint64_t cd_off, uint64_t cd_size) {
+  if (n < 2) return CAIRN_OK;
+  unsigned char *cd = malloc((size_t)cd_size);
+  extent *x = malloc((size_t)n * sizeof *x);
+  cairn_status s = CAIRN_OK;
+  if (!cd || !x) {
+    s = cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory for a %llu-byte central directory", path,
+                    (unsigned long long)cd_size);
+    goto done;
+  }
+  if (pread_all(fd, cd, (size_t)cd_size, cd_off) != 0) {
+    s = cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(errno));
+    goto done;
+  }
+  uint64_t p = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const unsigned char *C = cd + p;
+    if (cd_size - p < 46 || rd32(C) != 0x02014b50u || cd_size - p - 46 < (uint64_t)rd16(C + 28) + rd16(C + 30) + rd16(C + 32)) {
+      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: central directory entry %llu is malformed (offset %llu)", path,
+                      (unsigned long long)i, (unsigned long long)(cd_off + p));
+      goto done;
+    }
+    uint64_t nlen = rd16(C + 28), xlen = rd16(C + 30), clen = rd16(C + 32);
+    uint64_t csize = rd32(C + 20), usize = rd32(C + 24), off = rd32(C + 42);
+    /* ZIP64 extra field (id 1): the 64-bit values of the fields that are
+     * 0xFFFFFFFF, in the order size, compressed size, offset. */
+    const unsigned char *e = C + 46 + nlen, *xend = e + xlen;
+    while (xend - e >= 4) {
+      uint16_t id = rd16(e), sz = rd16(e + 2);
+      if (sz > xend - e - 4) break;
+      if (id == 1) {
+        const unsigned char *f = e + 4, *fend = f + sz;
+        if (usize == 0xFFFFFFFFu && fend - f >= 8) f += 8;
+        if (csize == 0xFFFFFFFFu && fend - f >= 8) csize = rd64(f), f += 8;
+        if (off == 0xFFFFFFFFu && fend - f >= 8) off = rd64(f);
+        break;
+      }
+      e += 4 + sz;
+    }
+    x[i].start = off;
+    x[i].end = off + 30 + nlen + csize; /* no overflow: each term < 2^62 or checked below */
+    if (off > cd_off || csize > cd_off || x[i].end > cd_off) {
+      s = cairn__fail(CAIRN_E_FORMAT,
+                      "npz_reader_open: %s: member %llu (local header at %llu, %llu compressed bytes) runs into the "
+                      "central directory at %llu",
+                      path, (unsigned long long)i, (unsigned long long)off, (unsigned long long)csize,
+                      (unsigned long long)cd_off);
+      goto done;
+    }
+    p += 46 + nlen + xlen + clen;
+  }
+  qsort(x, (size_t)n, sizeof *x, cmp_extent);
+  for (uint64_t i = 0; i + 1 < n; i++)
+    if (x[i].end > x[i + 1].start) {
+      s = cairn__fail(CAIRN_E_FORMAT,
+                      "npz_reader_open: %s: members overlap (the one at offset %llu runs to %llu, past the next at "
+                      "%llu): refused, as a ZIP bomb would be",
+                      path, (unsigned long long)x[i].start, (unsigned long long)x[i].end,
+                      (unsigned long long)x[i + 1].start);
+      goto done;
+    }
+done:
+  free(cd);
+  free(x);
+  return s;
+}
+
 /* libzip sizes its directory from the end record's entry count (the ZIP64
  * one holds 64 bits), so the counts and the directory's extent are checked
  * here first, by the rules cairn's own reader applies: one disk, the end
@@ -181,7 +264,7 @@ static cairn_status check_end_records(int fd, const char *path, uint64_t fsize) 
   if (n_total > cd_size / 46)
     return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: %llu members cannot fit in a %llu-byte central directory",
                        path, (unsigned long long)n_total, (unsigned long long)cd_size);
-  return CAIRN_OK;
+  return check_no_overlap(fd, path, n_total, cd_off, cd_size);
 }
 
 /* ---- open ------------------------------------------------------------------------- */
