@@ -116,10 +116,11 @@ static int cmp_extent(const void *a, const void *b) {
  * The central directory (n entries at cd_off) gives each member's local
  * header offset, name length and compressed size (ZIP64 extra field where
  * they are 0xFFFFFFFF); sorted by offset, each must end (header, name,
- * data) before the next starts. Memory: the directory (at most
- * NPZ_CD_MAX_BYTES, part of the file) and 16 bytes per member. */
+ * data) before the next starts. The same walk refuses names with a NUL
+ * inside. Memory: the directory (at most NPZ_CD_MAX_BYTES, part of the
+ * file) and 16 bytes per member. */
 static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint64_t cd_off, uint64_t cd_size) {
-  if (n < 2) return CAIRN_OK;
+  if (n == 0) return CAIRN_OK;
   unsigned char *cd = malloc((size_t)cd_size);
   extent *x = malloc((size_t)n * sizeof *x);
   cairn_status s = CAIRN_OK;
@@ -141,6 +142,13 @@ static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint6
       goto done;
     }
     uint64_t nlen = rd16(C + 28), xlen = rd16(C + 30), clen = rd16(C + 32);
+    /* libzip hands names out as C strings: one with a NUL inside would
+     * reach cairn cut short. */
+    if (memchr(C + 46, 0, (size_t)nlen)) {
+      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %llu has an unsafe name (a NUL byte inside)", path,
+                      (unsigned long long)i);
+      goto done;
+    }
     uint64_t csize = rd32(C + 20), usize = rd32(C + 24), off = rd32(C + 42);
     /* ZIP64 extra field (id 1): the 64-bit values of the fields that are
      * 0xFFFFFFFF, in the order size, compressed size, offset. */
@@ -346,12 +354,14 @@ cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
     return cairn__fail(e == ENOENT ? CAIRN_E_NOT_FOUND : CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(e));
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     int e = errno;
-    int reg = fstat(fd, &st) == 0;
     close(fd);
-    return reg ? cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a regular file", path)
-               : cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(e));
+    return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a regular file", path);
   }
   cairn_status s = check_end_records(fd, path, (uint64_t)st.st_size);
   if (s) {
