@@ -10,6 +10,12 @@
  * reproducible). The archive is written to a temporary file in the
  * destination directory, fsynced and renamed into place on success.
  *
+ * It is not written with libzip, as the reader is: libzip's zip_close
+ * (1.7.3, Debian 12) writes its own temporary file and renames it without
+ * an fsync, stamps members with the sources' times, and pulls all member
+ * data at close; this writer keeps fsync-before-rename, byte-identical
+ * exports, and one tensor in memory at a time.
+ *
  * Errors: functions return 0 or -1 and put a message naming the file and
  * member in the caller's buffer.
  */
