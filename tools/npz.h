@@ -12,9 +12,10 @@
  *
  * It is not written with libzip, as the reader is: libzip's zip_close
  * (1.7.3, Debian 12) writes its own temporary file and renames it without
- * an fsync, stamps members with the sources' times, and pulls all member
- * data at close; this writer keeps fsync-before-rename, byte-identical
- * exports, and one tensor in memory at a time.
+ * an fsync, and reads every member's data only at close, from sources
+ * that must all stay valid until then; this writer keeps
+ * fsync-before-rename, byte-identical exports (fixed timestamps), and one
+ * tensor in memory at a time.
  *
  * Errors: functions return 0 or -1 and put a message naming the file and
  * member in the caller's buffer.
