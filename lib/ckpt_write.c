@@ -501,6 +501,97 @@ cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const
   return CAIRN_OK;
 }
 
+/* ---- tensors piece by piece (callers that stream, e.g. an npz import) ----------------- */
+
+/* The piecewise record is always chunked: its bytes are not all in memory,
+ * so the raw layout's probe of three chunks cannot run before the header is
+ * written. Each full chunk is encoded (LZ4 when it pays, as in writer_add)
+ * and written before the next one is gathered, so memory is one chunk
+ * buffer plus the slot buffers, whatever the tensor's size. */
+cairn_status cairn_ckpt_writer_begin(cairn_ckpt_writer *w, const char *name, cairn_dtype dtype, int rank,
+                                     const int64_t *shape) {
+  cairn_status s = cairn__ckw_check_usable(w, "ckpt_writer_begin");
+  if (s) return s;
+  if (w->cur) return cairn__fail(CAIRN_E_STATE, "ckpt_writer_begin: a record is in progress ('%s')", w->cur->name);
+  if (rank > 0 && !shape) return cairn__fail(CAIRN_E_NULL, "ckpt_writer_begin: '%s': shape is NULL", name ? name : "");
+  int try_compress = w->compress != CAIRN_CKPT_COMPRESS_NONE;
+  if (try_compress && (s = alloc_slots(w, w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE))) return s;
+  if (!w->pbuf && !(w->pbuf = cairn_alloc(w->chunk_bytes)))
+    return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer_begin: cannot allocate a chunk buffer of %u bytes", w->chunk_bytes);
+  ck_entry *e;
+  if ((s = begin_record(w, "ckpt_writer_begin", name, dtype, rank, shape, CK_LAYOUT_CHUNKED, &e))) return s;
+  w->cur = e;
+  w->cur_stream = 1;
+  w->cur_chunk = 0;
+  w->cur_done = 0;
+  w->pbuf_len = 0;
+  return CAIRN_OK;
+}
+
+/* Encodes and writes the gathered chunk (pbuf_len bytes). */
+static cairn_status stream_emit(cairn_ckpt_writer *w) {
+  ck_entry *e = w->cur;
+  piece *p = &w->pieces[0];
+  memset(p, 0, sizeof *p);
+  p->src = w->pbuf;
+  p->raw = w->pbuf_len;
+  encode_piece(w, 0, p, cairn_dtype_size((cairn_dtype)e->dtype), w->compress != CAIRN_CKPT_COMPRESS_NONE);
+  cairn_status s = emit_piece(w, e, w->cur_chunk, p);
+  /* pbuf and the slot buffer are reused for the next chunk. */
+  if (!s && w->n_ext) s = cairn__ckw_flush(w);
+  if (s) return cairn__ckw_set_failed(w, s);
+  w->cur_chunk++;
+  w->pbuf_len = 0;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_ckpt_writer_append(cairn_ckpt_writer *w, const void *data, size_t len) {
+  cairn_status s = cairn__ckw_check_usable(w, "ckpt_writer_append");
+  if (s) return s;
+  if (!w->cur || !w->cur_stream)
+    return cairn__fail(CAIRN_E_STATE, "ckpt_writer_append: no tensor begun with cairn_ckpt_writer_begin");
+  ck_entry *e = w->cur;
+  if (len == 0) return CAIRN_OK;
+  if (!data) return cairn__fail(CAIRN_E_NULL, "ckpt_writer_append: '%s': data is NULL", e->name);
+  if (len > e->raw_bytes - w->cur_done)
+    return cairn__ckw_set_failed(
+        w, cairn__fail(CAIRN_E_SHAPE,
+                       "ckpt_writer_append: tensor '%s': %llu bytes appended, more than the %llu its dtype and shape "
+                       "need (the tensor is not written; abort the writer)",
+                       e->name, (unsigned long long)(w->cur_done + len), (unsigned long long)e->raw_bytes));
+  const unsigned char *p = data;
+  while (len > 0) {
+    uint32_t want = ck_chunk_raw(e->raw_bytes, w->chunk_bytes, w->cur_chunk) - w->pbuf_len;
+    size_t n = len < want ? len : want;
+    memcpy(w->pbuf + w->pbuf_len, p, n);
+    w->pbuf_len += (uint32_t)n;
+    w->cur_done += n;
+    p += n;
+    len -= n;
+    if (w->pbuf_len == ck_chunk_raw(e->raw_bytes, w->chunk_bytes, w->cur_chunk) && (s = stream_emit(w))) return s;
+  }
+  return CAIRN_OK;
+}
+
+cairn_status cairn_ckpt_writer_end(cairn_ckpt_writer *w) {
+  cairn_status s = cairn__ckw_check_usable(w, "ckpt_writer_end");
+  if (s) return s;
+  if (!w->cur || !w->cur_stream)
+    return cairn__fail(CAIRN_E_STATE, "ckpt_writer_end: no tensor begun with cairn_ckpt_writer_begin");
+  ck_entry *e = w->cur;
+  if (w->cur_done != e->raw_bytes)
+    return cairn__ckw_set_failed(
+        w, cairn__fail(CAIRN_E_SHAPE,
+                       "ckpt_writer_end: tensor '%s': %llu bytes appended, but its dtype and shape need %llu (the "
+                       "tensor is not written; abort the writer)",
+                       e->name, (unsigned long long)w->cur_done, (unsigned long long)e->raw_bytes));
+  w->cur = NULL;
+  w->cur_stream = 0;
+  if ((s = end_record(w, e))) return s;
+  if (w->n_ext && (s = cairn__ckw_flush(w))) return s;
+  return CAIRN_OK;
+}
+
 /* ---- records piece by piece (salvage) --------------------------------------------- */
 
 cairn_status cairn__ck_rec_begin(cairn_ckpt_writer *w, const char *name, cairn_dtype dt, int rank,
@@ -606,6 +697,7 @@ static void writer_free(cairn_ckpt_writer *w) {
   free(w->cbuf);
   free(w->sbuf);
   free(w->pieces);
+  cairn_free(w->pbuf);
   free(w->ents);
   free(w->hash);
   free(w->meta);

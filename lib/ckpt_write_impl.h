@@ -71,6 +71,11 @@ struct cairn_ckpt_writer {
   uint32_t cur_chunk;
   uint64_t cur_done;
   uint32_t cur_crc;
+  /* record being written through cairn_ckpt_writer_begin/append/end: its
+   * bytes are gathered into pbuf (one chunk) and encoded chunk by chunk */
+  int cur_stream;
+  unsigned char *pbuf;
+  uint32_t pbuf_len;
 };
 
 /* ---- errors (ckpt_write_queue.c) ---- */

@@ -19,6 +19,7 @@
 TOOL="$top_builddir/tools/ckpt-inspect"
 DATA="$top_srcdir/tests/data"
 PY=/usr/bin/python3
+TIME=/usr/bin/time
 
 tap_tmpdir ckpt-inspect-test
 
@@ -459,6 +460,101 @@ open(d + "/bomb.npz", "wb").write(b)
   check "no failed import left a file behind" test ! -e "$T/x.ckpt"
 else
   for t in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do skip "no /usr/bin/python3 to write hostile ZIPs"; done
+fi
+
+# The ZIP layer is libzip: ZIP64 archives, end records checked before
+# libzip allocates from them, damage named with the member, Fortran order.
+if [ "$have_python" = 1 ]; then
+  "$PY" -W ignore -c '
+import struct, sys, zipfile, zlib
+d = sys.argv[1]
+def npy(descr, shape, data, fortran=False):
+    h = "{\x27descr\x27: \x27%s\x27, \x27fortran_order\x27: %s, \x27shape\x27: (%s), }" % (
+        descr, fortran, "".join("%d," % k for k in shape))
+    h += " " * (127 - 10 - len(h)) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data
+w = npy("<f4", (2,), struct.pack("<2f", 1.5, -2.0))
+def mk(name, members, compression=zipfile.ZIP_STORED, zip64=False):
+    with zipfile.ZipFile(d + "/" + name, "w", compression=compression) as z:
+        for n, b in members:
+            with z.open(n, "w", force_zip64=zip64) as f:
+                f.write(b)
+# with_end64(buf, n): the same archive ended by a ZIP64 end record and
+# locator claiming n members (the classic end record says "see ZIP64")
+def with_end64(buf, n=None):
+    e = buf.rindex(b"PK\x05\x06")
+    cnt, cd_size, cd_off = struct.unpack_from("<HII", buf, e + 10)
+    n = cnt if n is None else n
+    e64 = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, n, n, cd_size, cd_off)
+    loc = struct.pack("<IIQI", 0x07064B50, 0, e, 1)
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    return buf[:e] + e64 + loc + end
+mk("z64.npz", [("w.npy", w), ("v.npy", w)], zip64=True)
+b = open(d + "/z64.npz", "rb").read()
+open(d + "/z64.npz", "wb").write(with_end64(b))
+open(d + "/z64-hostile.npz", "wb").write(with_end64(b, 1 << 40))
+open(d + "/z64-nofit.npz", "wb").write(with_end64(b, 999999))
+mk("notnpy.npz", [("w.npy", b"hello, not an array")])
+# the second directory entry points at the first member: the first
+# member, its bytes read twice (the zip-bomb trick)
+mk("overlap.npz", [("a.npy", w), ("b.npy", w)])
+b = bytearray(open(d + "/overlap.npz", "rb").read())
+struct.pack_into("<I", b, b.rindex(b"PK\x01\x02") + 42, 0)
+open(d + "/overlap.npz", "wb").write(b)
+# a deflated member whose CRC-32 (in both headers) is wrong
+mk("crc.npz", [("w.npy", w)], zipfile.ZIP_DEFLATED)
+b = bytearray(open(d + "/crc.npz", "rb").read())
+struct.pack_into("<I", b, 14, zlib.crc32(w) ^ 1)
+struct.pack_into("<I", b, b.index(b"PK\x01\x02") + 16, zlib.crc32(w) ^ 1)
+open(d + "/crc.npz", "wb").write(b)
+# the central directory says deflate, the local header stored
+mk("damaged.npz", [("w.npy", w)])
+b = bytearray(open(d + "/damaged.npz", "rb").read())
+struct.pack_into("<H", b, b.index(b"PK\x01\x02") + 10, 8)
+open(d + "/damaged.npz", "wb").write(b)
+# Fortran order: (2, 3) holding 0..5 in C order; zeros of 32 MiB (the
+# limit: transposed in memory) and of 32 MiB + 8 KiB (refused)
+mk("fortran.npz", [("f.npy", npy("<f4", (2, 3), struct.pack("<6f", 0, 3, 1, 4, 2, 5), True))])
+mk("fortran-limit.npz", [("f.npy", npy("<f4", (2048, 4096), bytes(32 << 20), True))], zipfile.ZIP_DEFLATED)
+mk("fortran-big.npz", [("f.npy", npy("<f4", (2049, 4096), bytes(2049 * 4096 * 4), True))], zipfile.ZIP_DEFLATED)
+' "$T"
+  expect 0 "import of a ZIP64 archive (ZIP64 end record, ZIP64 extra fields)" "$TOOL" import "$T/z64.npz" "$T/z64.ckpt"
+  run "$TOOL" show "$T/z64.ckpt" v
+  check "... with the right values" sh -c 'tail -n 1 "$1" | grep -q -x "array(\[ 1.5, -2. \], dtype=float32)"' sh "$T/out"
+  expect 2 "a ZIP64 end record claiming 2^40 members is refused before libzip reads it" "$TOOL" import "$T/z64-hostile.npz" "$T/x.ckpt"
+  check "... naming the count and the limit" err_has "claims 1099511627776 members, over the limit of 1000000"
+  expect 2 "a ZIP64 end record claiming more members than its directory can hold" "$TOOL" import "$T/z64-nofit.npz" "$T/x.ckpt"
+  check "... saying so" err_has "999999 members cannot fit in a"
+  expect 2 "members that overlap are refused" "$TOOL" import "$T/overlap.npz" "$T/x.ckpt"
+  check "... saying so" err_has "members overlap"
+  expect 2 "a member named .npy that is not a .npy array" "$TOOL" import "$T/notnpy.npz" "$T/x.ckpt"
+  check "... names the member: not a .npy array" err_has "member 'w.npy': not a .npy array"
+  expect 2 "a deflated member with a bad CRC-32" "$TOOL" import "$T/crc.npz" "$T/x.ckpt"
+  check "... is reported as corrupt, naming the member" err_has "member 'w.npy': CRC-32 .* does not match the stored"
+  expect 2 "a damaged ZIP (directory and local header disagree)" "$TOOL" import "$T/damaged.npz" "$T/x.ckpt"
+  check "... says so" err_has "a damaged ZIP"
+  run "$TOOL" import "$T/hdr.npz" "$T/x.ckpt"
+  check "a bad .npy header is named: the member and the unexpected key" err_has "member 'h.npy': .npy header has an unexpected key 'fortran_ordeX'"
+  run "$TOOL" import "$T/cut.npz" "$T/x.ckpt"
+  check "a truncated .npz: not a ZIP, no end record" err_has "not a ZIP (.npz) file: no end-of-central-directory record"
+  expect 0 "import of a Fortran-order (2, 3) array" "$TOOL" import "$T/fortran.npz" "$T/fortran.ckpt"
+  run "$TOOL" show "$T/fortran.ckpt" f
+  check "... transposed to C order" sh -c 'tail -n 2 "$1" | tr -d "\n" | grep -q -F "array([[0., 1., 2.],       [3., 4., 5.]], dtype=float32)"' sh "$T/out"
+  if "$TIME" -v true >/dev/null 2>&1; then
+    "$TIME" -v -o "$T/time" "$TOOL" import "$T/fortran-limit.npz" "$T/fl.ckpt" >"$T/out" 2>"$T/err"
+    rc=$?
+    rss=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): *//p' "$T/time")
+    bound=$((4 * ($(wc -c <"$T/fortran-limit.npz") + 1023) / 1024 + 65536))
+    check "a 32 MiB Fortran-order array (the limit) imports within 4 x input + 64 MiB (peak ${rss:-?} KiB <= $bound KiB)" \
+      sh -c '[ "$1" -eq 0 ] && [ -n "$2" ] && [ "$2" -le "$3" ]' sh "$rc" "$rss" "$bound"
+  else
+    expect 0 "a 32 MiB Fortran-order array (the limit) imports" "$TOOL" import "$T/fortran-limit.npz" "$T/fl.ckpt"
+  fi
+  expect 2 "a Fortran-order array over 32 MiB is refused" "$TOOL" import "$T/fortran-big.npz" "$T/x.ckpt"
+  check "... saying why and what to do" sh -c 'grep -q "Fortran-order array of rank 2 and 33570816 bytes" "$1" && grep -q "ascontiguousarray" "$1"' sh "$T/err"
+  check "no failed import left a file behind" test ! -e "$T/x.ckpt"
+else
+  for t in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22; do skip "no /usr/bin/python3 to write the archives"; done
 fi
 
 echo "1..$n"

@@ -12,7 +12,11 @@
 #     counts are compared before the images are widened to float32 (which
 #     would need 940 MB more);
 #   - ckpt-inspect import of an .npz whose member claims 3 GiB over 4 MiB of
-#     deflate data: the buffer grows with the inflated output;
+#     deflate data: the member is streamed, so the sizes are compared at its
+#     end, with a peak resident set under 4 times the file + 64 MiB;
+#   - ckpt-inspect import of a valid 1 MB .npz whose member inflates to
+#     1 GiB of zeros: it must succeed under the limit (the member streams
+#     into the checkpoint; it used to be held whole, 1.06 GB);
 #   - foreign files whose headers cost more than their bytes, each verified
 #     under /usr/bin/time -v with a peak RSS of at most 4 x the input + 64 MiB
 #     (doc/interop-formats.md, "Memory"): a 12 MB safetensors file of 200,000
@@ -34,6 +38,7 @@
 FMNIST="$top_builddir/tools/cairn-fmnist"
 TOOL="$top_builddir/tools/ckpt-inspect"
 PY=/usr/bin/python3
+TIME=/usr/bin/time
 LIMIT_KB=1048576
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
@@ -51,7 +56,7 @@ if ! limited "$FMNIST" --help >/dev/null 2>&1 || ! limited "$TOOL" --version >/d
   exit 0
 fi
 
-echo "1..14"
+echo "1..17"
 TAP_LINES=15
 err_has() { grep -q -F -e "$1" "$T/err"; }
 
@@ -132,9 +137,64 @@ then
     not_ok "npz member claiming 3 GiB over 4 MiB: the sizes are named (exit $rc)"
   fi
   if ! err_has "out of memory"; then ok "... without running out of memory"; else not_ok "... without running out of memory"; fi
+  if "$TIME" -v true >/dev/null 2>&1; then
+    "$TIME" -v -o "$T/time" "$TOOL" import "$T/bomb.npz" "$T/bomb.ckpt" >/dev/null 2>&1
+    rss=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): *//p' "$T/time")
+    bound=$((4 * ($(wc -c <"$T/bomb.npz") + 1023) / 1024 + 65536))
+    check "... peak RSS ${rss:-?} KiB <= 4 x input + 64 MiB = $bound KiB" sh -c '[ -n "$1" ] && [ "$1" -le "$2" ]' sh "$rss" "$bound"
+  else
+    skip "npz bomb: peak RSS" "no /usr/bin/time"
+  fi
 else
   skip "npz bomb: needs /usr/bin/python3 to write it"
   skip "npz bomb: needs /usr/bin/python3 to write it"
+  skip "npz bomb: needs /usr/bin/python3 to write it"
+fi
+
+# ---- a valid npz of 1 MB holding 1 GiB of zeros ------------------------------------------------
+if [ -x "$PY" ] && "$PY" - "$T/zeros.npz" >"$T/out" 2>"$T/err" <<'PYEOF'
+import struct, sys, zlib
+path, count = sys.argv[1], (1 << 27) - 15
+d = "{'descr': '<f8', 'fortran_order': False, 'shape': (%d,), }" % count
+d += " " * (128 - 10 - 1 - len(d)) + "\n"
+head = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode()
+usize, seg = len(head) + 8 * count, 64 << 20
+def deflate(data, mode):
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush(mode)
+zeros = bytes(seg)
+one = deflate(zeros, zlib.Z_FULL_FLUSH)   # 64 MiB of zeros, compressed once, used 15 times
+body, crc, left = [deflate(head, zlib.Z_FULL_FLUSH)], zlib.crc32(head), 8 * count
+while left > seg:
+    body.append(one)
+    crc = zlib.crc32(zeros, crc)
+    left -= seg
+body.append(deflate(bytes(left), zlib.Z_FINISH))
+crc = zlib.crc32(bytes(left), crc)
+data, name = b"".join(body), b"zeros.npy"
+lh = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0x21, crc, len(data), usize, len(name), 0) + name
+cd = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 0x21, crc, len(data), usize, len(name),
+                 0, 0, 0, 0, 0, 0) + name
+end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(cd), len(lh) + len(data), 0)
+open(path, "wb").write(lh + data + cd + end)
+PYEOF
+then
+  run limited "$TOOL" import "$T/zeros.npz" "$T/zeros.ckpt"
+  if [ "$rc" -eq 0 ]; then
+    ok "valid npz of $(wc -c <"$T/zeros.npz") bytes inflating to 1 GiB of zeros: imports under ulimit -v $LIMIT_KB"
+  else
+    not_ok "valid npz of $(wc -c <"$T/zeros.npz") bytes inflating to 1 GiB of zeros: imports under ulimit -v $LIMIT_KB (exit $rc)"
+  fi
+  run "$TOOL" verify "$T/zeros.ckpt"
+  if [ "$rc" -eq 0 ] && "$TOOL" list "$T/zeros.ckpt" 2>/dev/null | grep -q -E '^zeros +f64 +\(134217713,\) +1073741704 .* b6140fd6 '; then
+    ok "... the checkpoint verifies and holds 134217713 float64 zeros (crc32c b6140fd6)"
+  else
+    not_ok "... the checkpoint verifies and holds 134217713 float64 zeros (crc32c b6140fd6)"
+  fi
+  rm -f "$T/zeros.ckpt"
+else
+  skip "npz of 1 GiB of zeros: needs /usr/bin/python3 to write it"
+  skip "npz of 1 GiB of zeros: needs /usr/bin/python3 to write it"
 fi
 
 # ---- foreign files: memory proportional to the file, not to its header --------------------

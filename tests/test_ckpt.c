@@ -1627,6 +1627,122 @@ Test(writer, enospc_on_a_full_tmpfs) {
 
 /* ---- golden files of format v1.0 ------------------------------------------------------------- */
 
+/* ---- piecewise tensors (begin / append / end) ------------------------------------- */
+
+TestSuite(pieces, .init = setup, .fini = teardown, .timeout = 30);
+
+/* Appends t's bytes in pieces of 1, 7, 8, 4093, ... bytes (a cycle of odd
+ * sizes that cross every chunk boundary) as tensor `name`. */
+static void append_in_pieces(cairn_ckpt_writer *w, const char *name, const cairn_tensor *t) {
+  static const size_t sizes[] = {1, 7, 8, 4093, 65536, 3, 70001};
+  OK(cairn_ckpt_writer_begin(w, name, t->dtype, t->rank, t->shape));
+  size_t n = cairn_tensor_nbytes(t), off = 0;
+  for (int k = 0; off < n; k++) {
+    size_t len = sizes[k % 7] < n - off ? sizes[k % 7] : n - off;
+    OK(cairn_ckpt_writer_append(w, (const unsigned char *)t->data + off, len));
+    off += len;
+  }
+  OK(cairn_ckpt_writer_end(w));
+}
+
+Test(pieces, same_file_as_add_for_every_compress_mode) {
+  const int64_t shape[2] = {300, 1000}; /* 1.2 MB of f32: 19 chunks of 64 KiB */
+  cairn_tensor *t = tnew(CAIRN_DTYPE_F32, 2, shape);
+  float *d = t->data;
+  for (int64_t i = 0; i < 300000; i++) d[i] = i % 3 ? 0.0f : (float)((double)rnd() / 1.8446744073709552e19);
+  const int64_t one = 5, zero = 0;
+  cairn_tensor *small = tnew(CAIRN_DTYPE_I64, 1, &one), *empty = tnew(CAIRN_DTYPE_U8, 1, &zero);
+  fill_random(small->data, 40);
+  for (int mode = CAIRN_CKPT_COMPRESS_AUTO; mode <= CAIRN_CKPT_COMPRESS_SHUFFLE; mode++) {
+    cairn_ckpt_write_options o = {.chunk_bytes = 65536, .no_fsync = 1, .compress = (cairn_ckpt_compress)mode};
+    cairn_ckpt_writer *w;
+    OK(cairn_ckpt_writer_open(P("pieces.crn"), &o, &w));
+    append_in_pieces(w, "big", t);
+    append_in_pieces(w, "small", small);
+    append_in_pieces(w, "empty", empty);
+    OK(cairn_ckpt_writer_add(w, "added", small)); /* the writer goes on as usual */
+    OK(cairn_ckpt_writer_commit(w));
+    OK(cairn_ckpt_writer_open(P("whole.crn"), &o, &w));
+    OK(cairn_ckpt_writer_add(w, "big", t));
+    cairn_ckpt *c, *c2;
+    OK(cairn_ckpt_writer_commit(w));
+    OK(cairn_ckpt_open(P("pieces.crn"), NULL, &c));
+    OK(cairn_ckpt_open(P("whole.crn"), NULL, &c2));
+    OK(cairn_ckpt_verify(c));
+    cr_assert_eq(cairn_ckpt_count(c), 4);
+    cairn_ckpt_entry e, e2;
+    OK(cairn_ckpt_find(c, "big", &e));
+    OK(cairn_ckpt_find(c2, "big", &e2));
+    cr_assert_eq(e.n_chunks, 19, "mode %d: %u chunks", mode, e.n_chunks);
+    cr_assert_eq(e.raw_crc32c, e2.raw_crc32c);
+    cr_assert_eq(e.stored_bytes, e2.stored_bytes, "mode %d: the same chunks as writer_add (%llu, %llu)", mode,
+                 (unsigned long long)e.stored_bytes, (unsigned long long)e2.stored_bytes);
+    if (mode != CAIRN_CKPT_COMPRESS_NONE) cr_assert_lt(e.stored_bytes, e.raw_bytes, "mode %d compresses", mode);
+    cairn_tensor *r = read_new(c, "big");
+    cr_assert(same_tensor(r, t));
+    cairn_tensor_free(r);
+    r = read_new(c, "small");
+    cr_assert(same_tensor(r, small));
+    cairn_tensor_free(r);
+    OK(cairn_ckpt_find(c, "empty", &e));
+    cr_assert_eq(e.raw_bytes, 0);
+    cairn_ckpt_close(c);
+    cairn_ckpt_close(c2);
+  }
+  cairn_tensor_free(t);
+  cairn_tensor_free(small);
+  cairn_tensor_free(empty);
+}
+
+Test(pieces, wrong_byte_counts_name_the_tensor_and_both_sizes) {
+  cairn_ckpt_write_options o = {.no_fsync = 1};
+  const int64_t shape[2] = {3, 4}; /* 48 bytes of f32 */
+  unsigned char buf[64] = {0};
+  cairn_ckpt_writer *w;
+  /* Too few bytes at end. */
+  OK(cairn_ckpt_writer_open(P("short.crn"), &o, &w));
+  OK(cairn_ckpt_writer_begin(w, "dense/kernel", CAIRN_DTYPE_F32, 2, shape));
+  OK(cairn_ckpt_writer_append(w, buf, 40));
+  FAILS(cairn_ckpt_writer_end(w), CAIRN_E_SHAPE);
+  cr_assert(strstr(cairn_errmsg(), "'dense/kernel'") && strstr(cairn_errmsg(), "40 bytes") &&
+                strstr(cairn_errmsg(), "need 48"),
+            "%s", cairn_errmsg());
+  FAILS(cairn_ckpt_writer_commit(w), CAIRN_E_SHAPE); /* the writer failed: nothing is written */
+  cr_assert_eq(count_files(g_dir), 0);
+  /* Too many bytes in append. */
+  OK(cairn_ckpt_writer_open(P("long.crn"), &o, &w));
+  OK(cairn_ckpt_writer_begin(w, "dense/kernel", CAIRN_DTYPE_F32, 2, shape));
+  OK(cairn_ckpt_writer_append(w, buf, 40));
+  FAILS(cairn_ckpt_writer_append(w, buf, 9), CAIRN_E_SHAPE);
+  cr_assert(strstr(cairn_errmsg(), "'dense/kernel'") && strstr(cairn_errmsg(), "49 bytes") &&
+                strstr(cairn_errmsg(), "48"),
+            "%s", cairn_errmsg());
+  FAILS(cairn_ckpt_writer_end(w), CAIRN_E_STATE);
+  cairn_ckpt_writer_abort(w);
+  cr_assert_eq(count_files(g_dir), 0);
+}
+
+Test(pieces, state_rules) {
+  cairn_ckpt_write_options o = {.no_fsync = 1};
+  const int64_t n = 4;
+  cairn_tensor *t = tnew(CAIRN_DTYPE_F32, 1, &n);
+  cairn_ckpt_writer *w;
+  OK(cairn_ckpt_writer_open(P("state.crn"), &o, &w));
+  FAILS(cairn_ckpt_writer_append(w, t->data, 4), CAIRN_E_STATE);
+  FAILS(cairn_ckpt_writer_end(w), CAIRN_E_STATE);
+  FAILS(cairn_ckpt_writer_begin(w, "", CAIRN_DTYPE_F32, 1, &n), CAIRN_E_INVALID); /* usable after this */
+  OK(cairn_ckpt_writer_begin(w, "a", CAIRN_DTYPE_F32, 1, &n));
+  FAILS(cairn_ckpt_writer_begin(w, "b", CAIRN_DTYPE_F32, 1, &n), CAIRN_E_STATE);
+  FAILS(cairn_ckpt_writer_add(w, "b", t), CAIRN_E_STATE);
+  OK(cairn_ckpt_writer_append(w, t->data, 16));
+  OK(cairn_ckpt_writer_end(w));
+  FAILS(cairn_ckpt_writer_begin(w, "a", CAIRN_DTYPE_F32, 1, &n), CAIRN_E_EXISTS);
+  OK(cairn_ckpt_writer_begin(w, "c", CAIRN_DTYPE_F32, 1, &n));
+  FAILS(cairn_ckpt_writer_commit(w), CAIRN_E_STATE); /* a record in progress */
+  cairn_tensor_free(t);
+  cr_assert_eq(any_tmp_file(g_dir), 0);
+}
+
 TestSuite(golden, .init = setup, .fini = teardown, .timeout = 30);
 
 static const char *data_path(const char *file) {

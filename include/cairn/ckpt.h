@@ -92,6 +92,28 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_open(const char *path,
  * original error, abort is the way out). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name,
                                                           const cairn_tensor *t);
+/* A tensor written piece by piece, for callers that never hold it whole (an
+ * import that decompresses a foreign file as it goes): begin declares name,
+ * dtype and shape (the rules of cairn_ckpt_writer_add; errors as there, the
+ * writer stays usable) and writes the record header; append takes the next
+ * len raw bytes (little-endian, C order) in pieces of any size; end checks
+ * that exactly dtype size × element count bytes arrived and writes the
+ * trailer. Bytes are copied into a one-chunk buffer, and each chunk is
+ * encoded (LZ4 per the writer's compress option), checksummed and written
+ * as soon as it is full, so memory is one chunk (1 MiB by default) plus the
+ * compression buffers, whatever the tensor's size; data may change after
+ * append returns. The record is always chunked (never the raw layout).
+ * Between begin and end no other tensor can be added and commit returns
+ * CAIRN_E_STATE. Errors of append and end: CAIRN_E_STATE (no tensor begun),
+ * CAIRN_E_NULL; CAIRN_E_SHAPE when append would go past the declared size
+ * or end comes before it (the message names the tensor and both byte
+ * counts); CAIRN_E_IO / CAIRN_E_NOSPC. Those last two kinds fail the writer,
+ * since a partial record is already in the temporary file: commit then
+ * returns the error and abort is the way out. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_begin(cairn_ckpt_writer *w, const char *name,
+                                                            cairn_dtype dtype, int rank, const int64_t *shape);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_append(cairn_ckpt_writer *w, const void *data, size_t len);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_end(cairn_ckpt_writer *w);
 /* Metadata: keys 1..255 bytes of [a-z0-9_.]; setting a key again replaces it. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_u64(cairn_ckpt_writer *w, const char *key, uint64_t v);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_writer_meta_i64(cairn_ckpt_writer *w, const char *key, int64_t v);

@@ -1,4 +1,4 @@
-/* cairn/interop.h — TensorFlow checkpoints and safetensors files.
+/* cairn/interop.h — TensorFlow checkpoints, safetensors files, NumPy .npz import.
  *
  * Reading needs nothing from this header: cairn_ckpt_open (cairn/ckpt.h)
  * recognizes both formats by their bytes, so every reader of checkpoints —
@@ -84,6 +84,44 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_tfbundle_writer_add(cairn_tfbundle_
  * sees the new bundle once its .index is in place. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_tfbundle_writer_commit(cairn_tfbundle_writer *w);
 CAIRN_API void cairn_tfbundle_writer_abort(cairn_tfbundle_writer *w);
+
+/* ---- NumPy .npz (import) --------------------------------------------------- */
+
+/* An .npz archive (numpy.savez / savez_compressed: a ZIP of .npy arrays)
+ * whose members are copied one by one into a checkpoint writer, streamed:
+ * memory is about two buffers of 1 MiB (and the writer's chunk), whatever
+ * the sizes the archive declares; only a Fortran-order array of rank >= 2,
+ * which must be transposed, is held whole, up to 32 MiB (larger ones are
+ * refused with CAIRN_E_LIMIT). doc/interop-formats.md ("NumPy .npz") has
+ * the rules and limits. Thread safety: one thread at a time per reader. */
+typedef struct cairn_npz_reader cairn_npz_reader;
+
+/* Opens `path` and checks its ZIP structure (the end records before
+ * anything is allocated from them, then every directory entry against its
+ * local header; member names safe, methods stored or deflate, no
+ * encryption, no name twice), not the members' data. Errors:
+ * CAIRN_E_NULL, CAIRN_E_NOT_FOUND, CAIRN_E_IO, CAIRN_E_FORMAT (not a ZIP,
+ * damaged, unsafe or repeated name), CAIRN_E_UNSUPPORTED (method,
+ * encryption, several disks), CAIRN_E_LIMIT (more than 1,000,000 members or
+ * a central directory over 256 MiB), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out);
+CAIRN_API void cairn_npz_reader_close(cairn_npz_reader *r);
+/* Members in the central directory's order; names as stored ("dense/w.npy"),
+ * owned by the reader. */
+CAIRN_API size_t cairn_npz_reader_count(const cairn_npz_reader *r);
+CAIRN_API const char *cairn_npz_reader_name(const cairn_npz_reader *r, size_t i);
+/* Streams member i (a .npy array) into w as tensor `name`: the .npy header
+ * is parsed (versions 1.0-3.0, the dict literal NumPy writes, at most 10,000
+ * bytes), the data converted to little-endian C order (bools to 0/1) and
+ * appended through cairn_ckpt_writer_begin/append/end; CRC-32 and sizes
+ * are checked as the member ends. A failure before the tensor was begun
+ * leaves w usable; one after it fails w (abort it). Errors: CAIRN_E_FORMAT
+ * (not .npy, bad header, sizes that disagree: the message names the member
+ * and both sizes), CAIRN_E_CORRUPT (CRC-32 mismatch, naming the member),
+ * CAIRN_E_UNSUPPORTED (dtype, rank over 8), CAIRN_E_LIMIT, CAIRN_E_IO, and
+ * the writer's errors. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_npz_reader_import(cairn_npz_reader *r, size_t i, cairn_ckpt_writer *w,
+                                                            const char *name);
 
 #ifdef __cplusplus
 }
