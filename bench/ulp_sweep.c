@@ -117,7 +117,7 @@ static void check_block(const efn *f, const float *x, const float *y, size_t k, 
       r->nan_bad++;
       continue;
     }
-    if ((double)y[i] == e) continue;
+    if ((double)y[i] == e || (isinf(y[i]) && (float)e == y[i])) continue; /* e beyond FLT_MAX rounds to inf */
     const double err = fabs((double)y[i] - e);
     const double u = err / ulpf(fmax(fabs(e), s));
     if (u > r->ulp) r->ulp = u, r->at = x[i];
@@ -199,10 +199,15 @@ static void rows_case(const cairn__kernel_table *T, size_t n, double sigma, int 
       dy[i] = (float)(2 * urand() - 1);
     }
     for (size_t i = 0; i < n; i++) z[i] = (float)(z[i] / zs);
-    long double m = x[0], S = 0, zsum = 0;
-    for (size_t i = 1; i < n; i++) m = fmaxl(m, x[i]);
-    for (size_t i = 0; i < n; i++) S += expl((long double)x[i] - m);
-    const long double lS = logl(S);
+    /* S − 1 without the term of the (first) maximum k, and log S as
+     * log1p(S − 1): a long double 1 + S' would lose S' below 2^−64. */
+    size_t k = 0;
+    for (size_t i = 1; i < n; i++)
+      if (x[i] > x[k]) k = i;
+    long double m = x[k], sm1 = 0, zsum = 0;
+    for (size_t i = 0; i < n; i++)
+      if (i != k) sm1 += expl((long double)x[i] - m);
+    const long double S = 1 + sm1, lS = log1pl(sm1);
     for (size_t i = 0; i < n; i++) p[i] = expl((long double)x[i] - m) / S, zsum += z[i];
     /* softmax, log_softmax */
     T->softmax_row(x, y, n);
@@ -243,8 +248,8 @@ static void rows_case(const cairn__kernel_table *T, size_t n, double sigma, int 
       const double rel = fabs(got - (double)e) / fmax(fabs((double)e), 1e-30);
       if (rel > R.sx_rel) R.sx_rel = rel;
       for (size_t i = 0; i < n; i++) {
-        const long double g = scale * (p[i] - (i == l));
-        const double u = fabs(dx[i] - (double)g) / (0x1p-24 * fmax(fabs((double)g), 1e-300));
+        const long double g = i != l ? scale * p[i] : l == k ? -scale * sm1 / S : scale * (p[i] - 1);
+        const double u = fabs(dx[i] - (double)g) / (0x1p-24 * fmax(fabs((double)g), 0x1p-126)) /* relative; absolute for subnormal gradients */;
         if (u > R.sx_grad) R.sx_grad = u;
       }
     }
@@ -257,7 +262,7 @@ static void rows_case(const cairn__kernel_table *T, size_t n, double sigma, int 
       if (rel > R.x_rel) R.x_rel = rel;
       for (size_t i = 0; i < n; i++) {
         const long double g = scale * (p[i] * zsum - z[i]);
-        const double u = fabs(dx[i] - (double)g) / (0x1p-24 * (fabs((double)g) + scale * fabs(z[i])));
+        const double u = fabs(dx[i] - (double)g) / (0x1p-24 * fmax(fabs((double)g) + scale * fabs(z[i]), 0x1p-126));
         if (u > R.x_grad) R.x_grad = u;
       }
     }
@@ -275,7 +280,7 @@ static void rows_case(const cairn__kernel_table *T, size_t n, double sigma, int 
         const long double xi = x[i];
         const long double sg = xi < 0 ? expl(xi) / (1 + expl(xi)) : 1 / (1 + expl(-xi));
         const long double g = scale * (sg - z[i]);
-        const double u = fabs(dx[i] - (double)g) / (0x1p-24 * (fabs((double)g) + scale * fabs(z[i])));
+        const double u = fabs(dx[i] - (double)g) / (0x1p-24 * fmax(fabs((double)g) + scale * fabs(z[i]), 0x1p-126));
         if (u > R.sig_grad) R.sig_grad = u;
       }
     }
