@@ -35,7 +35,8 @@ double cairn_sparse_xent_row_avx2(const float *x, int32_t label, float *dx, size
 
 /* One vector of the xent exp pass: Z += Σ z, A += Σ z·(m − x) (exact
  * products in double), and the row exp-sum step of vecmath_avx2.h (e to *e). */
-CAIRN__VINLINE int xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256 mkf, __m256 *e, __m256d acc[6]) {
+CAIRN__VINLINE int xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256 mkf, int tail, __m256 *e,
+                             __m256d acc[6]) {
   const __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
   const __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
   const __m256d z0 = _mm256_cvtps_pd(_mm256_castps256_ps128(zv));
@@ -48,7 +49,7 @@ CAIRN__VINLINE int xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256 
                                                _mm256_cmp_pd(z0, zero, _CMP_NEQ_UQ)));
   acc[5] = _mm256_add_pd(acc[5], _mm256_and_pd(_mm256_mul_pd(z1, _mm256_sub_pd(m, x1)),
                                                _mm256_cmp_pd(z1, zero, _CMP_NEQ_UQ)));
-  return cairn__v_row_expsum_step(xv, vm, mkf, e, &acc[0], &acc[1]);
+  return cairn__v_row_expsum_step_t(xv, vm, mkf, tail, e, &acc[0], &acc[1]);
 }
 
 /* Σ z·(lse(x) − x) = Z·log1p(S − 1) + Σ z·(m − x),  Z = Σ z: two sums of
@@ -72,13 +73,13 @@ double cairn_xent_row_avx2(const float *x, const float *z, float *dx, size_t n, 
   size_t i = 0;
   __m256 e;
   for (; i + 8 <= n; i += 8) {
-    cnt += xent_step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(z + i), vm, md, all, &e, acc);
+    cnt += xent_step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(z + i), vm, md, all, 0, &e, acc);
     if (ey) _mm256_storeu_ps(ey + i, e);
   }
   if (i < n) {
     const __m256i mk = cairn__v_mask(n - i);
     cnt += xent_step(_mm256_maskload_ps(x + i, mk), _mm256_maskload_ps(z + i, mk), vm, md,
-                     _mm256_castsi256_ps(mk), &e, acc);
+                     _mm256_castsi256_ps(mk), 1, &e, acc);
     if (ey) _mm256_maskstore_ps(ey + i, mk, e);
   }
   const double sm1 = cairn__v_hsum_pd(_mm256_add_pd(acc[0], acc[1])) + (double)(cnt - 1);

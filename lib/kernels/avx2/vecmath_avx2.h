@@ -376,14 +376,20 @@ CAIRN__VINLINE __m256 cairn__v_exp_shifted(__m256 x, __m256 m) {
  * caller form S − 1 = Σ_{j≠argmax} e_j without cancellation, for
  * log S = log1p(S − 1) near S = 1. *e_out gets e. mkf: the lanes that are
  * elements (all ones except in the tail). */
-CAIRN__VINLINE int cairn__v_row_expsum_step(__m256 xv, __m256 vm, __m256 mkf, __m256 *e_out, __m256d *lo,
-                                           __m256d *hi) {
+CAIRN__VINLINE int cairn__v_row_expsum_step_t(__m256 xv, __m256 vm, __m256 mkf, int tail, __m256 *e_out,
+                                             __m256d *lo, __m256d *hi) {
   const __m256 e = cairn__v_exp_shifted(xv, vm);
   *e_out = e;
-  /* the tail's masked lanes load as 0 and their e is cleared with them */
-  const __m256 eq = _mm256_and_ps(_mm256_cmp_ps(xv, vm, _CMP_EQ_OQ), mkf);
-  cairn__v_acc_pd(_mm256_andnot_ps(eq, _mm256_and_ps(e, mkf)), lo, hi);
+  /* the tail's masked lanes load as 0 and their e is cleared with them;
+   * whole vectors (tail a constant 0 after inlining) skip the two ANDs */
+  __m256 eq = _mm256_cmp_ps(xv, vm, _CMP_EQ_OQ), ev = e;
+  if (tail) eq = _mm256_and_ps(eq, mkf), ev = _mm256_and_ps(e, mkf);
+  cairn__v_acc_pd(_mm256_andnot_ps(eq, ev), lo, hi);
   return __builtin_popcount((unsigned)_mm256_movemask_ps(eq));
+}
+CAIRN__VINLINE int cairn__v_row_expsum_step(__m256 xv, __m256 vm, __m256 mkf, __m256 *e_out, __m256d *lo,
+                                           __m256d *hi) {
+  return cairn__v_row_expsum_step_t(xv, vm, mkf, 1, e_out, lo, hi);
 }
 
 /* S − 1 for S = Σ_j e^(x_j − m), m the row max, n ≥ 1: the sum over the
@@ -401,12 +407,12 @@ static inline double cairn__v_row_expsum_m1(const float *x, float *y, size_t n, 
   size_t i = 0;
   __m256 e0, e1;
   for (; i + 16 <= n; i += 16) {
-    cnt += cairn__v_row_expsum_step(_mm256_loadu_ps(x + i), vm, all, &e0, &lo0, &hi0);
-    cnt += cairn__v_row_expsum_step(_mm256_loadu_ps(x + i + 8), vm, all, &e1, &lo1, &hi1);
+    cnt += cairn__v_row_expsum_step_t(_mm256_loadu_ps(x + i), vm, all, 0, &e0, &lo0, &hi0);
+    cnt += cairn__v_row_expsum_step_t(_mm256_loadu_ps(x + i + 8), vm, all, 0, &e1, &lo1, &hi1);
     if (y) _mm256_storeu_ps(y + i, e0), _mm256_storeu_ps(y + i + 8, e1);
   }
   for (; i + 8 <= n; i += 8) {
-    cnt += cairn__v_row_expsum_step(_mm256_loadu_ps(x + i), vm, all, &e0, &lo0, &hi0);
+    cnt += cairn__v_row_expsum_step_t(_mm256_loadu_ps(x + i), vm, all, 0, &e0, &lo0, &hi0);
     if (y) _mm256_storeu_ps(y + i, e0);
   }
   if (i < n) {
