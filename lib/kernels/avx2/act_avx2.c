@@ -144,7 +144,7 @@ CAIRN__VINLINE gelu_tanh_parts gelu_tanh_sigma(__m256 x) {
   const __m256 flip = _mm256_andnot_ps(hi, sign);
   const cairn__v_exps es = cairn__v_exp_split(_mm256_or_ps(hi, sign), _mm256_xor_ps(lo, flip));
   const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 t = cairn__v_div1(one, _mm256_add_ps(one, _mm256_mul_ps(es.m, es.s)));
+  const __m256 t = _mm256_div_ps(one, _mm256_add_ps(one, _mm256_mul_ps(es.m, es.s)));
   gelu_tanh_parts g;
   g.neg = _mm256_cmp_ps(hi, _mm256_setzero_ps(), _CMP_LT_OQ);
   g.sig = _mm256_blendv_ps(t, _mm256_mul_ps(es.m, t), g.neg);
