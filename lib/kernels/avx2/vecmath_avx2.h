@@ -103,8 +103,8 @@ CAIRN__VINLINE void cairn__v_acc_pd(__m256 v, __m256d *lo, __m256d *hi) {
   *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 
-/* num/den for den ≥ 1 finite (every denominator here is 1 + e, e in
- * [0, 1]), without VDIVPS: a 12-bit reciprocal estimate, one Newton step
+/* 1/den for den ≥ 1 finite (every denominator here is 1 + e, e in
+ * [0, 1]) and quotients num/den from it, without VDIVPS: a 12-bit reciprocal estimate, one Newton step
  * (relative error ≤ ~2^−22), the quotient, and one residual correction
  * q + (num − q·den)·r, whose residual the FMA forms exactly: the result
  * is within a hair of the correctly rounded quotient (the sweeps cannot
@@ -122,7 +122,6 @@ CAIRN__VINLINE __m256 cairn__v_div_r(__m256 num, __m256 den, __m256 r) {
   const __m256 q = _mm256_mul_ps(num, r);
   return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, den, num), r, q);
 }
-CAIRN__VINLINE __m256 cairn__v_div1(__m256 num, __m256 den) { return cairn__v_div_r(num, den, cairn__v_rcp1(den)); }
 
 /* ---- exp ------------------------------------------------------------------------
  * exp(x + lo) = 2^k · e^r,  k = round(x·log2 e),  r = x − k·ln2 + lo,  |r| ≤ ½ln2.
