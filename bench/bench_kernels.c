@@ -9,10 +9,20 @@
  * contiguous part, as lib/parallel.c does. Rows (softmax, cross-entropy)
  * are 1000 long. Rounds interleave ref and AVX2.
  *
+ * --torch: after each kernel, the same function in PyTorch on the same
+ * sizes and thread count (bench/torch_kernels.py run by /usr/bin/python3,
+ * or the script given with --torch-script), emitted as "<kernel>/torch"
+ * with ratio = PyTorch time / AVX2 time (> 1: cairn is faster). Needs
+ * Debian's python3-torch; without it, says so and skips the PyTorch rows.
+ * --n N: floats per array (default: beyond the last-level cache);
+ * --only a,b: only these kernels; --no-ref: skip the reference table.
+ *
  *   bench_kernels [--threads T] [--repeats R] [--quick] [--no-machine]
+ *                 [--n N] [--only k1,k2] [--no-ref] [--torch] [--torch-script PATH]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cairn.h>
@@ -102,6 +112,44 @@ static double run_part(const cairn__kernel_table *t, const kdesc *k, size_t lo, 
 
 static volatile double sink;
 
+#ifndef BENCH_TORCH_KERNELS
+#define BENCH_TORCH_KERNELS "bench/torch_kernels.py"
+#endif
+
+/* The PyTorch peer of kernel `name`: runs the script for that one kernel
+ * and reads its median time and its ratio to the in-place update it
+ * measured in the same rounds. Returns 0 on success. */
+static int torch_run(const char *script, const char *name, int threads, int repeats, double *median_s,
+                     double *min_s, double *ratio_inplace) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' --threads %d --repeats %d --n %zu --row %d --only %s 2>/dev/null",
+           script, threads, repeats, N, ROW, name);
+  FILE *f = popen(cmd, "r");
+  if (!f) return -1;
+  char line[2048];
+  int found = -1;
+  while (fgets(line, sizeof line, f)) {
+    const char *m = strstr(line, "\"median_s\": "), *mi = strstr(line, "\"min_s\": "),
+               *r = strstr(line, "\"ratio_inplace\": ");
+    if (m && mi && r) {
+      *median_s = strtod(m + 12, NULL);
+      *min_s = strtod(mi + 9, NULL);
+      *ratio_inplace = strtod(r + 17, NULL);
+      found = 0;
+    }
+  }
+  if (pclose(f) != 0) return -1;
+  return found;
+}
+
+static int listed(const char *only, const char *name) {
+  if (!only) return 1;
+  size_t l = strlen(name);
+  for (const char *p = only; (p = strstr(p, name)) != NULL; p += l)
+    if ((p == only || p[-1] == ',') && (p[l] == ',' || p[l] == 0)) return 1;
+  return 0;
+}
+
 /* The activations (names ending in _fwd or _bwd) stream their output when
  * it is larger than the last-level cache, as cairn_act_forward/backward do
  * (lib/nn_act.c); the other kernels' callers do not. */
@@ -135,7 +183,30 @@ int main(int argc, char **argv) {
   if (bench_begin("kernels", &argc, argv, &o)) return 2;
   const cairn__kernel_table *ref = cairn__kernels_ref(), *avx = cairn__kernels_avx2();
   if (avx && !cairn__cpu_has_avx2_fma()) avx = NULL;
-  N = ((o.quick ? (size_t)4 << 20 : bench_beyond_cache_floats()) + ROW - 1) / ROW * ROW;
+  const char *only = NULL, *script = BENCH_TORCH_KERNELS;
+  int no_ref = 0, torch = 0;
+  size_t n_opt = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--n") && i + 1 < argc) n_opt = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--no-ref")) no_ref = 1;
+    else if (!strcmp(argv[i], "--torch")) torch = 1;
+    else if (!strcmp(argv[i], "--torch-script") && i + 1 < argc) script = argv[++i], torch = 1;
+    else {
+      fprintf(stderr, "bench_kernels: unknown option '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (no_ref && !avx) {
+    fprintf(stderr, "bench_kernels: --no-ref needs the AVX2 kernels (this build or CPU has none)\n");
+    return 2;
+  }
+  if (torch && system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "bench_kernels: no PyTorch in /usr/bin/python3 (Debian: apt-get install python3-torch): "
+                    "PyTorch rows skipped\n");
+    torch = 0;
+  }
+  N = ((n_opt ? n_opt : o.quick ? (size_t)4 << 20 : bench_beyond_cache_floats()) + ROW - 1) / ROW * ROW;
   X = bench_alloc(N * sizeof(float));
   Y = bench_alloc(N * sizeof(float));
   Z = bench_alloc(N * sizeof(float));
@@ -151,16 +222,20 @@ int main(int argc, char **argv) {
   char params[240];
   for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
     const kdesc *k = &kernels[i];
+    if (!listed(only, k->name)) continue;
     if (k->shape == K_UNARY && !strcmp(k->name, "log"))
       for (size_t j = 0; j < N; j++) X[j] = X[j] < 0 ? -X[j] + 1e-3f : X[j] + 1e-3f;
     double gr[BENCH_MAX_REPEATS], ga[BENCH_MAX_REPEATS], sp[BENCH_MAX_REPEATS], gi[BENCH_MAX_REPEATS],
         rr[BENCH_MAX_REPEATS], ra[BENCH_MAX_REPEATS];
-    timed(ref, k, o.threads);
+    if (!no_ref) timed(ref, k, o.threads);
     if (avx) timed(avx, k, o.threads);
+    double tav[BENCH_MAX_REPEATS];
     for (int rep = 0; rep < o.repeats; rep++) {
       gi[rep] = inplace_ref.bytes * (double)N / timed(NULL, &inplace_ref, o.threads) * 1e-9;
-      double tr = timed(ref, k, o.threads);
-      double ta = avx ? timed(avx, k, o.threads) : tr;
+      double ta = avx ? timed(avx, k, o.threads) : 0.0;
+      double tr = no_ref ? ta : timed(ref, k, o.threads);
+      if (!avx) ta = tr;
+      tav[rep] = ta;
       gr[rep] = k->bytes * (double)N / tr * 1e-9;
       ga[rep] = k->bytes * (double)N / ta * 1e-9;
       sp[rep] = tr / ta;
@@ -175,14 +250,36 @@ int main(int argc, char **argv) {
              si.median);
     char name[64];
     snprintf(name, sizeof name, "%s/ref", k->name);
-    bench_emit(name, params, sr, "GB/s", srr.median, "inplace_update_gbs_same_rounds");
+    if (!no_ref) bench_emit(name, params, sr, "GB/s", srr.median, "inplace_update_gbs_same_rounds");
     if (avx) {
-      snprintf(params, sizeof params,
-               "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"avx2\", \"speedup_vs_ref\": %.2f, "
-               "\"inplace_gbs_same_rounds\": %.1f",
-               N, k->bytes, ss.median, si.median);
+      if (no_ref)
+        snprintf(params, sizeof params,
+                 "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"avx2\", \"inplace_gbs_same_rounds\": %.1f", N,
+                 k->bytes, si.median);
+      else
+        snprintf(params, sizeof params,
+                 "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"avx2\", \"speedup_vs_ref\": %.2f, "
+                 "\"inplace_gbs_same_rounds\": %.1f",
+                 N, k->bytes, ss.median, si.median);
       snprintf(name, sizeof name, "%s/avx2", k->name);
       bench_emit(name, params, sa, "GB/s", sra.median, "inplace_update_gbs_same_rounds");
+    }
+    double tmed, tmin, tri;
+    if (torch && avx && strcmp(k->name, "add") && strcmp(k->name, "scale") && strncmp(k->name, "relu", 4) &&
+        strncmp(k->name, "leaky", 5)) {
+      if (torch_run(script, k->name, o.threads, o.repeats, &tmed, &tmin, &tri) == 0) {
+        const double ta = bench_stats_of(tav, o.repeats).median;
+        const bench_stats st = {k->bytes * (double)N / tmed * 1e-9, k->bytes * (double)N / tmed * 1e-9,
+                                k->bytes * (double)N / tmin * 1e-9, o.repeats};
+        snprintf(params, sizeof params,
+                 "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"torch\", \"torch_ratio_to_inplace\": %.3f, "
+                 "\"avx2_ratio_to_inplace\": %.3f",
+                 N, k->bytes, tri, sra.median);
+        snprintf(name, sizeof name, "%s/torch", k->name);
+        bench_emit(name, params, st, "GB/s", tmed / ta, "avx2_speedup_over_torch");
+      } else {
+        fprintf(stderr, "bench_kernels: %s failed for %s\n", script, k->name);
+      }
     }
     if (k->shape == K_UNARY && !strcmp(k->name, "log"))
       for (size_t j = 0; j < N; j++) X[j] = 4.0f * (cairn_rng_uniform(&r) - 0.5f);

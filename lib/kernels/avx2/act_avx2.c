@@ -46,7 +46,7 @@ void cairn_sigmoid_fwd_avx2(const float *x, float *y, size_t n) {
 }
 
 /* dx = dy·(y·(1 − y)); 1 − y is exact for y ≥ ½ */
-static inline __m256 sigmoid_bwd8(__m256 y, __m256 dy) {
+CAIRN__VINLINE __m256 sigmoid_bwd8(__m256 y, __m256 dy) {
   return _mm256_mul_ps(dy, _mm256_mul_ps(y, _mm256_sub_ps(_mm256_set1_ps(1.0f), y)));
 }
 void cairn_sigmoid_bwd_avx2(const float *y, const float *dy, float *dx, size_t n) {
@@ -57,7 +57,7 @@ void cairn_sigmoid_bwd_avx2(const float *y, const float *dy, float *dx, size_t n
 void cairn_tanh_fwd_avx2(const float *x, float *y, size_t n) { CAIRN__AVX2_MAP1(x, y, n, cairn__v_tanh); }
 
 /* dx = dy·((1 − y)(1 + y)): unlike 1 − y², keeps its relative accuracy as |y| → 1 */
-static inline __m256 tanh_bwd8(__m256 y, __m256 dy) {
+CAIRN__VINLINE __m256 tanh_bwd8(__m256 y, __m256 dy) {
   const __m256 one = _mm256_set1_ps(1.0f);
   return _mm256_mul_ps(dy, _mm256_mul_ps(_mm256_sub_ps(one, y), _mm256_add_ps(one, y)));
 }
@@ -72,7 +72,7 @@ void cairn_tanh_bwd_avx2(const float *y, const float *dy, float *dx, size_t n) {
  *   x ≥ 0:  gelu = x·(1 − e^(−u²/2)·M(u))
  * u is clamped to 14.99, past which x·Φ(x) rounds to −0 for x < 0 and the
  * tail is 0 for x > 0; x = −inf gives −0 (the limit), not NaN. */
-static inline __m256 gelu8(__m256 x) {
+CAIRN__VINLINE __m256 gelu8(__m256 x) {
   const __m256 u = _mm256_min_ps(_mm256_set1_ps(CAIRN__V_TAIL_UMAX), cairn__v_abs(x));
   const __m256 mu = cairn__v_tail_m(u);
   const cairn__v_exps g = cairn__v_gauss_split(u);
@@ -88,7 +88,7 @@ void cairn_gelu_fwd_avx2(const float *x, float *y, size_t n) { CAIRN__AVX2_MAP1(
  * G = e^(−u²/2)·(M(u) − u/√(2π)):  gelu'(x) = G for x < 0,  1 − G for x ≥ 0.
  * M(u) − u/√(2π) changes sign at u ≈ 0.7518 (the root of gelu' at
  * x ≈ −0.7518); there the result is small and only absolutely accurate. */
-static inline __m256 gelu_bwd8(__m256 x, __m256 dy) {
+CAIRN__VINLINE __m256 gelu_bwd8(__m256 x, __m256 dy) {
   const __m256 u = _mm256_min_ps(_mm256_set1_ps(CAIRN__V_TAIL_UMAX), cairn__v_abs(x));
   const __m256 d = _mm256_fnmadd_ps(_mm256_set1_ps(0.398942280f), u, cairn__v_tail_m(u));
   const cairn__v_exps g = cairn__v_gauss_split(u);
@@ -111,7 +111,7 @@ void cairn_gelu_bwd_avx2(const float *x, const float *dy, float *dx, size_t n) {
 #define CAIRN__GT_C1 1.5957691216057308   /* 2·√(2/π) */
 #define CAIRN__GT_C3 0.071354816272842805 /* 2·√(2/π)·0.044715 */
 
-static inline __m256 gelu_tanh_w4(__m128 x4, __m128 *lo) {
+CAIRN__VINLINE __m256 gelu_tanh_w4(__m128 x4, __m128 *lo) {
   const __m256d x = _mm256_cvtps_pd(x4);
   __m256d w = _mm256_mul_pd(
       x, _mm256_fmadd_pd(_mm256_set1_pd(CAIRN__GT_C3), _mm256_mul_pd(x, x), _mm256_set1_pd(CAIRN__GT_C1)));
@@ -133,7 +133,7 @@ typedef struct {
   __m256 s;     /* the scale factor */
 } gelu_tanh_parts;
 
-static inline gelu_tanh_parts gelu_tanh_sigma(__m256 x) {
+CAIRN__VINLINE gelu_tanh_parts gelu_tanh_sigma(__m256 x) {
   __m128 lo0, lo1;
   const __m256 h0 = gelu_tanh_w4(_mm256_castps256_ps128(x), &lo0);
   const __m256 h1 = gelu_tanh_w4(_mm256_extractf128_ps(x, 1), &lo1);
@@ -153,7 +153,7 @@ static inline gelu_tanh_parts gelu_tanh_sigma(__m256 x) {
   return g;
 }
 
-static inline __m256 gelu_tanh8(__m256 x) {
+CAIRN__VINLINE __m256 gelu_tanh8(__m256 x) {
   const gelu_tanh_parts g = gelu_tanh_sigma(x);
   const __m256 y = _mm256_mul_ps(_mm256_max_ps(_mm256_set1_ps(-20.0f), x), g.sig);
   return _mm256_blendv_ps(y, _mm256_mul_ps(y, g.s), g.neg);
@@ -165,7 +165,7 @@ void cairn_gelu_tanh_fwd_avx2(const float *x, float *y, size_t n) {
 /* d/dx x·σ(w) = σ + x·σ(1 − σ)·w',  w' = 2√(2/π)·(1 + 3·0.044715·x²).
  * Beyond |x| = 20 the result is exactly 0 or 1 in float; x is clamped there
  * so that ±inf gives the limit, not inf·0. */
-static inline __m256 gelu_tanh_bwd8(__m256 x, __m256 dy) {
+CAIRN__VINLINE __m256 gelu_tanh_bwd8(__m256 x, __m256 dy) {
   const gelu_tanh_parts g = gelu_tanh_sigma(x);
   const __m256 xc = _mm256_max_ps(_mm256_set1_ps(-20.0f), _mm256_min_ps(_mm256_set1_ps(20.0f), x));
   const __m256 dw = _mm256_fmadd_ps(_mm256_set1_ps((float)(3.0 * CAIRN__GT_C3)), _mm256_mul_ps(xc, xc),

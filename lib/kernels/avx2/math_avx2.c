@@ -82,11 +82,17 @@ void cairn_log_softmax_bwd_row_avx2(const float *y, const float *dy, float *dx, 
  * ((a0 + a1) + (a2 + a3)) and then lanes (0 + 2) + (1 + 3): a fixed order for
  * a given n. Floats and their squares are exact in double, so the only
  * rounding is the additions'. */
+/* A read-only stream gets about half the in-place update's bandwidth from
+ * the hardware prefetchers alone on Zen 3 (at 1 thread: too few misses in
+ * flight); a software prefetch this far ahead (one per 64-byte line) keeps
+ * more of them going. It changes no result. */
+#define CAIRN__PF_AHEAD 1024
 #define CAIRN__REDUCE(name, ACC)                                                                   \
   double name(const float *x, size_t n) {                                                          \
     __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;                                   \
     size_t i = 0;                                                                                  \
     for (; i + 16 <= n; i += 16) {                                                                 \
+      _mm_prefetch((const char *)(x + i) + CAIRN__PF_AHEAD, _MM_HINT_T0);                          \
       const __m256 u = _mm256_loadu_ps(x + i), v = _mm256_loadu_ps(x + i + 8);                     \
       ACC(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(u)));                                         \
       ACC(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1)));                                       \

@@ -18,10 +18,15 @@
 
 #include "kernels/kernels.h"
 
+/* Per-vector functions are always inlined: GCC's size heuristics otherwise
+ * leave the larger ones (gelu_tanh, sigmoid xent) as calls, which pass
+ * every vector through memory and cost more than the arithmetic. */
+#define CAIRN__VINLINE static inline __attribute__((always_inline))
+
 /* ---- loops ---------------------------------------------------------------- */
 
 /* Lanes [0, r) set, for r in 0..8. */
-static inline __m256i cairn__v_mask(size_t r) {
+CAIRN__VINLINE __m256i cairn__v_mask(size_t r) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
@@ -83,7 +88,7 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static inline __m256 cairn__v_abs(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+CAIRN__VINLINE __m256 cairn__v_abs(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
 
 /* Sum of the four lanes of a, in the fixed order (a0 + a2) + (a1 + a3). */
 static inline double cairn__v_hsum_pd(__m256d a) {
@@ -93,9 +98,29 @@ static inline double cairn__v_hsum_pd(__m256d a) {
 
 /* acc += the 8 floats of v, widened to double (exact), low half into lo,
  * high half into hi. */
-static inline void cairn__v_acc_pd(__m256 v, __m256d *lo, __m256d *hi) {
+CAIRN__VINLINE void cairn__v_acc_pd(__m256 v, __m256d *lo, __m256d *hi) {
   *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
   *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+/* 1/den for den ≥ 1 finite (every denominator here is 1 + e, e in
+ * [0, 1]) and quotients num/den from it, without VDIVPS: a 12-bit reciprocal estimate, one Newton step
+ * (relative error ≤ ~2^−22), the quotient, and one residual correction
+ * q + (num − q·den)·r, whose residual the FMA forms exactly: the result
+ * is within a hair of the correctly rounded quotient (the sweeps cannot
+ * tell them apart from VDIVPS's). Used where one reciprocal serves two
+ * quotients (sigmoid xent). For a single quotient VDIVPS stays: measured
+ * side by side on this Zen 3 under load, the five extra FMA-pipe
+ * operations made sigmoid, tanh and gelu_tanh 5–15 % slower, the divider
+ * being a unit of its own that runs beside the FMAs. */
+CAIRN__VINLINE __m256 cairn__v_rcp1(__m256 den) {
+  const __m256 r = _mm256_rcp_ps(den);
+  return _mm256_fmadd_ps(r, _mm256_fnmadd_ps(den, r, _mm256_set1_ps(1.0f)), r);
+}
+/* num/den given r = cairn__v_rcp1(den) (one reciprocal serves several quotients) */
+CAIRN__VINLINE __m256 cairn__v_div_r(__m256 num, __m256 den, __m256 r) {
+  const __m256 q = _mm256_mul_ps(num, r);
+  return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, den, num), r, q);
 }
 
 /* ---- exp ------------------------------------------------------------------------
@@ -114,7 +139,7 @@ typedef struct {
   __m256 s; /* 2^(k − (k>>1)) */
 } cairn__v_exps;
 
-static inline cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
+CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
   /* e^x is inf above 88.72 and rounds to 0 below −103.97; the low clamp is
    * −174 rather than −104 so that (c·m)·s still rounds to the right tiny
    * value when a caller scales m by a large c first (gelu_tanh: up to ~2^11);
@@ -145,8 +170,9 @@ static inline cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
 }
 
 /* e^x */
-static inline __m256 cairn__v_exp(__m256 x) {
-  const cairn__v_exps e = cairn__v_exp_split(x, _mm256_setzero_ps());
+CAIRN__VINLINE __m256 cairn__v_exp(__m256 x) {
+  /* r + (−0) = r for every r: the compiler drops the correction's add. */
+  const cairn__v_exps e = cairn__v_exp_split(x, _mm256_set1_ps(-0.0f));
   return _mm256_mul_ps(e.m, e.s);
 }
 
@@ -156,14 +182,13 @@ static inline __m256 cairn__v_exp(__m256 x) {
  * ln2 = 0.693359375 − 2.12194440e-4 so that e·ln2_hi is exact.
  * Subnormals are scaled by 2^23 first. log 0 = −inf, log(x<0) = NaN,
  * log inf = inf, log NaN = NaN. */
-static inline __m256 cairn__v_log(__m256 x) {
-  const __m256 sub = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
-  const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), sub);
+/* log x for x positive, normal and finite (no special cases). */
+CAIRN__VINLINE __m256 cairn__v_log_core(__m256 xs, __m256 fe0) {
   const __m256i bits = _mm256_castps_si256(xs);
   /* Subtracting the bits of √½ puts the exponent boundary at √½. */
   const __m256i e = _mm256_srai_epi32(_mm256_sub_epi32(bits, _mm256_set1_epi32(0x3f3504f3)), 23);
   const __m256 m = _mm256_castsi256_ps(_mm256_sub_epi32(bits, _mm256_slli_epi32(e, 23)));
-  const __m256 fe = _mm256_sub_ps(_mm256_cvtepi32_ps(e), _mm256_and_ps(sub, _mm256_set1_ps(23.0f)));
+  const __m256 fe = _mm256_sub_ps(_mm256_cvtepi32_ps(e), fe0);
   const __m256 f = _mm256_sub_ps(m, _mm256_set1_ps(1.0f)); /* exact (Sterbenz) */
   const __m256 z = _mm256_mul_ps(f, f);
   __m256 p = _mm256_set1_ps(7.0376836292e-2f);
@@ -178,7 +203,13 @@ static inline __m256 cairn__v_log(__m256 x) {
   __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, f), z);
   y = _mm256_fmadd_ps(fe, _mm256_set1_ps(-2.12194440e-4f), y);
   y = _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), z, y);
-  y = _mm256_fmadd_ps(fe, _mm256_set1_ps(0.693359375f), _mm256_add_ps(f, y));
+  return _mm256_fmadd_ps(fe, _mm256_set1_ps(0.693359375f), _mm256_add_ps(f, y));
+}
+
+CAIRN__VINLINE __m256 cairn__v_log(__m256 x) {
+  const __m256 sub = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
+  const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), sub);
+  __m256 y = cairn__v_log_core(xs, _mm256_and_ps(sub, _mm256_set1_ps(23.0f)));
   /* Special cases, last: NaN or negative → NaN; ±0 → −inf; +inf → +inf. */
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
   y = _mm256_blendv_ps(y, inf, _mm256_cmp_ps(x, inf, _CMP_EQ_OQ));
@@ -191,18 +222,25 @@ static inline __m256 cairn__v_log(__m256 x) {
 /* log(1 + a) for a ≥ 0: with u = 1 + a rounded, log1p(a) = log u + (a − (u − 1))/u
  * to first order; u − 1 is exact, so the correction recovers what the
  * rounding of 1 + a lost (and gives a exactly when u = 1). */
-static inline __m256 cairn__v_log1p_pos(__m256 a) {
+CAIRN__VINLINE __m256 cairn__v_log1p_pos(__m256 a) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 u = _mm256_add_ps(one, a);
   const __m256 c = _mm256_sub_ps(a, _mm256_sub_ps(u, one));
   return _mm256_add_ps(cairn__v_log(u), _mm256_div_ps(c, u));
 }
 
+/* The same for a in [0, 1] (or NaN), given u = 1 + a and r = cairn__v_rcp1(u):
+ * u is in [1, 2], so log needs none of its special cases. */
+CAIRN__VINLINE __m256 cairn__v_log1p_pos_r(__m256 a, __m256 u, __m256 r) {
+  const __m256 c = _mm256_sub_ps(a, _mm256_sub_ps(u, _mm256_set1_ps(1.0f)));
+  return _mm256_add_ps(cairn__v_log_core(u, _mm256_setzero_ps()), cairn__v_div_r(c, u, r));
+}
+
 /* ---- sigmoid, tanh ------------------------------------------------------------
  * σ(x) = 1/(1 + e^−x) for x ≥ 0, e^x/(1 + e^x) for x < 0: with e = e^−|x| ≤ 1
  * both are one division, and for x → −∞ the result is e^x with its full
  * relative accuracy (down to the subnormals) instead of 1 − (something ≈ 1). */
-static inline __m256 cairn__v_sigmoid(__m256 x) {
+CAIRN__VINLINE __m256 cairn__v_sigmoid(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 e = cairn__v_exp(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^−|x| */
   const __m256 num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
@@ -213,7 +251,7 @@ static inline __m256 cairn__v_sigmoid(__m256 x) {
  * tanh keeps full relative accuracy near 0 (and tanh(−0) = −0);
  * tanh|x| = 1 − 2e/(1 + e), e = e^−2|x| ≤ 0.287, elsewhere (the subtraction
  * loses at most one bit there and reaches exactly 1 for |x| > 9.01). */
-static inline __m256 cairn__v_tanh(__m256 x) {
+CAIRN__VINLINE __m256 cairn__v_tanh(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 ax = _mm256_andnot_ps(sign, x);
@@ -251,7 +289,7 @@ static inline __m256 cairn__v_tanh(__m256 x) {
 /* u is clamped to ≤ 14.99: Φ(−u) underflows to 0 before that. */
 #define CAIRN__V_TAIL_UMAX 14.99f
 
-static inline __m256 cairn__v_tail_m(__m256 u) {
+CAIRN__VINLINE __m256 cairn__v_tail_m(__m256 u) {
   const __m256i idx = _mm256_sub_epi32(
       _mm256_srli_epi32(_mm256_castps_si256(_mm256_add_ps(u, _mm256_set1_ps(1.0f))), 22),
       _mm256_set1_epi32(254));
@@ -288,7 +326,7 @@ static inline __m256 cairn__v_tail_m(__m256 u) {
 }
 
 /* e^(−u²/2) in split form, with u² = hi + lo exact (FMA). */
-static inline cairn__v_exps cairn__v_gauss_split(__m256 u) {
+CAIRN__VINLINE cairn__v_exps cairn__v_gauss_split(__m256 u) {
   const __m256 hi = _mm256_mul_ps(u, u);
   const __m256 lo = _mm256_fmsub_ps(u, u, hi);
   const __m256 mh = _mm256_set1_ps(-0.5f);
@@ -322,7 +360,7 @@ static inline float cairn__v_row_max(const float *x, size_t n) {
  * (4e-6 at a logit gap of 80). Elements more than 104 below the max give 0
  * whatever err is; err is zeroed there so that x = −inf (a masked logit)
  * gives 0, not inf − inf. e = 1 exactly where x = m. */
-static inline __m256 cairn__v_exp_shifted(__m256 x, __m256 m) {
+CAIRN__VINLINE __m256 cairn__v_exp_shifted(__m256 x, __m256 m) {
   const __m256 nm = _mm256_sub_ps(_mm256_setzero_ps(), m);
   const __m256 d = _mm256_add_ps(x, nm);
   const __m256 bv = _mm256_sub_ps(d, x);
@@ -333,37 +371,58 @@ static inline __m256 cairn__v_exp_shifted(__m256 x, __m256 m) {
   return _mm256_mul_ps(e.m, e.s);
 }
 
-/* One vector of a row's exp pass: e = e^(x − m) (stored to y through mask
- * mk if y is not NULL), rest += Σ e over the lanes with x ≠ m, and the
- * number of lanes with x = m (each of which has e = 1 exactly) returned.
- * Keeping the maxima out of the sum lets the caller form S − 1 = Σ_{j≠argmax}
- * e_j without cancellation, for log S = log1p(S − 1) near S = 1. */
-static inline int cairn__v_row_expsum_step(__m256 xv, __m256 vm, __m256i mk, float *y, __m256d *lo,
-                                           __m256d *hi) {
-  const __m256 mkf = _mm256_castsi256_ps(mk);
+/* One vector of a row's exp pass: e = e^(x − m), rest += Σ e over the
+ * lanes with x ≠ m, and the number of lanes with x = m (each of which has
+ * e = 1 exactly) returned. Keeping the maxima out of the sum lets the
+ * caller form S − 1 = Σ_{j≠argmax} e_j without cancellation, for
+ * log S = log1p(S − 1) near S = 1. *e_out gets e. mkf: the lanes that are
+ * elements (all ones except in the tail). */
+CAIRN__VINLINE int cairn__v_row_expsum_step_t(__m256 xv, __m256 vm, __m256 mkf, int tail, __m256 *e_out,
+                                             __m256d *lo, __m256d *hi) {
   const __m256 e = cairn__v_exp_shifted(xv, vm);
-  if (y) _mm256_maskstore_ps(y, mk, e);
-  const __m256 eq = _mm256_and_ps(_mm256_cmp_ps(xv, vm, _CMP_EQ_OQ), mkf);
-  cairn__v_acc_pd(_mm256_andnot_ps(eq, _mm256_and_ps(e, mkf)), lo, hi);
+  *e_out = e;
+  /* the tail's masked lanes load as 0 and their e is cleared with them;
+   * whole vectors (tail a constant 0 after inlining) skip the two ANDs */
+  __m256 eq = _mm256_cmp_ps(xv, vm, _CMP_EQ_OQ), ev = e;
+  if (tail) eq = _mm256_and_ps(eq, mkf), ev = _mm256_and_ps(e, mkf);
+  cairn__v_acc_pd(_mm256_andnot_ps(eq, ev), lo, hi);
   return __builtin_popcount((unsigned)_mm256_movemask_ps(eq));
+}
+CAIRN__VINLINE int cairn__v_row_expsum_step(__m256 xv, __m256 vm, __m256 mkf, __m256 *e_out, __m256d *lo,
+                                           __m256d *hi) {
+  return cairn__v_row_expsum_step_t(xv, vm, mkf, 1, e_out, lo, hi);
 }
 
 /* S − 1 for S = Σ_j e^(x_j − m), m the row max, n ≥ 1: the sum over the
  * non-maximal elements plus (count of maxima − 1); see above. Stores the
- * e^(x_j − m) to y if y is not NULL (y may be x). */
+ * e^(x_j − m) to y if y is not NULL (y may be x: x[i] is read before y[i]
+ * is written). Whole vectors use plain stores: a masked store
+ * (VMASKMOVPS) costs more than the exponential on AMD cores. Two vectors
+ * per step into two accumulator pairs, combined at the end in a fixed order
+ * (the sum's bits depend only on n). */
 static inline double cairn__v_row_expsum_m1(const float *x, float *y, size_t n, float m) {
   const __m256 vm = _mm256_set1_ps(m);
-  const __m256i all = _mm256_set1_epi32(-1);
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  __m256d lo0 = _mm256_setzero_pd(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
   long cnt = 0;
   size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    cnt += cairn__v_row_expsum_step(_mm256_loadu_ps(x + i), vm, all, y ? y + i : NULL, &lo, &hi);
+  __m256 e0, e1;
+  for (; i + 16 <= n; i += 16) {
+    cnt += cairn__v_row_expsum_step_t(_mm256_loadu_ps(x + i), vm, all, 0, &e0, &lo0, &hi0);
+    cnt += cairn__v_row_expsum_step_t(_mm256_loadu_ps(x + i + 8), vm, all, 0, &e1, &lo1, &hi1);
+    if (y) _mm256_storeu_ps(y + i, e0), _mm256_storeu_ps(y + i + 8, e1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    cnt += cairn__v_row_expsum_step_t(_mm256_loadu_ps(x + i), vm, all, 0, &e0, &lo0, &hi0);
+    if (y) _mm256_storeu_ps(y + i, e0);
+  }
   if (i < n) {
     const __m256i mk = cairn__v_mask(n - i);
-    cnt += cairn__v_row_expsum_step(_mm256_maskload_ps(x + i, mk), vm, mk, y ? y + i : NULL, &lo, &hi);
+    cnt += cairn__v_row_expsum_step(_mm256_maskload_ps(x + i, mk), vm, _mm256_castsi256_ps(mk), &e0, &lo0,
+                                    &hi0);
+    if (y) _mm256_maskstore_ps(y + i, mk, e0);
   }
-  return cairn__v_hsum_pd(_mm256_add_pd(lo, hi)) + (double)(cnt - 1);
+  return cairn__v_hsum_pd(_mm256_add_pd(_mm256_add_pd(lo0, hi0), _mm256_add_pd(lo1, hi1))) + (double)(cnt - 1);
 }
 
 #endif
