@@ -62,7 +62,7 @@ check "... names 'big'" out_has "cannot be read intact: big"
 
 expect 2 "diff GOOD BAD: exit 2, not 'same'" "$TOOL" diff "$G" "$B"
 check "... names the corrupt file and tensor, with the checksum failure" \
-  err_has "ckpt-inspect: $B: tensor 'big': checksum mismatch: data is corrupt: '$B' offset "
+  err_has "ckpt-inspect: $B: tensor 'big': data is corrupt: '$B' offset "
 check "... counts the corrupt tensors of that file and points to verify" \
   err_has "ckpt-inspect: $B: 1 of 21 tensors cannot be read intact (corrupt data): the checkpoints are not compared; 'ckpt-inspect verify $B' checks the whole file"
 check "... prints no report on standard output (no 'same')" sh -c '! [ -s "$1" ]' sh "$T/out"
@@ -71,7 +71,7 @@ check "... does not blame the intact file" sh -c '! grep -q -F -e "$2:" "$1"' sh
 expect 2 "diff --atol 0 GOOD BAD: exit 2" "$TOOL" diff --atol 0 "$G" "$B"
 expect 2 "diff --atol 1e9 --rtol 1 GOOD BAD (any tolerance): exit 2" "$TOOL" diff --atol 1e9 --rtol 1 "$G" "$B"
 expect 2 "diff BAD GOOD (the corrupt file first): exit 2" "$TOOL" diff "$B" "$G"
-check "... names it" err_has "ckpt-inspect: $B: tensor 'big': checksum mismatch"
+check "... names it" err_has "ckpt-inspect: $B: tensor 'big': data is corrupt: "
 expect 2 "diff --json GOOD BAD: exit 2, no JSON claiming same" "$TOOL" diff --json "$G" "$B"
 check "... standard output is empty" sh -c '! [ -s "$1" ]' sh "$T/out"
 # inspect-b differs from inspect-a in every way (tensors added, removed,

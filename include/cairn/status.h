@@ -45,7 +45,7 @@ extern "C" {
   X(CAIRN_E_IO, -10, "I/O error")                                              \
   X(CAIRN_E_NOSPC, -11, "no space left on device")                             \
   X(CAIRN_E_FORMAT, -12, "malformed or unsupported file")                      \
-  X(CAIRN_E_CORRUPT, -13, "checksum mismatch: data is corrupt")                \
+  X(CAIRN_E_CORRUPT, -13, "data is corrupt")                                   \
   X(CAIRN_E_TRUNCATED, -14, "file is truncated (incomplete)")                  \
   X(CAIRN_E_LIMIT, -15, "size exceeds a configured limit")                     \
   X(CAIRN_E_UNSUPPORTED, -16, "not supported by this build or version")       \
