@@ -9,8 +9,10 @@
  *
  * Threads. oneDNN 2.6 (Debian's libdnnl, OpenMP runtime) decides how many
  * threads a product uses from omp_get_max_threads() of the calling thread,
- * and runs single-threaded inside an active OpenMP parallel region; some of
- * its implementations fix their work split when the primitive is made. A
+ * and runs single-threaded inside an active OpenMP parallel region; an
+ * implementation may also fix its work split when the primitive is made
+ * (the gemm-based one it picks on AVX2 does not; what the ones it picks on
+ * AVX-512 do is not measured yet). A
  * split changes the bits (measured here: a 64x64 product with K = 65536,
  * run with 2 threads outside a parallel region, gives other bits than with
  * 1). So every primitive is made and run with the calling thread's OpenMP

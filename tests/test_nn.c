@@ -539,6 +539,7 @@ Test(nn, gemm_rows_cut_on_the_kernel_width_give_the_bits_of_one_call) {
 #endif
 }
 
+#ifdef CAIRN_HAVE_OPENMP
 /* The oneDNN engine, forced for the test (on a CPU without AVX-512 the
  * default is OpenBLAS); skips in a build without oneDNN. */
 static int force_onednn(void) {
@@ -561,6 +562,7 @@ static void check_product(int ta, int tb, int M, int N, int K, const float *A, c
               what, ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, i, j, C[e], s);
   }
 }
+#endif
 
 /* The oneDNN engine's GEMMs give the same bits at 1 and 2 threads: its
  * primitives run single-threaded inside cairn's blocks, even over a long
