@@ -150,7 +150,8 @@ char *cairn_runtime_info(char *buf, size_t len) {
   const int on_dnnl = cairn__gemm_engine() == CAIRN__GEMM_ONEDNN;
   char why[96];
   if (asked && *asked)
-    snprintf(why, sizeof why, "CAIRN_GEMM_ENGINE=%.40s", asked);
+    snprintf(why, sizeof why, "CAIRN_GEMM_ENGINE=%.40s%s", asked,
+             !strcmp(asked, "onednn") && !on_dnnl ? ", no oneDNN in this build" : "");
   else
     snprintf(why, sizeof why, "cpu avx512: %s%s", cairn__cpu_has_avx512() ? "yes" : "no",
              cairn__dnnl_available() ? "" : ", no oneDNN in this build");
