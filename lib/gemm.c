@@ -176,9 +176,11 @@ int cairn__gemm_row_cut(void) {
  *   kernels it picks for the CPU, SSE3 ones on CPUs newer than itself and
  *   Haswell ones where OPENBLAS_CORETYPE is pinned (about half the
  *   machine's FMA peak); oneDNN picks its own 512-bit kernels.
- * - elsewhere (AVX2 machines like the AMD EPYC this was measured on):
- *   OpenBLAS for every shape; oneDNN's matmul ran no shape of the MLP
- *   step faster there (bench/RESULTS.md, "GEMM engines").
+ * - elsewhere (AVX2 machines like the AMD EPYC Zen 3 this was measured
+ *   on): OpenBLAS for every shape. oneDNN ran the forward products there
+ *   at about half OpenBLAS's speed and won only the weight gradients (by
+ *   7-12 %) and the thin last layer, about 3 % of the step; on it the
+ *   step took 1.35x the time (bench/RESULTS.md, "GEMM engines").
  * CAIRN_GEMM_ENGINE=openblas|onednn forces one, for A/B runs and to try the
  * oneDNN path on a machine without AVX-512. In a build without oneDNN (or
  * when its engine cannot be created) everything runs on the BLAS. */
