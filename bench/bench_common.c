@@ -180,15 +180,15 @@ static void context(const bench_opts *o) {
   json_str(stdout, core);
   printf(", \"openblas_coretype_env\": ");
   json_str(stdout, cs ? cs : "");
-  printf(", \"openblas_threads\": %d, \"runtime\": ", blas_threads);
+  printf(", \"openblas_threads\": %d, \"gemm_engine\": \"%s\", \"runtime\": ", blas_threads, cairn_gemm_engine_name());
   json_str(stdout, info);
   printf(", \"peak_gflops_fma\": %.1f, \"triad_gbs\": %.1f, \"inplace_update_gbs\": %.1f, \"l3_bytes\": %zu, "
          "\"bandwidth_array_bytes\": %zu, \"repeats\": %d, \"quick\": %s}}\n",
          bench_mach.peak_gflops, bench_mach.triad_gbs, bench_mach.inplace_gbs, bench_mach.l3_bytes,
          bench_mach.array_bytes, o->repeats, o->quick ? "true" : "false");
   fflush(stdout);
-  fprintf(stderr, "== %s: %s; %ld cores; %d thread(s); isa %s; OpenBLAS core %s, %d thread(s)\n", suite_name,
-          model, cores, o->threads, cairn_isa_name(), core, blas_threads);
+  fprintf(stderr, "== %s: %s; %ld cores; %d thread(s); isa %s; OpenBLAS core %s, %d thread(s); gemm engine %s\n",
+          suite_name, model, cores, o->threads, cairn_isa_name(), core, blas_threads, cairn_gemm_engine_name());
   if (o->machine)
     fprintf(stderr, "   measured: FMA peak %.1f GFLOP/s, triad %.1f GB/s, in-place update %.1f GB/s\n",
             bench_mach.peak_gflops, bench_mach.triad_gbs, bench_mach.inplace_gbs);

@@ -49,11 +49,11 @@ steps=10
 [ -n "$quick" ] && steps=5
 out=$(mktemp -d "${TMPDIR:-/tmp}/cmp-torch.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
-# label of build k: the GEMM library cairn-info names ("gemm on ..."), else OpenBLAS
+# label of build k: the GEMM engine cairn-info names ("gemm engine ..."), else OpenBLAS
 k=0
 for b in $build; do
   k=$((k + 1))
-  lab=$("$b/tools/cairn-info" 2>/dev/null | sed -n '1s/.*; gemm on \([^;]*\).*/\1/p')
+  lab=$("$b/tools/cairn-info" 2>/dev/null | sed -n '1s/.*; gemm engine \([^;]*\).*/\1/p')
   echo "${lab:-OpenBLAS} ($b)" >"$out/label.$k"
 done
 for t in $threads; do

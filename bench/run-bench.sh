@@ -33,7 +33,7 @@ q=--quick
 [ -n "$full" ] && q=
 fail=0
 for t in $threads; do
-  for s in kernels dense optim train_step interop; do
+  for s in kernels dense gemm optim train_step interop; do
     echo "run-bench: $s, $t thread(s)" >&2
     # stderr (the table) to the terminal and to tables.txt
     { ./bench/bench_$s --threads "$t" $q 2>&1 >$res/$s.t$t.json || echo "run-bench: bench_$s failed" >&2; } |

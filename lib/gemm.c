@@ -19,6 +19,7 @@
  * formulation", "Row cuts that keep the bits"). */
 #define _POSIX_C_SOURCE 200809L
 #include "tensor_impl.h"
+#include "cairn/runtime.h"
 
 #include <cblas.h>
 #include <pthread.h>
@@ -32,10 +33,8 @@
 #ifdef CAIRN_BLAS_BLIS
 #include <blis.h>
 #endif
-#if defined(CAIRN_HAVE_DNNL) && defined(CAIRN_HAVE_OPENMP)
-#include <dnnl.h>
-#define USE_DNNL 1
-#endif
+#include "gemm_impl.h"
+#include "kernels/kernels.h"
 
 /* The most blocks a large GEMM is cut into: the machine's processor count
  * (online processors, not the thread budget or the affinity mask, so that
@@ -95,6 +94,18 @@ static void blis_one_thread(void) { bli_thread_set_num_threads(1); }
  * passes (or CAIRN_GEMM_FIXED_BLOCKS=1), the rows are cut in the fixed,
  * shape-determined blocks below at every thread count, as before. Cutting
  * columns moves the BLAS's own blocking, so columns always get fixed blocks. */
+/* One block, single-threaded, on the engine chosen for the whole GEMM. */
+static void block_sgemm(int lib, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+  /* cairn's GEMMs have alpha 1 and beta 0 or 1; anything else, and a block
+   * oneDNN could not run (out of memory), goes to the BLAS */
+  if (lib == CAIRN__GEMM_ONEDNN && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+      cairn__dnnl_sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta == 1.0f, C, ldc) == 0)
+    return;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 #ifdef CAIRN_HAVE_OPENMP
 static float probe_value(uint32_t i) {
   i *= 2654435761u;
@@ -158,45 +169,86 @@ int cairn__gemm_row_cut(void) {
 #endif
 }
 
-/* oneDNN's sgemm for the shapes it ran faster than OpenBLAS's here (AMD
- * EPYC Zen, AVX2; CPU time of single-threaded blocks, bench/RESULTS.md): the
- * weight gradient Xᵀ·dY (TN) with a wide output, 0.89-0.93x the time, and
- * a product over a short K (dX of a narrow layer), 0.60x. It ran the
- * forward X·W (NN) 1.2-1.3x slower and thin outputs (N < 64) 1.5x slower,
- * so those stay on the BLAS. Only in OpenMP builds: there every block runs
- * inside cairn's own parallel region, where oneDNN stays single-threaded:
- * called outside one, oneDNN splits a long K over its threads and the bits
- * change with the thread count (measured: 64x64 with K 65536, 1 vs 2
- * threads). */
-#ifdef USE_DNNL
-static int dnnl_shape(int trans_a, int trans_b, int N, int K) {
-  if (N < 64) return 0;
-  if (trans_a && !trans_b) return 1;
-  return K < 64;
+/* Which engine runs a GEMM, from the CPU's ISA and the shape alone (never
+ * from timings, so two runs give the same bits):
+ * - a CPU with AVX-512 (cpuid and XGETBV, as the kernel dispatch checks):
+ *   every GEMM on oneDNN. OpenBLAS 0.3.21's speed there depends on which
+ *   kernels it picks for the CPU, SSE3 ones on CPUs newer than itself and
+ *   Haswell ones where OPENBLAS_CORETYPE is pinned (about half the
+ *   machine's FMA peak); oneDNN picks its own 512-bit kernels.
+ * - elsewhere (AVX2 machines like the AMD EPYC Zen 3 this was measured
+ *   on): OpenBLAS for every shape. oneDNN ran the forward products there
+ *   at about half OpenBLAS's speed and won only the weight gradients (by
+ *   7-12 %) and the thin last layer, about 3 % of the step; on it the
+ *   step took 1.35x the time (bench/RESULTS.md, "GEMM engines").
+ * CAIRN_GEMM_ENGINE=openblas|onednn forces one, for A/B runs and to try the
+ * oneDNN path on a machine without AVX-512. In a build without oneDNN (or
+ * when its engine cannot be created) everything runs on the BLAS. */
+static int engine_auto = -1, engine_forced = -1;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static void engine_init(void) {
+  const char *e = getenv("CAIRN_GEMM_ENGINE");
+  int want = -1;
+  if (e && (!strcmp(e, "openblas") || !strcmp(e, "blas") || !strcmp(e, "blis"))) want = CAIRN__GEMM_OPENBLAS;
+  if (e && !strcmp(e, "onednn")) want = CAIRN__GEMM_ONEDNN;
+  if (want < 0) want = cairn__cpu_has_avx512() ? CAIRN__GEMM_ONEDNN : CAIRN__GEMM_OPENBLAS;
+  if (want == CAIRN__GEMM_ONEDNN && !cairn__dnnl_available()) want = CAIRN__GEMM_OPENBLAS;
+  engine_auto = want;
 }
+
+int cairn__gemm_engine(void) {
+  pthread_once(&engine_once, engine_init);
+  int f = __atomic_load_n(&engine_forced, __ATOMIC_RELAXED);
+  return f >= 0 ? f : engine_auto;
+}
+
+int cairn__gemm_engine_force(int e) {
+  if (e == CAIRN__GEMM_ONEDNN && !cairn__dnnl_available()) return -1;
+  int prev = cairn__gemm_engine();
+  __atomic_store_n(&engine_forced, e == CAIRN__GEMM_OPENBLAS || e == CAIRN__GEMM_ONEDNN ? e : -1, __ATOMIC_RELAXED);
+  return prev;
+}
+
+const char *cairn_gemm_engine_name(void) {
+  if (cairn__gemm_engine() == CAIRN__GEMM_ONEDNN) return "onednn";
+#ifdef CAIRN_BLAS_BLIS
+  return "blis";
+#else
+  return "openblas";
 #endif
+}
 
 int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K) {
-#ifdef USE_DNNL
-  return dnnl_shape(trans_a, trans_b, N, K);
-#else
-  (void)trans_a, (void)trans_b, (void)N, (void)K;
-  return 0;
-#endif
+  (void)trans_a, (void)trans_b, (void)N, (void)K; /* the engine is per process, not per shape, today */
+  return cairn__gemm_engine() == CAIRN__GEMM_ONEDNN;
 }
 
-/* One block, single-threaded, on the library chosen for the whole GEMM. */
-static void block_sgemm(int lib, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-#ifdef USE_DNNL
-  if (lib && dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) ==
-                 dnnl_success)
-    return; /* on failure (out of memory for its packing), the BLAS below does the block */
-#else
-  (void)lib;
+void cairn__gemm_plan(int engine, int M, int N, int K, int *split_n, int *n_blocks, int *block_len) {
+  const double flops = 2.0 * M * N * (double)K;
+  /* Cut rows when there are enough of them for two blocks of 128: each
+   * block then packs half of op(A) and shares op(B). Measured against
+   * cutting the longer side (columns for every MLP shape but dW of the
+   * 1024x1024 layer) at 1 thread, CPU time of the blocks: forward 0.95-0.97x,
+   * dW 0.95x, dX 0.98-0.99x. */
+  const int split = !(M >= 2 * 128 || M >= N);
+  const int d = split ? N : M;
+  int nb = block_count(d, split ? M : N, flops);
+  /* block length: a multiple of 16 so that blocks start on kernel edges */
+  int len = (((d + nb - 1) / nb) + 15) & ~15;
+  /* oneDNN keeps fixed blocks: its gemm-based matmul on AVX2 gives other
+   * bits when C's rows are cut, at every width tried, for some transpose
+   * pairs (bench/RESULTS.md, "GEMM engines") */
+  const int cut = split || engine == CAIRN__GEMM_ONEDNN ? 0 : cairn__gemm_row_cut();
+  if (cut) {
+    /* rows cut where the bits do not change: one block per thread */
+    int nt = 1;
+#ifdef CAIRN_HAVE_OPENMP
+    nt = omp_in_parallel() ? 1 : omp_get_max_threads();
 #endif
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
-              alpha, A, lda, B, ldb, beta, C, ldc);
+    if (nb > nt) nb = nt;
+    len = ((d + nb - 1) / nb + cut - 1) / cut * cut;
+  }
+  *split_n = split, *n_blocks = nb, *block_len = len;
 }
 
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -212,28 +264,10 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
 #ifdef CAIRN_BLAS_BLIS
   pthread_once(&blis_once, blis_one_thread);
 #endif
-  const int lib = cairn__gemm_on_dnnl(trans_a, trans_b, N, K);
-  const double flops = 2.0 * M * N * (double)K;
-  /* Cut rows when there are enough of them for two blocks of 128: each
-   * block then packs half of op(A) and shares op(B). Measured against
-   * cutting the longer side (columns for every MLP shape but dW of the
-   * 1024x1024 layer) at 1 thread, CPU time of the blocks: forward 0.95-0.97x,
-   * dW 0.95x, dX 0.98-0.99x. */
-  const int split_n = !(M >= 2 * 128 || M >= N);
+  const int lib = cairn__gemm_engine();
+  int split_n, nb, len;
+  cairn__gemm_plan(lib, M, N, K, &split_n, &nb, &len);
   const int d = split_n ? N : M;
-  int nb = block_count(d, split_n ? M : N, flops);
-  /* block length: a multiple of 16 so that blocks start on kernel edges */
-  int len = (((d + nb - 1) / nb) + 15) & ~15;
-  const int cut = split_n || lib ? 0 : cairn__gemm_row_cut();
-  if (cut) {
-    /* rows cut where the bits do not change: one block per thread */
-    int nt = 1;
-#ifdef CAIRN_HAVE_OPENMP
-    nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-#endif
-    if (nb > nt) nb = nt;
-    len = ((d + nb - 1) / nb + cut - 1) / cut * cut;
-  }
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < nb; i++) {
     int lo = i * len, hi = lo + len < d ? lo + len : d;

@@ -60,8 +60,8 @@ long cairn__env_long(const char *name, long dflt, long lo, long hi);
  * the bits of one BLAS call (found once by comparing bits, gemm.c); 0: the
  * rows get fixed, shape-determined blocks. */
 int cairn__gemm_row_cut(void);
-/* 1 when cairn__sgemm runs this shape on oneDNN (a --with-dnnl build):
- * fixed blocks, whatever cairn__gemm_row_cut says. */
+/* 1 when cairn__sgemm runs this shape on oneDNN (the oneDNN engine,
+ * gemm_impl.h): fixed blocks, whatever cairn__gemm_row_cut says. */
 int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K);
 
 /* A thread count from environment variable `name` (OMP_NUM_THREADS's

@@ -16,6 +16,7 @@
 #endif
 
 #include "cairn/runtime.h"
+#include "gemm_impl.h"
 #include "kernels/kernels.h"
 
 const char *cairn_version_string(void) { return PACKAGE_VERSION; }
@@ -144,24 +145,22 @@ char *cairn_runtime_info(char *buf, size_t len) {
            cairn_version_string(), isa, cairn__cpu_has_avx2_fma() ? "yes" : "no",
            want ? ", CAIRN_ISA=" : "", want ? want : "", omp, cairn_get_num_threads(), core, par);
   size_t used = strlen(buf);
-#if defined(CAIRN_BLAS_BLIS) || defined(CAIRN_HAVE_DNNL)
-  /* the library cairn's GEMM blocks run on, when it is not OpenBLAS alone */
+  /* the engine cairn's GEMM blocks run on, and why (gemm.c) */
+  const char *asked = getenv("CAIRN_GEMM_ENGINE");
+  const int on_dnnl = cairn__gemm_engine() == CAIRN__GEMM_ONEDNN;
+  char why[96];
+  if (asked && *asked)
+    snprintf(why, sizeof why, "CAIRN_GEMM_ENGINE=%.40s%s", asked,
+             !strcmp(asked, "onednn") && !on_dnnl ? ", no oneDNN in this build" : "");
+  else
+    snprintf(why, sizeof why, "cpu avx512: %s%s", cairn__cpu_has_avx512() ? "yes" : "no",
+             cairn__dnnl_available() ? "" : ", no oneDNN in this build");
   if (used + 1 < len)
-    snprintf(buf + used, len - used, "; gemm on %s",
-#ifdef CAIRN_BLAS_BLIS
-             "BLIS"
-#else
-             "OpenBLAS"
-#endif
-#ifdef CAIRN_HAVE_DNNL
-             " + oneDNN sgemm (dW, short K)"
-#endif
-    );
+    snprintf(buf + used, len - used, "; gemm engine %s (%s)", cairn_gemm_engine_name(), why);
   used = strlen(buf);
-#endif
   /* how GEMM rows are cut over the threads: this decides which bits a
    * result has (gemm.c) */
-  const int cut = cairn__gemm_row_cut();
+  const int cut = on_dnnl ? 0 : cairn__gemm_row_cut(); /* oneDNN: fixed blocks */
   if (used + 1 < len) {
     if (cut)
       snprintf(buf + used, len - used, "; gemm rows cut on multiples of %d (the bits of one call)", cut);

@@ -20,6 +20,7 @@
 #endif
 
 #include <cairn.h>
+#include "gemm_impl.h"
 
 TestSuite(nn, .timeout = 120);
 
@@ -535,6 +536,125 @@ Test(nn, gemm_rows_cut_on_the_kernel_width_give_the_bits_of_one_call) {
   }
 #else
   cr_skip_test("serial build (--disable-openmp): the BLAS has the threads, cairn uses fixed blocks");
+#endif
+}
+
+#ifdef CAIRN_HAVE_OPENMP
+/* The oneDNN engine, forced for the test (on a CPU without AVX-512 the
+ * default is OpenBLAS); skips in a build without oneDNN. */
+static int force_onednn(void) {
+  int prev = cairn__gemm_engine_force(CAIRN__GEMM_ONEDNN);
+  if (prev < 0) cr_skip_test("no oneDNN in this build (--without-dnnl, --disable-openmp or libdnnl-dev missing)");
+  return prev;
+}
+
+/* |C - op(A)·op(B) - bias| of every 97th element against a double
+ * product: both engines compute the product, not just the same bits. */
+static void check_product(int ta, int tb, int M, int N, int K, const float *A, const float *B, const float *bias,
+                          const float *C, const char *what) {
+  const int lda = ta ? M : K, ldb = tb ? K : N;
+  for (size_t e = 0; e < (size_t)M * N; e += 97) {
+    const int i = (int)(e / (size_t)N), j = (int)(e % (size_t)N);
+    double s = bias ? bias[j] : 0;
+    for (int k = 0; k < K; k++)
+      s += (double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) * (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+    cr_assert(fabs(C[e] - s) <= 1e-5 * K * fmax(1, fabs(s)), "%s %c%c %dx%dx%d: C[%d,%d] = %g, the product is %g",
+              what, ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, i, j, C[e], s);
+  }
+}
+#endif
+
+/* The oneDNN engine's GEMMs give the same bits at 1 and 2 threads: its
+ * primitives run single-threaded inside cairn's blocks, even over a long
+ * K, which oneDNN would otherwise split over the threads (64x64 with K
+ * 65536 gives other bits at 2 threads when oneDNN runs it on its own). */
+Test(nn, gemm_onednn_same_bits_for_1_and_2_threads) {
+#ifdef CAIRN_HAVE_OPENMP
+  const int prev = force_onednn();
+  /* ta, tb, M, N, K: the long K, the MLP's shapes (forward, dX, dW of each
+   * layer), column blocks (M < 256, wide N) and odd sizes */
+  const int shapes[][5] = {{0, 0, 64, 64, 65536}, {1, 0, 64, 64, 65536}, {0, 0, 256, 1024, 784},
+                           {0, 1, 256, 784, 1024}, {1, 0, 784, 1024, 256}, {0, 0, 256, 10, 1024},
+                           {0, 1, 256, 1024, 10},  {1, 0, 1024, 10, 256},  {0, 0, 100, 700, 300},
+                           {1, 1, 513, 64, 300},   {0, 1, 300, 97, 130}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    cairn_tensor *A = mk(2, M, K), *B = mk(2, K, N), *bias = mk(1, N, 0), *one = mk(2, M, N), *two = mk(2, M, N);
+    fill(A, -1, 1, 31); fill(B, -1, 1, 32); fill(bias, -1, 1, 33);
+    cairn_tensor *outs[2] = {one, two};
+    for (int t = 1; t <= 2; t++) {
+      cr_assert_eq(cairn_set_num_threads(t), CAIRN_OK);
+      float *c = cairn_tensor_f32(outs[t - 1]);
+      /* C = bias + op(A)·op(B), then C += op(A)·op(B) (beta 1, as dW accumulates) */
+      cairn__sgemm(ta, tb, M, N, K, 1.0f, cairn_tensor_f32(A), lda, cairn_tensor_f32(B), ldb, 0.0f, c, N,
+                   cairn_tensor_f32(bias));
+      if (t == 1)
+        check_product(ta, tb, M, N, K, cairn_tensor_f32(A), cairn_tensor_f32(B), cairn_tensor_f32(bias), c,
+                      "oneDNN");
+      cairn__sgemm(ta, tb, M, N, K, 1.0f, cairn_tensor_f32(A), lda, cairn_tensor_f32(B), ldb, 1.0f, c, N, NULL);
+    }
+    cr_assert(memcmp(cairn_tensor_f32(one), cairn_tensor_f32(two), cairn_tensor_nbytes(one)) == 0,
+              "%c%c %dx%dx%d on oneDNN: 1 and 2 threads give other bits", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K);
+    cairn_tensor *ts[] = {A, B, bias, one, two};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
+  }
+  cairn__gemm_engine_force(prev);
+#else
+  cr_skip_test("serial build (--disable-openmp): no oneDNN engine");
+#endif
+}
+
+/* The oneDNN engine cuts C into fixed, shape-determined blocks (oneDNN's
+ * own bits change where its rows are cut, so the blocks cannot follow the
+ * thread count as the BLAS's do), and each block is one oneDNN call: at 1
+ * thread and at 2, cairn's GEMM gives the bits of one oneDNN call per
+ * block of cairn__gemm_plan, made here one after the other, and of one
+ * call over the whole product where the plan has one block. */
+Test(nn, gemm_onednn_gives_the_bits_of_one_call_per_block) {
+#ifdef CAIRN_HAVE_OPENMP
+  const int prev = force_onednn();
+  const int shapes[][5] = {{0, 0, 256, 1024, 784}, {0, 1, 300, 97, 130}, {1, 0, 1000, 10, 256},
+                           {1, 1, 513, 64, 300},   {0, 0, 256, 10, 1024}, {1, 0, 784, 1024, 256},
+                           {0, 1, 256, 784, 1024}, {0, 0, 100, 700, 300}, {0, 0, 64, 64, 65536},
+                           {0, 1, 17, 1024, 64}};
+  int one_block = 0, several = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    cairn_tensor *A = mk(2, M, K), *B = mk(2, K, N), *bias = mk(1, N, 0), *ref = mk(2, M, N), *C = mk(2, M, N);
+    fill(A, -1, 1, 41); fill(B, -1, 1, 42); fill(bias, -1, 1, 43);
+    const float *a = cairn_tensor_f32(A), *b = cairn_tensor_f32(B);
+    float *r = cairn_tensor_f32(ref), *c = cairn_tensor_f32(C);
+    for (int i = 0; i < M; i++) memcpy(r + (size_t)i * N, bias->data, (size_t)N * sizeof(float));
+    int split_n, nb, len;
+    cairn__gemm_plan(CAIRN__GEMM_ONEDNN, M, N, K, &split_n, &nb, &len);
+    for (int i = 0; i < nb; i++) {
+      const int lo = i * len, hi = lo + len < (split_n ? N : M) ? lo + len : (split_n ? N : M);
+      if (lo >= hi) continue;
+      const int ok = split_n ? cairn__dnnl_sgemm(ta, tb, M, hi - lo, K, a, lda, tb ? b + (size_t)lo * ldb : b + lo,
+                                                 ldb, 1, r + lo, N)
+                             : cairn__dnnl_sgemm(ta, tb, hi - lo, N, K, ta ? a + lo : a + (size_t)lo * lda, lda, b,
+                                                 ldb, 1, r + (size_t)lo * N, N);
+      cr_assert_eq(ok, 0, "a oneDNN call on block %d", i);
+    }
+    if (nb == 1) one_block++; else several++;
+    check_product(ta, tb, M, N, K, a, b, cairn_tensor_f32(bias), r, "oneDNN calls per block");
+    for (int t = 1; t <= 2; t++) {
+      cr_assert_eq(cairn_set_num_threads(t), CAIRN_OK);
+      memset(c, 0xff, cairn_tensor_nbytes(C));
+      cairn__sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, N, cairn_tensor_f32(bias));
+      cr_assert(memcmp(c, r, cairn_tensor_nbytes(C)) == 0,
+                "%c%c %dx%dx%d at %d thread(s) on oneDNN: other bits than one oneDNN call on each of %d %s blocks of "
+                "%d", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, t, nb, split_n ? "column" : "row", len);
+    }
+    cairn_tensor *ts[] = {A, B, bias, ref, C};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
+  }
+  cr_assert(one_block && several, "the shapes cover one block (%d) and several (%d)", one_block, several);
+  cairn__gemm_engine_force(prev);
+#else
+  cr_skip_test("serial build (--disable-openmp): no oneDNN engine");
 #endif
 }
 

@@ -3,12 +3,14 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cairn.h>
 
 #include "internal.h"
+#include "gemm_impl.h"
 #include "kernels/kernels.h"
 
 TestSuite(runtime, .timeout = 30);
@@ -58,6 +60,33 @@ Test(runtime, info_reports_blas_and_threads) {
   char tiny[8];
   cairn_runtime_info(tiny, sizeof tiny);
   cr_assert_eq(strlen(tiny), 7, "output is truncated to the buffer");
+}
+
+/* The GEMM engine follows the CPU (oneDNN where it has AVX-512, in a build
+ * with oneDNN) and CAIRN_GEMM_ENGINE, and cairn_runtime_info names it. */
+Test(runtime, gemm_engine_follows_cpu_and_env) {
+  const char *want = getenv("CAIRN_GEMM_ENGINE"), *eng = cairn_gemm_engine_name();
+  const int dnnl = cairn__dnnl_available();
+#ifdef CAIRN_BLAS_BLIS
+  const char *blas = "blis";
+#else
+  const char *blas = "openblas";
+#endif
+  if (want && !strcmp(want, "onednn"))
+    cr_assert_str_eq(eng, dnnl ? "onednn" : blas, "CAIRN_GEMM_ENGINE=onednn, oneDNN %s", dnnl ? "built in" : "absent");
+  else if (want && !strcmp(want, "openblas"))
+    cr_assert_str_eq(eng, blas);
+  else
+    cr_assert_str_eq(eng, dnnl && cairn__cpu_has_avx512() ? "onednn" : blas, "avx512 %d, oneDNN %d",
+                     cairn__cpu_has_avx512(), dnnl);
+#if !defined(CAIRN_HAVE_DNNL) || !defined(CAIRN_HAVE_OPENMP)
+  cr_assert_eq(dnnl, 0, "no oneDNN in this build");
+#endif
+  char buf[1024], expect[64];
+  snprintf(expect, sizeof expect, "; gemm engine %s (", eng);
+  cairn_runtime_info(buf, sizeof buf);
+  cr_assert(strstr(buf, expect), "%s", buf);
+  cr_assert_eq(CAIRN_WITH_DNNL, dnnl, "cairn/build.h and the library agree on oneDNN");
 }
 
 Test(runtime, thread_budget) {

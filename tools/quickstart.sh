@@ -11,7 +11,7 @@
 #                                 with --without-mpi (what the demo builds on a
 #                                 machine without Open MPI), its make check and
 #                                 the demo's steps on it in short, builds with
-#                                 --with-blas=blis and --with-dnnl and the
+#                                 --with-blas=blis and --without-dnnl and the
 #                                 numerics tests on them, make install
 #                                 into a temporary prefix + a program built with
 #                                 pkg-config, make distcheck, and a short
@@ -22,7 +22,8 @@
 # sudo when not root).
 #
 # A build directory is reused only if it was configured with the same flags
-# and the same answer to "is Open MPI installed?" (the stamp file
+# and the same answers to "is Open MPI installed?" and "is oneDNN
+# installed?" (the stamp file
 # .quickstart-config in it); otherwise it is cleaned and configured again,
 # so the demo (which installs no MPI) and the test mode (which does) can be
 # run one after the other in either order.
@@ -34,14 +35,16 @@ cd "$top" || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 
 pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libjansson-dev libsnappy-dev libzip-dev libcriterion-dev dataset-fashion-mnist"
+# oneDNN: the GEMM engine on AVX-512 CPUs (configure uses it when found).
+pkgs="$pkgs libdnnl-dev"
 # The test mode also fuzzes the checkpoint reader with clang's libFuzzer, and
 # reads ckpt-inspect's .npz exports back with numpy and the TensorBoard event
 # files with the protobuf library.
 [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev python3-numpy python3-protobuf man-db"
 # ... and runs tests/mpi.sh (data-parallel training, mpirun -np 2).
 [ "$mode" = test ] && pkgs="$pkgs libopenmpi-dev openmpi-bin"
-# ... and builds the two GEMM alternatives (--with-blas=blis, --with-dnnl).
-[ "$mode" = test ] && pkgs="$pkgs libblis-openmp-dev libdnnl-dev"
+# ... and builds the GEMM alternatives (--with-blas=blis; --without-dnnl).
+[ "$mode" = test ] && pkgs="$pkgs libblis-openmp-dev"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -58,14 +61,20 @@ fi
 
 # What a build directory is configured for: its configure flags and
 # whether configure could find MPI (it builds with MPI when mpicc is there,
-# unless told --without-mpi). CC too, which the fuzzing build sets.
+# unless told --without-mpi) and oneDNN (dnnl.h, unless --without-dnnl).
+# CC too, which the fuzzing build sets.
 want_config() { # configure flags...
   mpi=no
   case " $* " in
   *" --without-mpi "*) mpi=off ;;
   *) command -v mpicc >/dev/null 2>&1 && mpi=yes ;;
   esac
-  printf 'flags: %s\nmpicc: %s\nCC: %s\n' "$*" "$mpi" "${CC:-}"
+  dnnl=no
+  case " $* " in
+  *" --without-dnnl "*) dnnl=off ;;
+  *) echo '#include <dnnl.h>' | ${CC:-cc} -E - >/dev/null 2>&1 && dnnl=yes ;;
+  esac
+  printf 'flags: %s\nmpicc: %s\ndnnl: %s\nCC: %s\n' "$*" "$mpi" "$dnnl" "${CC:-}"
 }
 # Configures the current directory unless its stamp says it already is
 # configured as wanted; a directory configured otherwise is cleaned first.
@@ -191,7 +200,9 @@ fi
 
 # The GEMM alternatives users may configure: built, and the tests of what
 # they change (dense layers, the model's step, optimizers) run on them.
-for alt in "blis --with-blas=blis" "dnnl --with-dnnl"; do
+# The default build has oneDNN when libdnnl-dev is installed (as here); the
+# --without-dnnl build is what a machine without it gets.
+for alt in "blis --with-blas=blis" "nodnnl --without-dnnl"; do
   name=${alt%% *} flag=${alt#* }
   echo "== $flag build"
   if (build "_build-$name" "$flag"); then

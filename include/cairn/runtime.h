@@ -24,6 +24,15 @@ extern "C" {
 CAIRN_API const char *cairn_version_string(void);
 /* "avx2" or "ref": the kernel path in use (selects it if not yet done). */
 CAIRN_API const char *cairn_isa_name(void);
+/* "openblas", "onednn" or "blis": the engine cairn's GEMMs (the dense
+ * layers' products) run on. oneDNN matmul primitives where the CPU has
+ * AVX-512 and the library was built with oneDNN (CAIRN_WITH_DNNL in
+ * cairn/build.h), the BLAS elsewhere; the environment variable
+ * CAIRN_GEMM_ENGINE=openblas|onednn forces one (onednn falls back to the
+ * BLAS in a build without oneDNN). Either engine gives the same bits at
+ * any thread count; the two engines give different bits. Chosen once, at
+ * the first call or GEMM; thread-safe. */
+CAIRN_API const char *cairn_gemm_engine_name(void);
 
 /* 1 if this library was built with MPI (cairn/mpi.h: data-parallel
  * training), 0 if not. It answers for the library actually loaded; the

@@ -1,0 +1,305 @@
+/* cairn__dnnl_sgemm: one block of cairn__sgemm on a oneDNN matmul primitive.
+ *
+ * The primitives are made once per shape and kept for the life of the
+ * process, so that after the first step nothing is made again: the key is
+ * (trans_a, trans_b, N, lda, ldb, ldc, accumulate) and M and K are runtime
+ * dimensions (DNNL_RUNTIME_DIM_VAL), because they carry the batch size
+ * (rows of X·W and of dY·Wᵀ, the sum of Xᵀ·dY): a smaller last batch, or
+ * the row blocks of another thread count, reuse the primitive.
+ *
+ * Threads. oneDNN 2.6 (Debian's libdnnl, OpenMP runtime) decides how many
+ * threads a product uses from omp_get_max_threads() of the calling thread,
+ * and runs single-threaded inside an active OpenMP parallel region; an
+ * implementation may also fix its work split when the primitive is made
+ * (the gemm-based one it picks on AVX2 does not; what the ones it picks on
+ * AVX-512 do is not measured yet). A
+ * split changes the bits (measured here: a 64x64 product with K = 65536,
+ * run with 2 threads outside a parallel region, gives other bits than with
+ * 1). So every primitive is made and run with the calling thread's OpenMP
+ * thread count held at 1; cairn's own row and column blocks are the only
+ * parallelism, as with the BLAS.
+ *
+ * Memory. Primitives are made with a user scratchpad
+ * (dnnl_scratchpad_mode_user): each thread that runs blocks owns one
+ * buffer, grown to the largest size a primitive asks for and kept until the
+ * thread ends. Each thread also keeps the memory objects (A, B, C,
+ * scratchpad) of each primitive at the (M, K) it last ran, two per
+ * primitive, and points them at each call's buffers. So a step after the
+ * first makes nothing of cairn's. What is left: oneDNN 2.6 builds the
+ * argument list of each execution on the heap and frees it before it
+ * returns (about 5 allocations per block), and its C API cannot give a
+ * memory object other dimensions, so the first step at a new batch size
+ * replaces the memory objects of a slot (3 small ones per block, freed and
+ * allocated again). The gemm-based implementation oneDNN 2.6 picks on AVX2
+ * asks for no scratchpad. */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm_impl.h"
+
+#if defined(CAIRN_HAVE_DNNL) && defined(CAIRN_HAVE_OPENMP)
+#include <dnnl.h>
+#include <omp.h>
+
+static dnnl_engine_t engine;
+static int engine_ok;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+
+/* The memory objects (A, B, C, scratchpad) of one primitive at one (M, K),
+ * kept by a thread and pointed at each call's buffers: making them costs a
+ * few allocations per call otherwise. */
+typedef struct {
+  int M, K;
+  unsigned used;
+  dnnl_memory_t m[4];
+} slot;
+
+/* What a thread needs to run primitives: its stream, its scratchpad, and
+ * two slots per primitive (a shape's blocks have at most two lengths). */
+typedef struct {
+  dnnl_stream_t stream;
+  void *scratch;
+  size_t cap;
+  slot (*slots)[2];
+  int n_slots;
+  unsigned clock;
+} thread_ctx;
+static pthread_key_t ctx_key;
+
+static void slot_clear(slot *s) {
+  for (int i = 0; i < 4; i++)
+    if (s->m[i]) dnnl_memory_destroy(s->m[i]);
+  memset(s, 0, sizeof *s);
+}
+
+static void ctx_free(void *p) {
+  thread_ctx *t = p;
+  if (!t) return;
+  for (int i = 0; i < t->n_slots; i++) slot_clear(&t->slots[i][0]), slot_clear(&t->slots[i][1]);
+  free(t->slots);
+  if (t->stream) dnnl_stream_destroy(t->stream);
+  free(t->scratch);
+  free(t);
+}
+
+static void engine_init(void) {
+  if (pthread_key_create(&ctx_key, ctx_free) != 0) return;
+  engine_ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success;
+}
+
+int cairn__dnnl_available(void) {
+  pthread_once(&engine_once, engine_init);
+  return engine_ok;
+}
+
+static thread_ctx *this_thread(size_t scratch) {
+  thread_ctx *t = pthread_getspecific(ctx_key);
+  if (!t) {
+    t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    if (dnnl_stream_create(&t->stream, engine, dnnl_stream_default_flags) != dnnl_success ||
+        pthread_setspecific(ctx_key, t) != 0) {
+      ctx_free(t);
+      return NULL;
+    }
+  }
+  if (scratch > t->cap) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, scratch) != 0) return NULL;
+    free(t->scratch);
+    t->scratch = p;
+    t->cap = scratch;
+  }
+  return t;
+}
+
+typedef struct {
+  int ta, tb, N, lda, ldb, ldc, acc;
+  int id; /* index in cache[], and in each thread's slots */
+  dnnl_primitive_t prim;
+  size_t scratch;
+} entry;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static entry **cache;
+static int n_cache, cap_cache;
+
+/* dims (rows, cols) of a row-major matrix, or of the transpose of one with
+ * leading dimension ld */
+static dnnl_status_t md_init(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int trans, int ld) {
+  dnnl_dims_t dims = {rows, cols};
+  dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+  return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+}
+
+/* The primitive for e's key, made with the OpenMP thread count at 1. */
+static int make(entry *e) {
+  const int64_t RT = DNNL_RUNTIME_DIM_VAL;
+  dnnl_memory_desc_t a, b, c;
+  dnnl_matmul_desc_t d;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  int ok = md_init(&a, RT, RT, e->ta, e->lda) == dnnl_success && md_init(&b, RT, e->N, e->tb, e->ldb) == dnnl_success &&
+           md_init(&c, RT, e->N, 0, e->ldc) == dnnl_success &&
+           dnnl_matmul_desc_init(&d, &a, &b, NULL, &c) == dnnl_success &&
+           dnnl_primitive_attr_create(&attr) == dnnl_success &&
+           dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+  /* C += A·B is the sum post-op with scale 1 (the BLAS's beta = 1) */
+  if (ok && e->acc)
+    ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+         dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+  if (ok) {
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    ok = dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL) == dnnl_success;
+    if (ok) {
+      const dnnl_memory_desc_t *s = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+      e->scratch = s ? dnnl_memory_desc_get_size(s) : 0;
+      ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+    }
+    omp_set_num_threads(threads);
+  }
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (po) dnnl_post_ops_destroy(po);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return ok ? 0 : -1;
+}
+
+/* The entry for the key, made on first use; NULL when out of memory or
+ * when oneDNN refuses the shape. Entries are never freed: a process uses a
+ * handful of shapes (three per dense layer). */
+static entry *lookup(int ta, int tb, int N, int lda, int ldb, int ldc, int acc) {
+  entry *found = NULL;
+  pthread_mutex_lock(&cache_lock);
+  for (int i = 0; i < n_cache && !found; i++) {
+    entry *e = cache[i];
+    if (e->ta == ta && e->tb == tb && e->N == N && e->lda == lda && e->ldb == ldb && e->ldc == ldc && e->acc == acc)
+      found = e;
+  }
+  if (!found) {
+    if (n_cache == cap_cache) {
+      int cap = cap_cache ? 2 * cap_cache : 16;
+      entry **grown = realloc(cache, (size_t)cap * sizeof *grown);
+      if (grown) cache = grown, cap_cache = cap;
+    }
+    entry *e = n_cache < cap_cache ? calloc(1, sizeof *e) : NULL;
+    if (e) {
+      *e = (entry){.ta = ta, .tb = tb, .N = N, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc};
+      e->id = n_cache;
+      if (make(e) == 0) {
+        cache[n_cache++] = e;
+        found = e;
+      } else {
+        free(e);
+      }
+    }
+  }
+  pthread_mutex_unlock(&cache_lock);
+  return found;
+}
+
+/* Memory objects for e at (M, K), with no buffers yet. */
+static int slot_make(slot *s, const entry *e, int M, int N, int K, int lda, int ldb, int ldc) {
+  slot_clear(s);
+  dnnl_memory_desc_t a, b, c, d;
+  const dnnl_dims_t sdim = {(int64_t)e->scratch};
+  int ok = md_init(&a, M, K, e->ta, lda) == dnnl_success && md_init(&b, K, N, e->tb, ldb) == dnnl_success &&
+           md_init(&c, M, N, 0, ldc) == dnnl_success &&
+           dnnl_memory_create(&s->m[0], &a, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+           dnnl_memory_create(&s->m[1], &b, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+           dnnl_memory_create(&s->m[2], &c, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  if (ok && e->scratch)
+    ok = dnnl_memory_desc_init_by_tag(&d, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success &&
+         dnnl_memory_create(&s->m[3], &d, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  if (!ok) {
+    slot_clear(s);
+    return -1;
+  }
+  s->M = M, s->K = K;
+  return 0;
+}
+
+/* The thread's slot for e at (M, K): the one that has it, else the empty
+ * least recently used one of e's two, made again. NULL when out of
+ * memory. */
+static slot *slot_for(thread_ctx *t, entry *e, int M, int N, int K, int lda, int ldb, int ldc) {
+  if (e->id >= t->n_slots) {
+    const int n = e->id + 8;
+    slot(*grown)[2] = realloc(t->slots, (size_t)n * sizeof *grown);
+    if (!grown) return NULL;
+    memset(grown + t->n_slots, 0, (size_t)(n - t->n_slots) * sizeof *grown);
+    t->slots = grown, t->n_slots = n;
+  }
+  slot *two = t->slots[e->id], *s = NULL;
+  for (int i = 0; i < 2 && !s; i++)
+    if (two[i].m[0] && two[i].M == M && two[i].K == K) s = &two[i];
+  if (!s) {
+    /* Both slots are made at the first use, so that later a new (M, K)
+     * always replaces one, at the same allocation sizes, and the heap in
+     * use stays what it was after the first step. */
+    const int first = !two[0].m[0];
+    s = two[0].used <= two[1].used ? &two[0] : &two[1];
+    for (int i = 0; i < 2; i++)
+      if ((first || &two[i] == s) && slot_make(&two[i], e, M, N, K, lda, ldb, ldc) != 0) {
+        slot_clear(&two[0]), slot_clear(&two[1]);
+        return NULL;
+      }
+  }
+  s->used = ++t->clock;
+  return s;
+}
+
+int cairn__dnnl_primitive_count(void) {
+  pthread_mutex_lock(&cache_lock);
+  int n = n_cache;
+  pthread_mutex_unlock(&cache_lock);
+  return n;
+}
+
+int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                      int ldb, int accumulate, float *C, int ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (!cairn__dnnl_available()) return -1;
+  entry *e = lookup(!!trans_a, !!trans_b, N, lda, ldb, ldc, !!accumulate);
+  if (!e) return -1;
+  thread_ctx *t = this_thread(e->scratch);
+  if (!t) return -1;
+  slot *sl = slot_for(t, e, M, N, K, lda, ldb, ldc);
+  if (!sl) return -1;
+  int ok = dnnl_memory_set_data_handle(sl->m[0], (void *)A) == dnnl_success &&
+           dnnl_memory_set_data_handle(sl->m[1], (void *)B) == dnnl_success &&
+           dnnl_memory_set_data_handle(sl->m[2], C) == dnnl_success &&
+           (!sl->m[3] || dnnl_memory_set_data_handle(sl->m[3], t->scratch) == dnnl_success);
+  if (ok) {
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, sl->m[0]}, {DNNL_ARG_WEIGHTS, sl->m[1]}, {DNNL_ARG_DST, sl->m[2]},
+                               {DNNL_ARG_SCRATCHPAD, sl->m[3]}};
+    /* one thread: outside an active parallel region (a team of one, or a
+     * caller's own thread) oneDNN would split the product over
+     * omp_get_max_threads() threads */
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (threads > 1) omp_set_num_threads(1);
+    ok = dnnl_primitive_execute(e->prim, t->stream, sl->m[3] ? 4 : 3, args) == dnnl_success &&
+         dnnl_stream_wait(t->stream) == dnnl_success;
+    if (threads > 1) omp_set_num_threads(threads);
+  }
+  return ok ? 0 : -1;
+}
+
+#else /* no oneDNN in this build (or no OpenMP to keep it single-threaded) */
+
+int cairn__dnnl_available(void) { return 0; }
+
+int cairn__dnnl_primitive_count(void) { return 0; }
+
+int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                      int ldb, int accumulate, float *C, int ldc) {
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb,
+      (void)accumulate, (void)C, (void)ldc;
+  return -1;
+}
+#endif

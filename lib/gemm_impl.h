@@ -1,0 +1,42 @@
+/* The two GEMM engines under cairn__sgemm (gemm.c): OpenBLAS (or BLIS) and
+ * oneDNN matmul primitives (gemm_dnnl.c). Private to the library. */
+#ifndef CAIRN_GEMM_IMPL_H
+#define CAIRN_GEMM_IMPL_H
+
+enum { CAIRN__GEMM_OPENBLAS = 0, CAIRN__GEMM_ONEDNN = 1 };
+
+/* 1 when this build has oneDNN and its CPU engine could be created (once;
+ * thread-safe). */
+int cairn__dnnl_available(void);
+
+/* C = op(A)·op(B) (accumulate 0) or C += op(A)·op(B) (accumulate 1), C is
+ * (M, N) row-major with leading dimension ldc, op(A) is (M, K), op(B) is
+ * (K, N), on one thread: a oneDNN matmul primitive made once per
+ * (trans_a, trans_b, N, lda, ldb, ldc, accumulate), with M and K given at
+ * run time (they carry the batch size, so a new batch makes no new
+ * primitive). Returns 0 on success, -1 when oneDNN could not run it (out of
+ * memory; C is then unchanged only if the failure came before the product:
+ * the caller redoes the block on the BLAS, which writes all of C). Safe to
+ * call from several threads at once. */
+int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                      int ldb, int accumulate, float *C, int ldc);
+
+/* Primitives made so far (for tests and cairn_runtime_info). */
+int cairn__dnnl_primitive_count(void);
+
+/* The engine cairn__sgemm uses: CAIRN_GEMM_ENGINE=openblas|onednn, else
+ * oneDNN where the CPU has AVX-512 (gemm.c says why), else OpenBLAS. */
+int cairn__gemm_engine(void);
+/* Tests only: forces an engine (CAIRN__GEMM_OPENBLAS or CAIRN__GEMM_ONEDNN;
+ * -1 goes back to the environment's choice); returns the previous one.
+ * ONEDNN is refused (returns -1, nothing changed) when oneDNN is not
+ * available. Not thread-safe against GEMMs running at the same time. */
+int cairn__gemm_engine_force(int engine);
+/* How cairn__sgemm cuts C (M, N) for a product over K on engine: n_blocks
+ * blocks of block_len columns (split_n 1) or rows (0), the last one shorter;
+ * each block is one single-threaded call of the engine. On the BLAS with
+ * rows cut on cairn__gemm_row_cut's width the blocks follow the thread
+ * count; otherwise they depend on the shape (and CAIRN_GEMM_BLOCKS) alone. */
+void cairn__gemm_plan(int engine, int M, int N, int K, int *split_n, int *n_blocks, int *block_len);
+
+#endif
