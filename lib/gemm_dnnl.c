@@ -59,12 +59,17 @@ typedef struct {
 } slot;
 
 /* What a thread needs to run primitives: its stream, its scratchpad, and
- * two slots per primitive (a shape's blocks have at most two lengths). */
+ * SLOTS slots per primitive: a shape's blocks have at most two lengths, and
+ * a program alternates between two batch sizes (training and evaluation, or
+ * a last short batch), so four (M, K) pairs are kept before one is made
+ * again. With two, alternating batches replaced memory objects at every
+ * switch (seen in a BLIS build, whose blocks are fixed). */
+enum { SLOTS = 4 };
 typedef struct {
   dnnl_stream_t stream;
   void *scratch;
   size_t cap;
-  slot (*slots)[2];
+  slot (*slots)[SLOTS];
   int n_slots;
   unsigned clock;
 } thread_ctx;
@@ -79,7 +84,8 @@ static void slot_clear(slot *s) {
 static void ctx_free(void *p) {
   thread_ctx *t = p;
   if (!t) return;
-  for (int i = 0; i < t->n_slots; i++) slot_clear(&t->slots[i][0]), slot_clear(&t->slots[i][1]);
+  for (int i = 0; i < t->n_slots; i++)
+    for (int j = 0; j < SLOTS; j++) slot_clear(&t->slots[i][j]);
   free(t->slots);
   if (t->stream) dnnl_stream_destroy(t->stream);
   free(t->scratch);
@@ -224,29 +230,30 @@ static int slot_make(slot *s, const entry *e, int M, int N, int K, int lda, int 
   return 0;
 }
 
-/* The thread's slot for e at (M, K): the one that has it, else the empty
- * least recently used one of e's two, made again. NULL when out of
- * memory. */
+/* The thread's slot for e at (M, K): the one that has it, else the least
+ * recently used of e's SLOTS, made again. NULL when out of memory. */
 static slot *slot_for(thread_ctx *t, entry *e, int M, int N, int K, int lda, int ldb, int ldc) {
   if (e->id >= t->n_slots) {
     const int n = e->id + 8;
-    slot(*grown)[2] = realloc(t->slots, (size_t)n * sizeof *grown);
+    slot(*grown)[SLOTS] = realloc(t->slots, (size_t)n * sizeof *grown);
     if (!grown) return NULL;
     memset(grown + t->n_slots, 0, (size_t)(n - t->n_slots) * sizeof *grown);
     t->slots = grown, t->n_slots = n;
   }
-  slot *two = t->slots[e->id], *s = NULL;
-  for (int i = 0; i < 2 && !s; i++)
-    if (two[i].m[0] && two[i].M == M && two[i].K == K) s = &two[i];
+  slot *all = t->slots[e->id], *s = NULL;
+  for (int i = 0; i < SLOTS && !s; i++)
+    if (all[i].m[0] && all[i].M == M && all[i].K == K) s = &all[i];
   if (!s) {
-    /* Both slots are made at the first use, so that later a new (M, K)
+    /* Every slot is made at the first use, so that later a new (M, K)
      * always replaces one, at the same allocation sizes, and the heap in
      * use stays what it was after the first step. */
-    const int first = !two[0].m[0];
-    s = two[0].used <= two[1].used ? &two[0] : &two[1];
-    for (int i = 0; i < 2; i++)
-      if ((first || &two[i] == s) && slot_make(&two[i], e, M, N, K, lda, ldb, ldc) != 0) {
-        slot_clear(&two[0]), slot_clear(&two[1]);
+    const int first = !all[0].m[0];
+    s = &all[0];
+    for (int i = 1; i < SLOTS; i++)
+      if (all[i].used < s->used) s = &all[i];
+    for (int i = 0; i < SLOTS; i++)
+      if ((first || &all[i] == s) && slot_make(&all[i], e, M, N, K, lda, ldb, ldc) != 0) {
+        for (int j = 0; j < SLOTS; j++) slot_clear(&all[j]);
         return NULL;
       }
   }
