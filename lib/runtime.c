@@ -18,6 +18,8 @@
 #include "cairn/runtime.h"
 #include "kernels/kernels.h"
 
+const char *cairn_version(void) { return PACKAGE_VERSION; }
+
 const char *cairn_version_string(void) { return PACKAGE_VERSION; }
 
 const char *cairn_isa_name(void) { return cairn__kernels()->isa; }
