@@ -328,8 +328,16 @@ static cairn_status ckpt_end(void *self, cairn_session *s) {
 }
 
 static void ckpt_on_error(void *self, cairn_status why);
-static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, ckpt_before_run,
-                                          ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
+static const cairn_hook_vtable ckpt_vt = {
+    .name = ckpt_name,
+    .begin = ckpt_begin,
+    .after_create_session = ckpt_after_create,
+    .before_run = ckpt_before_run,
+    .after_run = ckpt_after_run,
+    .end = ckpt_end,
+    .on_error = ckpt_on_error,
+    .destroy = ckpt_destroy,
+};
 
 /* The session fails: the save in flight still completes (the lock is
    held until then); its own error, if any, is logged, not lost. */

@@ -111,7 +111,7 @@ static void f_log(void *ctx, cairn_log_level level, const char *msg) {
   if (used < sizeof F.log - 1) snprintf(F.log + used, sizeof F.log - used, "%s\n", msg);
 }
 
-static const cairn_env ENV = {f_now, f_sleep, f_log, NULL, CAIRN_LOG_DEBUG};
+static const cairn_env ENV = {.now = f_now, .sleep = f_sleep, .log = f_log, .min_level = CAIRN_LOG_DEBUG};
 
 #define MOCK_START_TIME 1484695987.209386
 
@@ -333,7 +333,7 @@ static cairn_status ml_end(void *self, cairn_session *s, int64_t step) {
 }
 
 static cairn_checkpoint_listener listener_of(mock_listener *l) {
-  cairn_checkpoint_listener x = {ml_begin, ml_before_save, ml_after_save, ml_end, l};
+  cairn_checkpoint_listener x = {.begin = ml_begin, .before_save = ml_before_save, .after_save = ml_after_save, .end = ml_end, .self = l};
   return x;
 }
 
