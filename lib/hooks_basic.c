@@ -468,8 +468,7 @@ static cairn_status final_end(void *self, cairn_session *s) {
   a.n_fetches = h->n_names;
   cairn_status st = cairn_session_run(s, &a);
   if (st == CAIRN_E_OUT_OF_RANGE) {
-    char why[CAIRN__ERRMSG_LEN];
-    snprintf(why, sizeof why, "%s", cairn_errmsg());
+    const char *why = cairn__errmsg_copy(); /* the log line must not replace it */
     cairn_env_log(NULL, CAIRN_LOG_WARN,
                   "An OutOfRangeError or StopIteration exception is raised by the code in FinalOpsHook. This "
                   "typically means the Ops running by the FinalOpsHook have a dependency back to some input "

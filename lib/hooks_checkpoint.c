@@ -255,13 +255,11 @@ static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordi
   if (st == CAIRN_E_EXISTS) {
     /* Right after a restore, the model differs from the checkpoint of its
        own step: something changed the restored variables in between. */
-    char why[CAIRN__ERRMSG_LEN];
-    snprintf(why, sizeof why, "%s", cairn_errmsg());
     return cairn__fail(st,
                        "%s after session creation: %s [cairn: at step %" PRId64 " the session's variables differ "
                        "from the checkpoint of that step: something changed them after the restore, typically a "
                        "local_init_op that loads pretrained weights (see the WARNING logged above, if any)]",
-                       ckpt_name, why, step);
+                       ckpt_name, cairn__errmsg_copy(), step);
   }
   if (st != CAIRN_OK) return st;
   cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
