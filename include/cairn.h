@@ -6,6 +6,8 @@
 #include "cairn/build.h"
 #include "cairn/status.h"
 #include "cairn/runtime.h"
+#include "cairn/env.h"
+#include "cairn/names.h"
 #include "cairn/tensor.h"
 #include "cairn/rng.h"
 #include "cairn/var.h"

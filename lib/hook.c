@@ -6,6 +6,7 @@
  * of this file that the built-in hooks (lib/hooks_*.c) share. */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,9 +20,22 @@ cairn_status cairn_hook_new(const cairn_hook_vtable *vt, void *self, cairn_hook 
   if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new: out is NULL");
   *out = NULL;
   if (!vt) return cairn__fail(CAIRN_E_NULL, "hook_new: vt is NULL");
+  /* The first layout ends with struct_size; 0 there means that layout. A
+     larger size comes from a newer header: only the members this library
+     knows are read. */
+  const size_t first = offsetof(cairn_hook_vtable, struct_size) + sizeof(size_t);
+  size_t size = vt->struct_size ? vt->struct_size : first;
+  if (size < first)
+    return cairn__fail(CAIRN_E_INVALID,
+                       "hook_new: hook '%s': vt->struct_size is %zu, less than the %zu bytes of the first "
+                       "cairn_hook_vtable layout; set it to 0 or to sizeof(cairn_hook_vtable)",
+                       vt->name ? vt->name : "(unnamed)", vt->struct_size, first);
   cairn_hook *h = malloc(sizeof *h);
   if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new: out of memory");
-  h->vt = vt;
+  memset(&h->table, 0, sizeof h->table);
+  memcpy(&h->table, vt, size < sizeof h->table ? size : sizeof h->table);
+  h->vt = &h->table;
+  h->given = vt;
   h->self = self;
   *out = h;
   return CAIRN_OK;
@@ -38,7 +52,7 @@ const char *cairn_hook_name(const cairn_hook *h) {
   return h && h->vt->name ? h->vt->name : "hook";
 }
 
-const cairn_hook_vtable *cairn__hook_vtable(const cairn_hook *h) { return h ? h->vt : NULL; }
+const cairn_hook_vtable *cairn__hook_vtable(const cairn_hook *h) { return h ? h->given : NULL; }
 
 cairn_status cairn__hook_begin(cairn_hook *h, cairn_registry *r) {
   return h && h->vt->begin ? h->vt->begin(h->self, r) : CAIRN_OK;

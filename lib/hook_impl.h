@@ -10,7 +10,9 @@
 #include "cairn/monitored.h"
 
 struct cairn_hook {
-  const cairn_hook_vtable *vt;
+  const cairn_hook_vtable *vt; /* &table */
+  cairn_hook_vtable table;     /* the caller's, members past its struct_size NULL */
+  const cairn_hook_vtable *given; /* the caller's pointer: compared (which kind of hook), never read */
   void *self;
 };
 
@@ -61,7 +63,8 @@ void cairn__run_request_free(cairn_run_request *r);
 /* The name at arena offset off. */
 static inline const char *cairn__run_request_name(const cairn_run_request *r, size_t off) { return r->arena + off; }
 
-/* The function table of h (built-in hooks recognise themselves by it). */
+/* The table pointer given to cairn_hook_new for h (built-in hooks recognise
+ * themselves by it); compare it only, the hook calls through its own copy. */
 const cairn_hook_vtable *cairn__hook_vtable(const cairn_hook *h);
 
 /* Direct calls of one hook's callbacks (NULL members: CAIRN_OK). */

@@ -66,8 +66,14 @@ static cairn_status stop_after_run(void *self, cairn_run_context *ctx, const cai
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable stop_vt = {stop_name, stop_begin, stop_after_create, cairn__hook_fetch_step,
-                                          stop_after_run, NULL, NULL, free};
+static const cairn_hook_vtable stop_vt = {
+    .name = stop_name,
+    .begin = stop_begin,
+    .after_create_session = stop_after_create,
+    .before_run = cairn__hook_fetch_step,
+    .after_run = stop_after_run,
+    .destroy = free,
+};
 
 cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "stop_at_step_hook_new: out is NULL");
@@ -157,8 +163,14 @@ static cairn_status counter_after_run(void *self, cairn_run_context *ctx, const 
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable counter_vt = {counter_name, counter_begin, counter_after_create, cairn__hook_fetch_step,
-                                             counter_after_run, NULL, NULL, counter_destroy};
+static const cairn_hook_vtable counter_vt = {
+    .name = counter_name,
+    .begin = counter_begin,
+    .after_create_session = counter_after_create,
+    .before_run = cairn__hook_fetch_step,
+    .after_run = counter_after_run,
+    .destroy = counter_destroy,
+};
 
 cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_secs, cairn_summary_writer *writer,
                                          const cairn_env *env, cairn_hook **out) {
@@ -304,8 +316,14 @@ static cairn_status logging_end(void *self, cairn_session *s) {
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable logging_vt = {logging_name, logging_begin, NULL, logging_before_run,
-                                             logging_after_run, logging_end, NULL, logging_destroy};
+static const cairn_hook_vtable logging_vt = {
+    .name = logging_name,
+    .begin = logging_begin,
+    .before_run = logging_before_run,
+    .after_run = logging_after_run,
+    .end = logging_end,
+    .destroy = logging_destroy,
+};
 
 cairn_logging_tensor_hook_options cairn_logging_tensor_hook_options_default(void) {
   cairn_logging_tensor_hook_options o;
@@ -395,7 +413,7 @@ static cairn_status nan_after_run(void *self, cairn_run_context *ctx, const cair
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable nan_vt = {nan_name, NULL, NULL, nan_before_run, nan_after_run, NULL, NULL, nan_destroy};
+static const cairn_hook_vtable nan_vt = {.name = nan_name, .before_run = nan_before_run, .after_run = nan_after_run, .destroy = nan_destroy};
 
 cairn_status cairn_nan_tensor_hook_new(const char *loss_name, int fail_on_nan_loss, cairn_hook **out) {
   if (!out || !loss_name) return cairn__fail(CAIRN_E_NULL, "nan_tensor_hook_new: %s is NULL", out ? "loss_name" : "out");
@@ -450,8 +468,7 @@ static cairn_status final_end(void *self, cairn_session *s) {
   a.n_fetches = h->n_names;
   cairn_status st = cairn_session_run(s, &a);
   if (st == CAIRN_E_OUT_OF_RANGE) {
-    char why[CAIRN__ERRMSG_LEN];
-    snprintf(why, sizeof why, "%s", cairn_errmsg());
+    const char *why = cairn__errmsg_copy(); /* the log line must not replace it */
     cairn_env_log(NULL, CAIRN_LOG_WARN,
                   "An OutOfRangeError or StopIteration exception is raised by the code in FinalOpsHook. This "
                   "typically means the Ops running by the FinalOpsHook have a dependency back to some input "
@@ -464,7 +481,7 @@ static cairn_status final_end(void *self, cairn_session *s) {
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable final_vt = {final_name, NULL, NULL, NULL, NULL, final_end, NULL, final_destroy};
+static const cairn_hook_vtable final_vt = {.name = final_name, .end = final_end, .destroy = final_destroy};
 
 cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *names, size_t n_names,
                                       const cairn_feed *feeds, size_t n_feeds, cairn_hook **out) {
@@ -562,7 +579,7 @@ static cairn_status waiter_before_run(void *self, cairn_run_context *ctx, cairn_
   }
 }
 
-static const cairn_hook_vtable waiter_vt = {waiter_name, waiter_begin, NULL, waiter_before_run, NULL, NULL, NULL, free};
+static const cairn_hook_vtable waiter_vt = {.name = waiter_name, .begin = waiter_begin, .before_run = waiter_before_run, .destroy = free};
 
 cairn_status cairn_global_step_waiter_hook_new(int64_t wait_until_step, const cairn_env *env, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "global_step_waiter_hook_new: out is NULL");
@@ -587,7 +604,7 @@ static cairn_status feed_before_run(void *self, cairn_run_context *ctx, cairn_ru
   return h->fn(h->user, req);
 }
 
-static const cairn_hook_vtable feed_vt = {"FeedFnHook", NULL, NULL, feed_before_run, NULL, NULL, NULL, free};
+static const cairn_hook_vtable feed_vt = {.name = "FeedFnHook", .before_run = feed_before_run, .destroy = free};
 
 cairn_status cairn_feed_fn_hook_new(cairn_feed_fn fn, void *user, cairn_hook **out) {
   if (!out || !fn) return cairn__fail(CAIRN_E_NULL, "feed_fn_hook_new: %s is NULL", out ? "fn" : "out");

@@ -255,13 +255,11 @@ static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordi
   if (st == CAIRN_E_EXISTS) {
     /* Right after a restore, the model differs from the checkpoint of its
        own step: something changed the restored variables in between. */
-    char why[CAIRN__ERRMSG_LEN];
-    snprintf(why, sizeof why, "%s", cairn_errmsg());
     return cairn__fail(st,
                        "%s after session creation: %s [cairn: at step %" PRId64 " the session's variables differ "
                        "from the checkpoint of that step: something changed them after the restore, typically a "
                        "local_init_op that loads pretrained weights (see the WARNING logged above, if any)]",
-                       ckpt_name, why, step);
+                       ckpt_name, cairn__errmsg_copy(), step);
   }
   if (st != CAIRN_OK) return st;
   cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
@@ -328,8 +326,16 @@ static cairn_status ckpt_end(void *self, cairn_session *s) {
 }
 
 static void ckpt_on_error(void *self, cairn_status why);
-static const cairn_hook_vtable ckpt_vt = {ckpt_name, ckpt_begin, ckpt_after_create, ckpt_before_run,
-                                          ckpt_after_run, ckpt_end, ckpt_on_error, ckpt_destroy};
+static const cairn_hook_vtable ckpt_vt = {
+    .name = ckpt_name,
+    .begin = ckpt_begin,
+    .after_create_session = ckpt_after_create,
+    .before_run = ckpt_before_run,
+    .after_run = ckpt_after_run,
+    .end = ckpt_end,
+    .on_error = ckpt_on_error,
+    .destroy = ckpt_destroy,
+};
 
 /* The session fails: the save in flight still completes (the lock is
    held until then); its own error, if any, is logged, not lost. */

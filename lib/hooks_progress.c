@@ -170,8 +170,14 @@ static cairn_status progress_after_run(void *self, cairn_run_context *ctx, const
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable progress_vt = {progress_name, progress_begin, progress_after_create, progress_before_run,
-                                              progress_after_run, NULL, NULL, progress_destroy};
+static const cairn_hook_vtable progress_vt = {
+    .name = progress_name,
+    .begin = progress_begin,
+    .after_create_session = progress_after_create,
+    .before_run = progress_before_run,
+    .after_run = progress_after_run,
+    .destroy = progress_destroy,
+};
 
 cairn_status cairn_progress_hook_new(const cairn_progress_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "progress_hook_new: out is NULL");

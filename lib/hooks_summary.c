@@ -91,8 +91,14 @@ static cairn_status summary_end(void *self, cairn_session *s) {
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable summary_vt = {summary_name, summary_begin, NULL, summary_before_run,
-                                             summary_after_run, summary_end, NULL, summary_destroy};
+static const cairn_hook_vtable summary_vt = {
+    .name = summary_name,
+    .begin = summary_begin,
+    .before_run = summary_before_run,
+    .after_run = summary_after_run,
+    .end = summary_end,
+    .destroy = summary_destroy,
+};
 
 cairn_summary_saver_hook_options cairn_summary_saver_hook_options_default(void) {
   cairn_summary_saver_hook_options o;

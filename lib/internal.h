@@ -30,6 +30,23 @@ cairn_status cairn__fail(cairn_status s, const char *fmt, ...)
     ;
 void cairn__clear_error(void);
 
+/* Wrapping a callee's failure: sets the calling thread's message to the
+ * formatted prefix followed by the current message (the callee's detail),
+ * and returns s. The same text as formatting "<prefix>%s" with a copy of
+ * cairn_errmsg(), without a message-sized buffer at every caller; the
+ * result is cut visibly ("...") at CAIRN__ERRMSG_LEN. Never pass
+ * cairn_errmsg() or cairn__errmsg_copy() among the arguments (status.c). */
+cairn_status cairn__fail_wrap(cairn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* A copy of the calling thread's current message, for a wrapping message
+ * with text after the detail, or one that is logged first. Valid until the
+ * next cairn__errmsg_copy() on this thread, so use it before calling
+ * anything that may wrap another failure. */
+const char *cairn__errmsg_copy(void);
+
 /* Formats the message into buf (CAIRN__ERRMSG_LEN bytes), copies it into
  * the calling thread's cairn_errmsg(), and returns st (status.c). */
 cairn_status cairn__errbuf_fail(char *buf, cairn_status st, const char *fmt, ...)

@@ -19,6 +19,8 @@
 #include "gemm_impl.h"
 #include "kernels/kernels.h"
 
+const char *cairn_version(void) { return PACKAGE_VERSION; }
+
 const char *cairn_version_string(void) { return PACKAGE_VERSION; }
 
 const char *cairn_isa_name(void) { return cairn__kernels()->isa; }

@@ -417,10 +417,8 @@ static void delete_recovered(const char *path, const char *file, const char *dir
 
 /* "save '<path>': " + the current detail, keeping the status. */
 static cairn_status wrap(cairn_status st, const char *path, const char *what) {
-  char inner[CAIRN__ERRMSG_LEN]; /* the whole detail: cairn__fail cuts the result visibly */
-  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
-  if (!what[0] && strstr(inner, path)) return cairn__fail(st, "save: %s", inner); /* already names the file */
-  return cairn__fail(st, "save '%s': %s%s", path, what, inner);
+  if (!what[0] && strstr(cairn_errmsg(), path)) return cairn__fail_wrap(st, "save: "); /* already names the file */
+  return cairn__fail_wrap(st, "save '%s': %s", path, what);
 }
 
 /* How many differing variables the same-step refusal names before "and K
@@ -777,8 +775,7 @@ record:;
   }
   st = cairn_checkpoint_state_write(dir, file, all, n_all, s->wopts.no_fsync);
   if (st) {
-    char inner[CAIRN__ERRMSG_LEN];
-    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+    const char *inner = cairn__errmsg_copy();
     if (!existed) unlink(file);
     st = cairn__fail(st, "save '%s': the checkpoint was written but the state file could not be (%s); %s", file,
                      inner, existed ? "the new file replaced the old one of that name" : "removed the new checkpoint");
@@ -848,9 +845,7 @@ done:
     char at[CAIRN__ERRMSG_LEN / 2];
     snprintf(at, sizeof at, "%s '%s'", fn, file);
     cairn_status gs = cairn__dir_guard_fail(guard, at, how);
-    char what[CAIRN__ERRMSG_LEN];
-    snprintf(what, sizeof what, "%s", cairn_errmsg());
-    st = cairn__fail(gs, "%s; the save failed with: %s", what, inner);
+    st = cairn__fail(gs, "%s; the save failed with: %s", cairn__errmsg_copy(), inner);
   }
   return st;
 }

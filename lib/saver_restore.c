@@ -132,9 +132,7 @@ static cairn_status meta_from(const cairn_ckpt *c, const char *path, cairn_saver
   if (st) {
     cairn_saver_meta_free(m);
     if (st == CAIRN_E_NOMEM) return cairn__fail(st, "%s: out of memory", fn);
-    char inner[400];
-    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
-    return cairn__fail(st, "%s '%s': %s", fn, path, inner);
+    return cairn__fail_wrap(st, "%s '%s': ", fn, path);
   }
   *out = m;
   return CAIRN_OK;
@@ -541,11 +539,9 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   }
   cairn_ckpt *c = NULL;
   if ((st = cairn__ckpt_open_in(dir, path, NULL, &c))) {
-    char inner[400];
-    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
     cairn_restore_report_free(r);
-    if (strstr(inner, path)) return cairn__fail(st, "%s: %s", fn, inner); /* already names the file */
-    return cairn__fail(st, "%s '%s': %s", fn, path, inner);
+    if (strstr(cairn_errmsg(), path)) return cairn__fail_wrap(st, "%s: ", fn); /* already names the file */
+    return cairn__fail_wrap(st, "%s '%s': ", fn, path);
   }
 
   const char **used = NULL;
@@ -574,9 +570,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
     cairn_status fs = cairn_ckpt_find(c, cname, &e);
     if (fs != CAIRN_OK && fs != CAIRN_E_NOT_FOUND) {
       st = fs;
-      char inner[400];
-      snprintf(inner, sizeof inner, "%s", cairn_errmsg());
-      cairn__fail(st, "%s '%s': looking up '%s': %s", fn, path, cname, inner);
+      cairn__fail_wrap(st, "%s '%s': looking up '%s': ", fn, path, cname);
       goto fail;
     }
     int match = fs == CAIRN_OK && e.dtype == t->dtype && e.rank == t->rank;
@@ -603,9 +597,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   for (size_t j = 0; j < nc; j++) {
     cairn_ckpt_entry e;
     if ((st = cairn_ckpt_entry_at(c, j, &e))) {
-      char inner[400];
-      snprintf(inner, sizeof inner, "%s", cairn_errmsg());
-      cairn__fail(st, "%s '%s': index entry %zu: %s", fn, path, j, inner);
+      cairn__fail_wrap(st, "%s '%s': index entry %zu: ", fn, path, j);
       goto fail;
     }
     const char *key = e.name;
@@ -631,9 +623,8 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   item_list *ok = &r->l[CAIRN_RESTORE_RESTORED];
   for (size_t i = 0; i < ok->n; i++) {
     if ((st = cairn_ckpt_verify_tensor(c, ok->it[i].ckpt_name))) {
-      char inner[400];
-      snprintf(inner, sizeof inner, "%s", cairn_errmsg());
-      cairn__fail(st, "%s '%s': reading '%s': %s (nothing was changed)", fn, path, ok->it[i].ckpt_name, inner);
+      cairn__fail(st, "%s '%s': reading '%s': %s (nothing was changed)", fn, path, ok->it[i].ckpt_name,
+                  cairn__errmsg_copy());
       goto fail;
     }
   }

@@ -81,7 +81,7 @@ static void std_destroy(void *self) {
   free(c);
 }
 
-static const cairn_session_creator_vtable std_creator_vt = {std_create, std_destroy};
+static const cairn_session_creator_vtable std_creator_vt = {.create_session = std_create, .destroy = std_destroy};
 
 static cairn_status std_creator_new(const char *fn, int worker, cairn_registry *r, cairn_scaffold *sc,
                                     const char *dir, const char *file, double max_wait,

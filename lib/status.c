@@ -32,6 +32,34 @@ cairn_status cairn__fail(cairn_status s, const char *fmt, ...) {
 
 void cairn__clear_error(void) { errmsg[0] = '\0'; }
 
+/* Two copies of their own (not errmsg itself, which both overwrite), so
+ * that a cairn__errmsg_copy() result stays valid across a
+ * cairn__fail_wrap(). */
+static _Thread_local char copied[CAIRN__ERRMSG_LEN];
+static _Thread_local char wrapped[CAIRN__ERRMSG_LEN];
+
+const char *cairn__errmsg_copy(void) {
+  memcpy(copied, errmsg, strlen(errmsg) + 1);
+  return copied;
+}
+
+cairn_status cairn__fail_wrap(cairn_status s, const char *fmt, ...) {
+  size_t k = strlen(errmsg);
+  memcpy(wrapped, errmsg, k + 1);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if ((size_t)n + k >= sizeof errmsg) { /* cut as cairn__fail cuts: the last 3 bytes say so */
+    if ((size_t)n < sizeof errmsg - 1) memcpy(errmsg + n, wrapped, sizeof errmsg - 1 - (size_t)n);
+    memcpy(errmsg + sizeof errmsg - 4, "...", 4);
+  } else {
+    memcpy(errmsg + n, wrapped, k + 1);
+  }
+  return s;
+}
+
 /* ==== whole-message buffers on handles =================================================== */
 
 cairn_status cairn__errbuf_vfail(char *buf, cairn_status st, const char *fmt, va_list ap) {

@@ -292,8 +292,7 @@ cairn_status cairn_var_create(cairn_registry *r, const char *name, cairn_dtype d
   s = cairn_tensor_new(dt, rank, shape, &v->tensor);
   if (s) {
     /* Keep tensor_new's detail (overflow, allocation size), under our name. */
-    char detail[400];
-    snprintf(detail, sizeof detail, "%s", cairn_errmsg());
+    const char *detail = cairn__errmsg_copy();
     var_free(v);
     return cairn__fail(s, "%s: '%s': %s", fn, name, detail);
   }

@@ -111,7 +111,7 @@ static void f_log(void *ctx, cairn_log_level level, const char *msg) {
   if (used < sizeof F.log - 1) snprintf(F.log + used, sizeof F.log - used, "%s\n", msg);
 }
 
-static const cairn_env ENV = {f_now, f_sleep, f_log, NULL, CAIRN_LOG_DEBUG};
+static const cairn_env ENV = {.now = f_now, .sleep = f_sleep, .log = f_log, .min_level = CAIRN_LOG_DEBUG};
 
 #define MOCK_START_TIME 1484695987.209386
 
@@ -333,7 +333,7 @@ static cairn_status ml_end(void *self, cairn_session *s, int64_t step) {
 }
 
 static cairn_checkpoint_listener listener_of(mock_listener *l) {
-  cairn_checkpoint_listener x = {ml_begin, ml_before_save, ml_after_save, ml_end, l};
+  cairn_checkpoint_listener x = {.begin = ml_begin, .before_save = ml_before_save, .after_save = ml_after_save, .end = ml_end, .self = l};
   return x;
 }
 
@@ -1640,4 +1640,46 @@ Test(options, hook_defaults_are_zero_filled) {
   s = cairn_summary_saver_hook_options_default();
   memset(&sz, 0, sizeof sz);
   cr_assert(memcmp(&s, &sz, sizeof sz) == 0, "summary_saver_hook");
+}
+
+/* ---- the hook table's size field --------------------------------------------------- */
+
+static int vt_destroyed;
+static void vt_count_destroy(void *self) {
+  (void)self;
+  vt_destroyed++;
+}
+
+/* A table written against the first layout (struct_size left 0), one that
+ * gives its sizeof, and one from a "newer header" (a larger size, the
+ * extra members unknown here) all work, and the library copies the table:
+ * the caller's may go away after cairn_hook_new. A size smaller than the
+ * first layout is refused, naming the hook and the fix. */
+Test(hooks, vtable_size_zero_means_the_first_layout) {
+  struct {
+    cairn_hook_vtable vt;
+    void *newer_member;
+  } tables[3];
+  memset(tables, 0, sizeof tables);
+  for (int i = 0; i < 3; i++) {
+    tables[i].vt.name = "SizedHook";
+    tables[i].vt.destroy = vt_count_destroy;
+  }
+  tables[1].vt.struct_size = CAIRN_HOOK_VTABLE_SIZE;
+  tables[2].vt.struct_size = sizeof tables[2];
+  vt_destroyed = 0;
+  for (int i = 0; i < 3; i++) {
+    cairn_hook *h = NULL;
+    cr_assert_eq(cairn_hook_new(&tables[i].vt, NULL, &h), CAIRN_OK, "table %d: %s", i, cairn_errmsg());
+    memset(&tables[i], 0xff, sizeof tables[i]); /* the hook holds its own copy */
+    cairn_hook_free(h);
+  }
+  cr_assert_eq(vt_destroyed, 3);
+
+  cairn_hook_vtable small = {.name = "OldHook", .destroy = vt_count_destroy, .struct_size = 8};
+  cairn_hook *h = (cairn_hook *)&small;
+  cr_assert_eq(cairn_hook_new(&small, NULL, &h), CAIRN_E_INVALID);
+  cr_assert_null(h);
+  cr_assert(strstr(cairn_errmsg(), "'OldHook'") && strstr(cairn_errmsg(), "struct_size is 8"), "%s", cairn_errmsg());
+  cr_assert_eq(vt_destroyed, 3);
 }

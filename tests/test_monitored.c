@@ -157,9 +157,9 @@ static void f_log(void *ctx, cairn_log_level level, const char *msg) {
   pthread_mutex_unlock(&F.mu);
 }
 
-static const cairn_env ENV = {f_now, f_sleep, f_log, NULL, CAIRN_LOG_DEBUG};
+static const cairn_env ENV = {.now = f_now, .sleep = f_sleep, .log = f_log, .min_level = CAIRN_LOG_DEBUG};
 /* Real clock and sleep (thread tests), logs kept. */
-static const cairn_env REAL_ENV = {NULL, NULL, f_log, NULL, CAIRN_LOG_DEBUG};
+static const cairn_env REAL_ENV = {.log = f_log, .min_level = CAIRN_LOG_DEBUG};
 
 static int logged(const char *needle) {
   pthread_mutex_lock(&F.mu);
@@ -407,8 +407,15 @@ static void fh_on_error(void *self, cairn_status why) {
   h->on_error_why = why;
 }
 
-static const cairn_hook_vtable fake_vt = {"FakeHook", fh_begin,  fh_after_create, fh_before_run,
-                                          fh_after_run, fh_end, fh_on_error,      NULL};
+static const cairn_hook_vtable fake_vt = {
+    .name = "FakeHook",
+    .begin = fh_begin,
+    .after_create_session = fh_after_create,
+    .before_run = fh_before_run,
+    .after_run = fh_after_run,
+    .end = fh_end,
+    .on_error = fh_on_error,
+};
 
 static cairn_hook *fake(fake_hook *h, const char *tag) {
   h->tag = tag;
@@ -496,7 +503,7 @@ static cairn_status cc_create(void *self, cairn_session **out) {
   return cairn_session_new(c->r, 0, out);
 }
 
-static const cairn_session_creator_vtable cc_vt = {cc_create, NULL};
+static const cairn_session_creator_vtable cc_vt = {.create_session = cc_create};
 
 static cairn_session_creator *counting(counting_creator *c) {
   cairn_session_creator *cr;
@@ -1039,7 +1046,7 @@ Test(monitored_training_session, checkpoint_listeners_reach_the_saver_hook) {
   graph_new(&g);
   count_listener c;
   memset(&c, 0, sizeof c);
-  cairn_checkpoint_listener lis = {cl_begin, cl_before, cl_after, cl_end, &c};
+  cairn_checkpoint_listener lis = {.begin = cl_begin, .before_save = cl_before, .after_save = cl_after, .end = cl_end, .self = &c};
   cairn_monitored_training_session_options o = mts_opts(&g);
   o.save_checkpoint_steps = 2;
   o.checkpoint_listeners = &lis;
@@ -1662,7 +1669,7 @@ static cairn_status stack_create(void *self, cairn_session **out) {
   return CAIRN_OK;
 }
 
-static const cairn_session_creator_vtable stack_vt = {stack_create, NULL};
+static const cairn_session_creator_vtable stack_vt = {.create_session = stack_create};
 
 static cairn_status abort_at_n_fn(cairn_session *s, void *user) {
   (void)user;
@@ -1772,8 +1779,11 @@ static cairn_status sc_after_run(void *self, cairn_run_context *ctx, const cairn
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable stop_coord_vt = {"StopCoordinatorWithException", NULL, sc_after_create, NULL,
-                                                sc_after_run, NULL, NULL, NULL};
+static const cairn_hook_vtable stop_coord_vt = {
+    .name = "StopCoordinatorWithException",
+    .after_create_session = sc_after_create,
+    .after_run = sc_after_run,
+};
 
 static void stop_coord_init(stop_coord_hook *h, int calls, cairn_status err, int stuck) {
   memset(h, 0, sizeof *h);
@@ -1980,8 +1990,10 @@ static cairn_status always_abort_before_run(void *self, cairn_run_context *ctx, 
   return cairn__fail(CAIRN_E_ABORTED, "worker preempted (attempt %d)", *(int *)self);
 }
 
-static const cairn_hook_vtable always_abort_vt = {"AlwaysAbort", NULL, NULL, always_abort_before_run,
-                                                  NULL, NULL, NULL, NULL};
+static const cairn_hook_vtable always_abort_vt = {
+    .name = "AlwaysAbort",
+    .before_run = always_abort_before_run,
+};
 
 /* cairn addition: TF retries forever; cairn gives up after max_recoveries
  * re-creations per call and says so. */
@@ -2950,8 +2962,11 @@ static cairn_status stage_hook_after(void *self, cairn_run_context *ctx, const c
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable stage_hook_vt = {"StageHook", NULL, NULL, stage_hook_before, stage_hook_after,
-                                                NULL, NULL, NULL};
+static const cairn_hook_vtable stage_hook_vt = {
+    .name = "StageHook",
+    .before_run = stage_hook_before,
+    .after_run = stage_hook_after,
+};
 
 static cairn_status stages_step_fn(cairn_step_context *ctx, void *user) {
   double *value = user;
@@ -3113,7 +3128,7 @@ static cairn_status bra_after(void *self, cairn_run_context *ctx, const cairn_ru
   return CAIRN_OK;
 }
 
-static const cairn_hook_vtable bra_vt = {"BeforeRunAbort", NULL, NULL, bra_before, bra_after, NULL, NULL, NULL};
+static const cairn_hook_vtable bra_vt = {.name = "BeforeRunAbort", .before_run = bra_before, .after_run = bra_after};
 
 static cairn_status side_then_identity_13(cairn_step_context *ctx, void *user) {
   trace_exc *t = user;
@@ -3405,7 +3420,7 @@ Test(end_to_end, train_kill_restart_continue_and_evaluate) {
   fake_hook fh = {0};
   cairn_hook *counter = fake(&fh, "counter");
   kernel_snapshots snaps = {&em, {0}, {0}, 0};
-  cairn_checkpoint_listener listener = {NULL, NULL, snap_after_save, NULL, &snaps};
+  cairn_checkpoint_listener listener = {.after_save = snap_after_save, .self = &snaps};
   cairn_scaffold *sc;
   OK(cairn_scaffold_new(em.r, NULL, &sc));
   cairn_checkpoint_saver_hook_options ko;

@@ -19,6 +19,20 @@ Test(runtime, version_matches_configure) {
   cr_assert_str_eq(cairn_version_string(), PACKAGE_VERSION);
 }
 
+/* The header's macros (cairn/build.h), split from AC_INIT's version, agree
+ * with each other, with the string and with the library's own answer. */
+Test(runtime, version_macros_match_string_and_library) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%d.%d.%d", CAIRN_VERSION_MAJOR, CAIRN_VERSION_MINOR,
+           CAIRN_VERSION_PATCH);
+  cr_assert_str_eq(buf, CAIRN_VERSION_STRING);
+  cr_assert_str_eq(cairn_version(), CAIRN_VERSION_STRING);
+  cr_assert_str_eq(cairn_version(), cairn_version_string());
+  cr_assert_eq(CAIRN_VERSION_NUMBER,
+               CAIRN_VERSION_MAJOR * 10000 + CAIRN_VERSION_MINOR * 100 + CAIRN_VERSION_PATCH);
+  cr_assert(CAIRN_VERSION_NUMBER >= CAIRN_VERSION_ENCODE(0, 1, 0));
+}
+
 /* The numeric knobs (CAIRN_GEMM_BLOCKS, CAIRN_STREAM_MIN_BYTES) take a
  * whole number in range and fall back to their default on anything else. */
 Test(runtime, env_long_takes_only_whole_numbers_in_range) {

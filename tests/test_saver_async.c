@@ -384,7 +384,7 @@ static void f_log(void *ctx, cairn_log_level level, const char *msg) {
   size_t used = strlen(g_log);
   if (used < sizeof g_log - 1) snprintf(g_log + used, sizeof g_log - used, "%s\n", msg);
 }
-static const cairn_env ENV = {NULL, NULL, f_log, NULL, CAIRN_LOG_DEBUG};
+static const cairn_env ENV = {.log = f_log, .min_level = CAIRN_LOG_DEBUG};
 
 typedef struct counts {
   int before_save, after_save;
@@ -430,7 +430,7 @@ static void rig_new(rig *g, int skip) {
   model_new(&g->m, 8);
   g->saver = saver_of(&g->m, 1);
   OK(cairn_op_new("train_op", increment_fn, &g->m, NULL, &g->train));
-  g->l = (cairn_checkpoint_listener){NULL, l_before, l_after, NULL, &g->c};
+  g->l = (cairn_checkpoint_listener){.before_save = l_before, .after_save = l_after, .self = &g->c};
   cairn_checkpoint_saver_hook_options o = cairn_checkpoint_saver_hook_options_default();
   o.checkpoint_dir = g_dir;
   o.save_steps = 1;

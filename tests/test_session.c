@@ -131,7 +131,7 @@ static void f_log(void *ctx, cairn_log_level level, const char *msg) {
   pthread_mutex_unlock(&F.mu);
 }
 
-static const cairn_env ENV = {f_now, f_sleep, f_log, NULL, CAIRN_LOG_DEBUG};
+static const cairn_env ENV = {.now = f_now, .sleep = f_sleep, .log = f_log, .min_level = CAIRN_LOG_DEBUG};
 
 static int logged(const char *needle) {
   pthread_mutex_lock(&F.mu);

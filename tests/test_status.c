@@ -6,6 +6,7 @@
 
 #include "cairn/status.h"
 #include "cairn/tensor.h"
+#include "internal.h"
 
 TestSuite(status, .timeout = 60);
 
@@ -97,4 +98,49 @@ Test(status, errmsg_is_per_thread) {
   cr_assert_not_null(strstr(res.after, "negative (-7)"), "thread message: %s", res.after);
   /* The other thread's failure did not touch this thread's detail. */
   cr_assert_str_eq(cairn_errmsg(), mine);
+}
+
+/* cairn__fail_wrap gives the text cairn__fail gives for "<prefix>%s" with a
+ * copy of the current message, the message being its own source: whole
+ * when it fits, cut the same way ("...") when prefix + detail do not, and
+ * a prefix alone longer than a message is cut the same way too. */
+Test(status, fail_wrap_appends_the_current_message) {
+  static char inner[CAIRN__ERRMSG_LEN], want[CAIRN__ERRMSG_LEN];
+  cairn__fail(CAIRN_E_IO, "open 'x': No such file");
+  cr_assert_eq(cairn__fail_wrap(CAIRN_E_IO, "restore '%s': ", "ckpt-1"), CAIRN_E_IO);
+  cr_assert_str_eq(cairn_errmsg(), "restore 'ckpt-1': open 'x': No such file");
+
+  cairn__clear_error();
+  cairn__fail_wrap(CAIRN_E_STATE, "prefix %d", 7);
+  cr_assert_str_eq(cairn_errmsg(), "prefix 7");
+
+  const size_t sizes[] = {CAIRN__ERRMSG_LEN - 30, CAIRN__ERRMSG_LEN - 20, CAIRN__ERRMSG_LEN - 19,
+                          CAIRN__ERRMSG_LEN - 18, CAIRN__ERRMSG_LEN - 1};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    memset(inner, 'a' + (int)i, sizes[i]);
+    inner[sizes[i]] = '\0';
+    cairn__fail(CAIRN_E_IO, "%s", inner);
+    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+    cairn__fail(CAIRN_E_IO, "save '%s': %s", "0123456789", inner);
+    snprintf(want, sizeof want, "%s", cairn_errmsg());
+    cairn__fail(CAIRN_E_IO, "%s", inner);
+    cairn__fail_wrap(CAIRN_E_IO, "save '%s': ", "0123456789");
+    cr_assert_str_eq(cairn_errmsg(), want, "inner of %zu bytes", sizes[i]);
+    cr_assert_eq(strlen(cairn_errmsg()), strlen(want));
+  }
+  memset(inner, 'p', CAIRN__ERRMSG_LEN + 0 - 1);
+  inner[CAIRN__ERRMSG_LEN - 1] = '\0';
+  cairn__fail(CAIRN_E_IO, "detail");
+  cairn__fail_wrap(CAIRN_E_IO, "%s", inner);
+  cr_assert_eq(strlen(cairn_errmsg()), CAIRN__ERRMSG_LEN - 1);
+  cr_assert_str_eq(cairn_errmsg() + CAIRN__ERRMSG_LEN - 4, "...");
+}
+
+/* A copy taken before a wrap stays what it was. */
+Test(status, errmsg_copy_survives_a_wrap) {
+  cairn__fail(CAIRN_E_IO, "first");
+  const char *c = cairn__errmsg_copy();
+  cairn__fail_wrap(CAIRN_E_IO, "second: ");
+  cr_assert_str_eq(c, "first");
+  cr_assert_str_eq(cairn_errmsg(), "second: first");
 }

@@ -59,7 +59,7 @@ static void f_log(void *ctx, cairn_log_level level, const char *msg) {
   size_t used = strlen(F.log);
   if (used < sizeof F.log - 1) snprintf(F.log + used, sizeof F.log - used, "%s\n", msg);
 }
-static const cairn_env ENV = {f_now, f_sleep, f_log, NULL, CAIRN_LOG_DEBUG};
+static const cairn_env ENV = {.now = f_now, .sleep = f_sleep, .log = f_log, .min_level = CAIRN_LOG_DEBUG};
 
 /* The events' wall clock: a fixed time unless a test moves it. */
 static double g_wall = 1700000000.0;

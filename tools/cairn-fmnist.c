@@ -452,7 +452,7 @@ static cairn_status import_position(data_state *d, const char *path, const cairn
   return st;
 }
 
-static const cairn_hook_vtable DATA_HOOK = {"DataPositionHook", NULL, ds_after_create, NULL, NULL, NULL, NULL, NULL};
+static const cairn_hook_vtable DATA_HOOK = {.name = "DataPositionHook", .after_create_session = ds_after_create};
 
 /* ---- directories ------------------------------------------------------------------------------ */
 

@@ -167,10 +167,20 @@ typedef struct cairn_hook_vtable {
      optional. */
   void (*on_error)(void *self, cairn_status why);
   void (*destroy)(void *self); /* frees self; called by cairn_hook_free */
+  /* The table's size, so that it can grow (CONTRIBUTING, "Function
+     tables"): 0 means this layout, the one of cairn 0.1; otherwise the
+     caller's sizeof(cairn_hook_vtable), or CAIRN_HOOK_VTABLE_SIZE. Members
+     added later go after this one, and a table whose size stops short of
+     them has them NULL. */
+  size_t struct_size;
 } cairn_hook_vtable;
 
-/* A hook object over vt (borrowed, usually static) and self. Errors:
- * CAIRN_E_NULL, CAIRN_E_NOMEM (destroy is not called). */
+#define CAIRN_HOOK_VTABLE_SIZE sizeof(cairn_hook_vtable)
+
+/* A hook object over vt and self. The hook keeps its own copy of the
+ * table (vt itself need not outlive the call). Errors: CAIRN_E_NULL,
+ * CAIRN_E_INVALID (vt->struct_size neither 0 nor at least the size of the
+ * first layout), CAIRN_E_NOMEM (destroy is not called). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new(const cairn_hook_vtable *vt, void *self, cairn_hook **out);
 /* Calls vt->destroy(self) and frees h. NULL does nothing. */
 CAIRN_API void cairn_hook_free(cairn_hook *h);

@@ -20,7 +20,12 @@
 extern "C" {
 #endif
 
-/* "0.1.0" */
+/* The version of the library actually loaded, "MAJOR.MINOR.PATCH" (e.g.
+ * "0.1.0"); compare it with CAIRN_VERSION_STRING (cairn/build.h), the
+ * version of the headers the program was compiled against. Static storage;
+ * thread-safe. cairn_version_string() is the same call under its first
+ * name. */
+CAIRN_API const char *cairn_version(void);
 CAIRN_API const char *cairn_version_string(void);
 /* "avx2" or "ref": the kernel path in use (selects it if not yet done). */
 CAIRN_API const char *cairn_isa_name(void);

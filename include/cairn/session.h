@@ -64,10 +64,10 @@
  * ends with "...".
  *
  * ---- Time and logging -----------------------------------------------------------
- * Every waiting loop reads a cairn_env: an injectable clock, sleep and log
- * sink, so that tests of recovery_wait_secs / max_wait_secs / every_n_secs
- * run in microseconds. NULL members (or a NULL env) mean CLOCK_MONOTONIC,
- * nanosleep and stderr.
+ * Every waiting loop reads a cairn_env (cairn/env.h): an injectable clock,
+ * sleep and log sink, so that tests of recovery_wait_secs / max_wait_secs /
+ * every_n_secs run in microseconds. NULL members (or a NULL env) mean
+ * CLOCK_MONOTONIC, nanosleep and stderr.
  *
  * ---- Thread safety ---------------------------------------------------------------
  * A session, a Scaffold and a SessionManager are used by one thread at a
@@ -85,6 +85,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cairn_env and the name lists were declared here first; they are base
+ * headers now, included so that programs written against this header
+ * still build. */
+#include "cairn/env.h"
+#include "cairn/names.h"
 #include "cairn/saver.h"
 #include "cairn/status.h"
 #include "cairn/tensor.h"
@@ -93,56 +98,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ==== Environment: clock, sleep, log ========================================== */
-
-typedef enum cairn_log_level {
-  CAIRN_LOG_DEBUG = 0,
-  CAIRN_LOG_INFO = 1,
-  CAIRN_LOG_WARN = 2,
-  CAIRN_LOG_ERROR = 3
-} cairn_log_level;
-
-/* now: seconds on a monotonic clock; sleep: wait secs (>= 0); log: one
- * message, no trailing newline. Any member may be NULL (the default); the
- * env itself must outlive every object it is given to. A fake clock for
- * tests makes sleep advance now. Must be thread-safe if given to objects
- * used from several threads. */
-typedef struct cairn_env {
-  double (*now)(void *ctx);
-  void (*sleep)(void *ctx, double secs);
-  void (*log)(void *ctx, cairn_log_level level, const char *msg);
-  void *ctx;
-  cairn_log_level min_level; /* the default log sink drops messages below it
-                                (0 = DEBUG: zero-filled env logs everything;
-                                NULL env means INFO) */
-} cairn_env;
-
-/* The env's clock, sleep and log, with the defaults for NULL members (env
- * may be NULL). cairn_env_log formats printf-style. */
-CAIRN_API double cairn_env_now(const cairn_env *env);
-CAIRN_API void cairn_env_sleep(const cairn_env *env, double secs);
-CAIRN_API void cairn_env_log(const cairn_env *env, cairn_log_level level, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-/* ==== Name lists (the result of a ready op) ======================================= */
-
-typedef struct cairn_names cairn_names;
-
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_names_new(cairn_names **out);
-CAIRN_API void cairn_names_free(cairn_names *l);
-/* Appends a copy of name. Errors: CAIRN_E_NULL, CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_names_add(cairn_names *l, const char *name);
-CAIRN_API void cairn_names_clear(cairn_names *l);
-CAIRN_API size_t cairn_names_count(const cairn_names *l);
-/* Name i (owned by l, valid until the next add/clear/free); NULL out of range. */
-CAIRN_API const char *cairn_names_at(const cairn_names *l, size_t i);
-/* "a, b, c" (joined with sep) into buf, snprintf-style: returns the length
- * of the whole text; buf may be NULL when len is 0. */
-CAIRN_API size_t cairn_names_join(const cairn_names *l, const char *sep, char *buf, size_t len);
 
 /* ==== Sessions ========================================================================== */
 
