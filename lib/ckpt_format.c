@@ -85,6 +85,7 @@ int cairn__ck_chunk_sizes_ok(unsigned codec, uint32_t raw, uint32_t stored) {
   if (codec == CK_CODEC_RAW) return stored == raw;
   if (codec == CK_CODEC_LZ4 || codec == CK_CODEC_SHUF_LZ4)
     return stored >= 1 && stored < raw && (uint64_t)raw <= 255ull * stored + 16;
+  if (codec == CK_CODEC_SHUF_ZSTD) return stored < raw && stored >= cairn__ck_zstd_min_stored(raw);
   return 0;
 }
 
@@ -184,13 +185,21 @@ void cairn__ck_unshuffle(unsigned char *dst, const unsigned char *src, size_t le
   }
 }
 
-/* codec 2: LZ4 into dst, copy to scratch (which may be src: it has been
+/* codec 2 (3): LZ4 (zstd) into dst, copy to scratch (which may be src: it has been
  * consumed), unshuffle back into dst. */
 int cairn__ck_decode(unsigned codec, size_t es, const unsigned char *src, uint32_t stored, unsigned char *dst,
                      uint32_t raw, unsigned char *scratch) {
   if (codec == CK_CODEC_RAW) {
     if (stored != raw) return -1;
     if (dst != src) memcpy(dst, src, raw);
+    return 0;
+  }
+  if (codec == CK_CODEC_SHUF_ZSTD) {
+    if (cairn__ck_zstd_decode(src, stored, dst, raw) != 0) return -1;
+    if (es > 1) {
+      memcpy(scratch, dst, raw);
+      cairn__ck_unshuffle(dst, scratch, raw, es);
+    }
     return 0;
   }
   if (codec != CK_CODEC_LZ4 && codec != CK_CODEC_SHUF_LZ4) return -1;
@@ -401,7 +410,7 @@ cairn_status cairn__ck_parse_chunk(const char *path, uint64_t off, const unsigne
   c->data_crc = ck_unmask(ck_get32(buf + 24));
   if (buf[13] || buf[14] || buf[15])
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: reserved chunk header bytes are not zero", path, (ull)off);
-  if (c->codec > CK_CODEC_SHUF_LZ4)
+  if (c->codec > CK_CODEC_MAX)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: unknown codec %u", path, (ull)off, c->codec);
   return CAIRN_OK;
 }

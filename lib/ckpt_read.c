@@ -200,6 +200,9 @@ static cairn_status parse_index(cairn_ckpt *c) {
       if (p[1] || p[2] || p[3] || raw != ck_chunk_raw(e->raw_bytes, cb, k) || !cairn__ck_chunk_sizes_ok(p[0], raw, st))
         s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk %u: codec %u, %u raw and %u stored bytes are not valid", k, p[0], raw,
                      st);
+      else if (p[0] == CK_CODEC_SHUF_ZSTD && !(c->sb.required & CK_FEAT_ZSTD))
+        s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk %u: codec 3 (zstd) in a file that does not set its required feature bit 0x%x",
+                     k, CK_FEAT_ZSTD);
       stored += st;
     }
     if (!s && stored != e->stored_bytes)
@@ -589,8 +592,8 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   if (!d) return 1;
   if (cairn__ck_decode(codec, cairn__ck_esize(e->dtype), src, stored, d, raw, (unsigned char *)src))
     return perr_set(&x->pe, k, CAIRN_E_CORRUPT,
-                    "'%s' offset %llu: '%s': chunk %llu: LZ4 data does not decode to exactly %u bytes", c->path,
-                    (ull)off, x->nm, (ull)k, raw);
+                    "'%s' offset %llu: '%s': chunk %llu: %s data does not decode to exactly %u bytes", c->path,
+                    (ull)off, x->nm, (ull)k, codec == CK_CODEC_SHUF_ZSTD ? "zstd" : "LZ4", raw);
   x->crcs[k] = cairn_crc32c(0, d, raw);
   x->out = d;
   return 0;

@@ -51,14 +51,20 @@ extern "C" {
 #endif
 
 #define CAIRN_CKPT_VERSION_MAJOR 1
-#define CAIRN_CKPT_VERSION_MINOR 0
+/* The newest version this library reads. It writes 1.0 unless a file uses
+ * codec 3 (CAIRN_CKPT_COMPRESS_COMPACT): then 1.1 with required feature bit
+ * 0x1, which cairn before 1.1 refuses with CAIRN_E_UNSUPPORTED. */
+#define CAIRN_CKPT_VERSION_MINOR 1
 
 /* ---- Writing -------------------------------------------------------------- */
 
 typedef enum cairn_ckpt_compress {
   CAIRN_CKPT_COMPRESS_AUTO = 0, /* LZ4 per chunk, kept only when it saves enough */
   CAIRN_CKPT_COMPRESS_NONE,     /* every chunk stored raw */
-  CAIRN_CKPT_COMPRESS_SHUFFLE   /* byte-shuffle, then LZ4, per chunk when it saves enough */
+  CAIRN_CKPT_COMPRESS_SHUFFLE,  /* byte-shuffle, then LZ4, per chunk when it saves enough */
+  CAIRN_CKPT_COMPRESS_COMPACT   /* byte planes, then zstd level 1, per chunk when it saves enough:
+                                   the smallest files (float weights ~1.15-1.25x); files using it
+                                   are format 1.1, which cairn before it cannot read */
 } cairn_ckpt_compress;
 
 typedef struct cairn_ckpt_write_options {
