@@ -1869,7 +1869,7 @@ static const char *data_path(const char *file) {
   return buf;
 }
 
-static cairn_ckpt *open_golden(const char *file) {
+static cairn_ckpt *open_golden_version(const char *file, int want_minor) {
   cairn_ckpt *c;
   const char *p = data_path(file);
   cr_assert_eq(access(p, R_OK), 0, "golden file %s: %s", p, strerror(errno));
@@ -1877,9 +1877,11 @@ static cairn_ckpt *open_golden(const char *file) {
   OK(cairn_ckpt_verify(c));
   int major, minor;
   cairn_ckpt_version(c, &major, &minor);
-  cr_assert(major == 1 && minor == 0);
+  cr_assert(major == 1 && minor == want_minor, "%s is %d.%d", file, major, minor);
   return c;
 }
+
+static cairn_ckpt *open_golden(const char *file) { return open_golden_version(file, 0); }
 
 #define EXPECT(c, name, dt, rank, shp, type, ...)                                                     \
   do {                                                                                            \
@@ -2002,10 +2004,50 @@ Test(golden, v1_raw) {
   cairn_ckpt_close(c);
 }
 
+/* Format 1.1: codec 3, required feature 0x1 (tests/data/README). */
+Test(golden, v1_compact) {
+  cairn_ckpt *c = open_golden_version("v1-compact.crn", 1);
+  float wt[240];
+  uint32_t x = 2024;
+  for (int i = 0; i < 240; i++) {
+    x = x * 1664525u + 1013904223u;
+    wt[i] = (float)((int)(x >> 16) % 2001 - 1000) / 8192.0f;
+  }
+  int64_t v[100];
+  for (int i = 0; i < 100; i++) v[i] = (int64_t)(i * i % 1000) - 500;
+  uint8_t b[200];
+  for (int i = 0; i < 200; i++) b[i] = (uint8_t)(i % 7 == 0 ? i : 0);
+  cairn_tensor *t = tnew(CAIRN_DTYPE_F32, 2, (int64_t[]){24, 10});
+  OK(cairn_ckpt_read(c, "dense/kernel", t));
+  cr_assert(memcmp(t->data, wt, sizeof wt) == 0);
+  cairn_tensor_free(t);
+  t = tnew(CAIRN_DTYPE_I64, 2, (int64_t[]){10, 10});
+  OK(cairn_ckpt_read(c, "counts", t));
+  cr_assert(memcmp(t->data, v, sizeof v) == 0);
+  cairn_tensor_free(t);
+  t = tnew(CAIRN_DTYPE_U8, 1, (int64_t[]){200});
+  OK(cairn_ckpt_read(c, "bytes", t));
+  cr_assert(memcmp(t->data, b, sizeof b) == 0);
+  cairn_tensor_free(t);
+  cairn_ckpt_entry e;
+  OK(cairn_ckpt_find(c, "counts", &e));
+  cr_assert_lt(e.stored_bytes, e.raw_bytes, "the golden file holds codec-3 chunks");
+  OK(cairn_ckpt_find(c, "bytes", &e));
+  cr_assert_lt(e.stored_bytes, e.raw_bytes);
+  uint64_t u;
+  OK(cairn_ckpt_meta_u64(c, "train.global_step", &u));
+  cr_assert_eq(u, 11);
+  cairn_ckpt_close(c);
+  size_t len;
+  unsigned char *f = slurp(data_path("v1-compact.crn"), &len);
+  cr_assert_eq(ck_get32(f + 16), 0x1, "required feature bit 0x1");
+  free(f);
+}
+
 /* Golden files under damage: every flip detected, every prefix refused. */
 Test(golden, damaged_golden_files_fail_cleanly) {
-  const char *files[] = {"v1-chunked.crn", "v1-shuffle.crn", "v1-raw.crn"};
-  for (int k = 0; k < 3; k++) {
+  const char *files[] = {"v1-chunked.crn", "v1-shuffle.crn", "v1-raw.crn", "v1-compact.crn"};
+  for (int k = 0; k < 4; k++) {
     img m;
     m.b = slurp(data_path(files[k]), &m.n);
     spit(P("cut.crn"), m.b, m.n);
@@ -2020,6 +2062,7 @@ Test(golden, damaged_golden_files_fail_cleanly) {
   }
   small_src[0] = NULL; /* no value comparison: detection only */
   every_bit_flip(data_path("v1-chunked.crn"), 0);
+  every_bit_flip(data_path("v1-compact.crn"), 0);
 }
 
 /* The library owns the writer's defaults; they are the zero-filled struct. */
