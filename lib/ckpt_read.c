@@ -461,6 +461,18 @@ cairn_status cairn_ckpt_find(const cairn_ckpt *c, const char *name, cairn_ckpt_e
   return CAIRN_OK;
 }
 
+cairn_status cairn_ckpt_codecs(const cairn_ckpt *c, const char *name, unsigned *mask) {
+  if (!c || !name || !mask)
+    return cairn__fail(CAIRN_E_NULL, "ckpt_codecs: %s is NULL", !c ? "checkpoint" : !name ? "name" : "mask");
+  const ck_entry *r = lookup(c, name);
+  if (!r) return not_found(c, "ckpt_codecs", name);
+  unsigned m = 0;
+  if (!r->chunk_table) m = r->raw_bytes ? 1u << CK_CODEC_RAW : 0;
+  for (uint32_t k = 0; r->chunk_table && k < r->n_chunks; k++) m |= 1u << (r->chunk_table[k * CK_ICHUNK] & 31);
+  *mask = m;
+  return CAIRN_OK;
+}
+
 /* ---- decoding ---------------------------------------------------------------------------- */
 
 /* Raw bytes from which a tensor of raw chunks is decoded on several threads. */

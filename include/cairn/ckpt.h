@@ -194,6 +194,16 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_entry_at(const cairn_ckpt *c, 
 /* Binary search by exact name; CAIRN_E_NOT_FOUND names it. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_find(const cairn_ckpt *c, const char *name, cairn_ckpt_entry *e);
 
+/* Codecs of tensor `name`'s chunks: *mask gets bit k set when some chunk
+ * uses codec k (CAIRN_CKPT_CODEC_*; doc/checkpoint-format.md, "Codecs").
+ * 0 for an empty tensor, CAIRN_CKPT_CODEC_RAW's bit for the raw layout and
+ * for files of other formats. Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND. */
+#define CAIRN_CKPT_CODEC_RAW 0          /* stored as is */
+#define CAIRN_CKPT_CODEC_LZ4 1          /* LZ4 block */
+#define CAIRN_CKPT_CODEC_SHUFFLE_LZ4 2  /* byte planes + LZ4 */
+#define CAIRN_CKPT_CODEC_SHUFFLE_ZSTD 3 /* byte planes + zstd (compact, format 1.1) */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_codecs(const cairn_ckpt *c, const char *name, unsigned *mask);
+
 /* Decodes tensor `name` straight into dst, which must have exactly the
  * stored dtype and shape (CAIRN_E_DTYPE / CAIRN_E_SHAPE name both), reading
  * only that tensor's bytes; every chunk CRC is checked before decompression
