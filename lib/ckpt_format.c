@@ -264,7 +264,8 @@ cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, s
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 8: format major version 0 does not exist", path);
   if (sb->major > CAIRN_CKPT_VERSION_MAJOR)
     return cairn__fail(CAIRN_E_UNSUPPORTED,
-                       "'%s' is format version %d.%d, newer than this reader (%d.%d): upgrade cairn to read it", path,
+                       "'%s' was written by a newer cairn (format version %d.%d, newer than this reader (%d.%d)): upgrade "
+                       "cairn, or move the file away", path,
                        sb->major, sb->minor, CAIRN_CKPT_VERSION_MAJOR, CAIRN_CKPT_VERSION_MINOR);
   uint32_t want = ck_get32(buf + 60), got = ck_crc_masked(buf, 60);
   if (want != got)
@@ -279,8 +280,8 @@ cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, s
   sb->optional = ck_get32(buf + 20);
   if (sb->required & ~CK_KNOWN_REQUIRED)
     return cairn__fail(CAIRN_E_UNSUPPORTED,
-                       "'%s' needs format features 0x%x that this reader (%d.%d) does not know: upgrade cairn to "
-                       "read it",
+                       "'%s' was written by a newer cairn (needs format features 0x%x, which this reader "
+                       "(%d.%d) does not know): upgrade cairn, or move the file away",
                        path, sb->required & ~CK_KNOWN_REQUIRED, CAIRN_CKPT_VERSION_MAJOR, CAIRN_CKPT_VERSION_MINOR);
   if (!ck_all_zero(buf + 48, 12))
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 48: reserved superblock bytes are not zero", path);
