@@ -5,6 +5,14 @@
  * over the rounds and the per-round figures.
  *
  *   bench_ckpt [--dir D] [--rounds R] [--small] [--no-sparse] [--no-adam] [--threads T]
+ *   bench_ckpt --input CKPT [--input CKPT2 ...] [--dir D] [--rounds R]
+ *
+ * With --input, each given checkpoint's tensors are saved with the default
+ * codec (LZ4) and with compact (byte planes + zstd), alternating, and
+ * restored as a restore does (verify each tensor, then decode it in place);
+ * one JSON line per input: whole-file ratio (raw tensor bytes / file size),
+ * median save and verified-restore seconds, and the fp32 sign+exponent
+ * entropy limit (the lossless ceiling of byte-plane coding) beside them.
  *
  * The tensor set is an MLP-like state of 26.8 M float32 (107.3 MB: kernels
  * (784, 4096), (4096, 4096), (4096, 1664), (1664, 10) and their biases),
@@ -312,7 +320,123 @@ static void print_series(const char *name, const double *v, int n, const char *f
   printf("]");
 }
 
+/* ---- --input: codecs compared on real checkpoints ------------------------------ */
+
+/* Lossless ceiling of byte-plane coding for fp32: the sign+exponent field
+ * (9 bits) coded at its empirical entropy, the 23 mantissa bits as they are
+ * (noise in trained weights). Other dtypes count as incompressible. Returns
+ * raw bytes / the ideal size. */
+static double sign_exp_limit(cairn_tensor **t, size_t n) {
+  double raw = 0, ideal = 0;
+  static uint64_t h[512];
+  for (size_t i = 0; i < n; i++) {
+    size_t nb = cairn_tensor_nbytes(t[i]);
+    raw += (double)nb;
+    if (t[i]->dtype != CAIRN_DTYPE_F32 || nb == 0) {
+      ideal += (double)nb;
+      continue;
+    }
+    size_t ne = nb / 4;
+    memset(h, 0, sizeof h);
+    const uint32_t *u = t[i]->data;
+    for (size_t k = 0; k < ne; k++) h[u[k] >> 23]++;
+    double bits = 0;
+    for (int k = 0; k < 512; k++)
+      if (h[k]) {
+        double p = (double)h[k] / (double)ne;
+        bits -= (double)h[k] * __builtin_log2(p);
+      }
+    ideal += (bits + 23.0 * (double)ne) / 8.0;
+  }
+  return ideal > 0 ? raw / ideal : 1.0;
+}
+
+static void save_all(const char *path, cairn_ckpt_compress mode, char **names, cairn_tensor **t, size_t n) {
+  cairn_ckpt_write_options o = cairn_ckpt_write_options_default();
+  o.compress = mode;
+  cairn_ckpt_writer *w;
+  if (cairn_ckpt_writer_open(path, &o, &w)) DIE("writer_open");
+  for (size_t i = 0; i < n; i++)
+    if (cairn_ckpt_writer_add(w, names[i], t[i])) DIE("writer_add");
+  if (cairn_ckpt_writer_commit(w)) DIE("commit");
+}
+
+/* What a restore does: verify every tensor, then decode it in place. */
+static void restore_all(const char *path, char **names, cairn_tensor **t, size_t n) {
+  cairn_ckpt *c;
+  if (cairn_ckpt_open(path, NULL, &c)) DIE("ckpt_open");
+  for (size_t i = 0; i < n; i++)
+    if (cairn_ckpt_verify_tensor(c, names[i]) || cairn_ckpt_read(c, names[i], t[i])) DIE("restore");
+  cairn_ckpt_close(c);
+}
+
+static int compare_inputs(int argc, char **argv) {
+  const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : ".";
+  int rounds = 5;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+    else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+  }
+  if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 5;
+  static const cairn_ckpt_compress modes[2] = {CAIRN_CKPT_COMPRESS_AUTO, CAIRN_CKPT_COMPRESS_COMPACT};
+  static const char *mode_names[2] = {"default", "compact"};
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--input") != 0 || i + 1 >= argc) continue;
+    const char *in = argv[++i];
+    cairn_ckpt *c;
+    if (cairn_ckpt_open(in, NULL, &c)) DIE("ckpt_open input");
+    size_t n = cairn_ckpt_count(c);
+    char **names = calloc(n ? n : 1, sizeof *names);
+    cairn_tensor **t = calloc(n ? n : 1, sizeof *t);
+    double raw = 0;
+    for (size_t k = 0; k < n; k++) {
+      cairn_ckpt_entry e;
+      if (cairn_ckpt_entry_at(c, k, &e) || !(names[k] = strdup(e.name))) DIE("entry");
+      if (cairn_tensor_new(e.dtype, e.rank, e.shape, &t[k]) || cairn_ckpt_read(c, names[k], t[k])) DIE("read input");
+      raw += (double)e.raw_bytes;
+    }
+    cairn_ckpt_close(c);
+    double save[2][MAX_ROUNDS], rest[2][MAX_ROUNDS];
+    off_t size[2] = {0, 0};
+    char path[2][4096];
+    for (int m = 0; m < 2; m++) snprintf(path[m], sizeof path[m], "%s/bench-%s-%d.crn", dir, mode_names[m], (int)getpid());
+    for (int r = 0; r < rounds; r++)
+      for (int j = 0; j < 2; j++) {
+        int m = (r + j) % 2; /* alternate the order: the machine is shared */
+        unlink(path[m]);
+        double t0 = now();
+        save_all(path[m], modes[m], names, t, n);
+        double t1 = now();
+        restore_all(path[m], names, t, n);
+        double t2 = now();
+        save[m][r] = t1 - t0;
+        rest[m][r] = t2 - t1;
+        size[m] = file_size(path[m]);
+      }
+    double lim = sign_exp_limit(t, n);
+    printf("{\"bench\": \"ckpt_codecs\", \"input\": ");
+    json_str(in);
+    printf(", \"tensors\": %zu, \"raw_bytes\": %.0f, \"rounds\": %d, \"sign_exp_entropy_limit\": %.4f", n, raw,
+           rounds, lim);
+    for (int m = 0; m < 2; m++)
+      printf(", \"%s\": {\"file_bytes\": %lld, \"ratio\": %.4f, \"save_s\": %.4f, \"verified_restore_s\": %.4f}",
+             mode_names[m], (long long)size[m], raw / (double)size[m], median(save[m], rounds),
+             median(rest[m], rounds));
+    printf(", \"compact_vs_default_restore_speed\": %.3f}\n", median(rest[0], rounds) / median(rest[1], rounds));
+    for (int m = 0; m < 2; m++) unlink(path[m]);
+    for (size_t k = 0; k < n; k++) {
+      free(names[k]);
+      cairn_tensor_free(t[k]);
+    }
+    free(names);
+    free(t);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--input")) return compare_inputs(argc, argv);
   const char *dir_opt = NULL;
   int rounds = 7, small = 0, sparse = 1, adam = 1, threads = 0;
   for (int i = 1; i < argc; i++) {

@@ -29,7 +29,11 @@ static void note_add(cairn__sbuf *note, const char *text) {
   cairn__sb_puts(note, text);
 }
 
-/* 1 if `path` opens as a valid checkpoint; else 0 and why in why[0..len).
+/* 1 if `path` opens as a valid checkpoint; else 0 and why in why[0..len),
+ * or -1 when it is a checkpoint this cairn is too old to read (a newer
+ * format major or an unknown required feature: CAIRN_E_UNSUPPORTED). That
+ * file is not damaged and is probably the newest state of the job: the
+ * walk back must stop there instead of resuming something older.
  * With keep, the open checkpoint is handed to the caller in *keep (a
  * caller that wants its metadata need not open it again). */
 static int usable(const cairn__dir *d, const char *path, char *why, size_t len, cairn_ckpt **keep) {
@@ -53,7 +57,7 @@ static int usable(const cairn__dir *d, const char *path, char *why, size_t len, 
   cairn_status s = cairn__ckpt_open_in(d, path, NULL, &c);
   if (s != CAIRN_OK) {
     snprintf(why, len, "%s: %.1000s", cairn_status_str(s), cairn_errmsg());
-    return 0;
+    return s == CAIRN_E_UNSUPPORTED ? -1 : 0;
   }
   if (keep) *keep = c;
   else cairn_ckpt_close(c);
@@ -87,7 +91,8 @@ static long long step_of(const char *name) {
 
 /* Highest-step usable "<name>-<step>" file of dir: malloc'd path in *found
  * (NULL if none); 0 on allocation failure. */
-static int scan_dir(const cairn__dir *dd, const char *dir, char **found, cairn__sbuf *note, cairn_ckpt **keep) {
+static int scan_dir(const cairn__dir *dd, const char *dir, char **found, cairn__sbuf *note, cairn_ckpt **keep,
+                    char *newer, size_t newer_len) {
   *found = NULL;
   DIR *d = opendir(dir);
   if (!d) {
@@ -143,7 +148,12 @@ static int scan_dir(const cairn__dir *dd, const char *dir, char **found, cairn__
   int skipped = 0;
   for (size_t i = 0; ok && i < n && !*found; i++) {
     char why[1100];
-    if (usable(dd, c[i].name, why, sizeof why, keep)) {
+    int u = usable(dd, c[i].name, why, sizeof why, keep);
+    if (u < 0) {
+      snprintf(newer, newer_len, "%s", why);
+      break;
+    }
+    if (u) {
       *found = c[i].name;
       c[i].name = NULL;
     } else if (skipped++ < 3) {
@@ -186,6 +196,7 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
   cairn__sbuf note = {0};
   char *result = NULL;
   int fell_back = 0;
+  char newer[1200] = ""; /* the open error of a file written by a newer cairn */
   char state_why[700] = ""; /* the state file is missing or unusable: why */
   cairn_checkpoint_state *st = NULL;
   cairn_status s = cairn_checkpoint_state_read(d, &st);
@@ -197,7 +208,12 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
       const char *p = k == 0 ? model : cairn_checkpoint_state_path_at(st, n - k);
       if (k > 0 && strcmp(p, model) == 0) continue;
       char why[1100];
-      if (usable(&dd, p, why, sizeof why, keep)) {
+      int u = usable(&dd, p, why, sizeof why, keep);
+      if (u < 0) {
+        snprintf(newer, sizeof newer, "%s", why);
+        break;
+      }
+      if (u) {
         result = cairn__strdup(p);
         if (!result) s = CAIRN_E_NOMEM;
         break;
@@ -226,26 +242,26 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
     return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   }
 
-  if (!result) {
-    int ok = scan_dir(&dd, d, &result, &note, keep);
+  if (!result && !newer[0]) {
+    int ok = scan_dir(&dd, d, &result, &note, keep, newer, sizeof newer);
     if (!ok) {
       free(note.p);
       cairn__dir_close(&dd);
       return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
     }
-    if (!result) {
+    if (!result && !newer[0]) {
       s = cairn__fail(CAIRN_E_NOT_FOUND, "%s '%s': no usable checkpoint: %s; no valid '<name>-<step>' file in the "
                       "directory", fn, d, note.p ? note.p : "");
       free(note.p);
       cairn__dir_close(&dd);
       return s;
     }
-    note_add(&note, "found by scanning the directory");
+    if (result) note_add(&note, "found by scanning the directory");
     /* One policy for every reader (train, eval, the tools): a missing or
        unusable state file next to checkpoints is said out loud, and the
        newest intact checkpoint found is used (TF's latest_checkpoint
        would return None and a trainer would start again from step 0). */
-    if (state_why[0]) {
+    if (state_why[0] && result) {
       cairn__sbuf w = {0};
       cairn__sb_puts(&w, "checkpoint directory '");
       cairn__sb_puts(&w, d);
@@ -260,6 +276,15 @@ cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t l
     }
   }
   cairn__dir_close(&dd);
+  if (newer[0]) {
+    /* Not "the newest intact checkpoint is older": resuming an older one
+       would silently throw away the newer cairn's progress. */
+    free(result);
+    free(note.p);
+    return cairn__fail(CAIRN_E_UNSUPPORTED,
+                       "%s '%s': stopped at a checkpoint written by a newer cairn, not resuming an older one: %s",
+                       fn, d, newer);
+  }
   size_t rl = strlen(result);
   if (rl + 1 > len) {
     s = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' needs %zu bytes, path holds %zu", fn, result, rl + 1, len);

@@ -85,6 +85,7 @@ int cairn__ck_chunk_sizes_ok(unsigned codec, uint32_t raw, uint32_t stored) {
   if (codec == CK_CODEC_RAW) return stored == raw;
   if (codec == CK_CODEC_LZ4 || codec == CK_CODEC_SHUF_LZ4)
     return stored >= 1 && stored < raw && (uint64_t)raw <= 255ull * stored + 16;
+  if (codec == CK_CODEC_SHUF_ZSTD) return stored < raw && stored >= cairn__ck_zstd_min_stored(raw);
   return 0;
 }
 
@@ -184,13 +185,21 @@ void cairn__ck_unshuffle(unsigned char *dst, const unsigned char *src, size_t le
   }
 }
 
-/* codec 2: LZ4 into dst, copy to scratch (which may be src: it has been
+/* codec 2 (3): LZ4 (zstd) into dst, copy to scratch (which may be src: it has been
  * consumed), unshuffle back into dst. */
 int cairn__ck_decode(unsigned codec, size_t es, const unsigned char *src, uint32_t stored, unsigned char *dst,
                      uint32_t raw, unsigned char *scratch) {
   if (codec == CK_CODEC_RAW) {
     if (stored != raw) return -1;
     if (dst != src) memcpy(dst, src, raw);
+    return 0;
+  }
+  if (codec == CK_CODEC_SHUF_ZSTD) {
+    if (cairn__ck_zstd_decode(src, stored, dst, raw) != 0) return -1;
+    if (es > 1) {
+      memcpy(scratch, dst, raw);
+      cairn__ck_unshuffle(dst, scratch, raw, es);
+    }
     return 0;
   }
   if (codec != CK_CODEC_LZ4 && codec != CK_CODEC_SHUF_LZ4) return -1;
@@ -255,7 +264,8 @@ cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, s
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 8: format major version 0 does not exist", path);
   if (sb->major > CAIRN_CKPT_VERSION_MAJOR)
     return cairn__fail(CAIRN_E_UNSUPPORTED,
-                       "'%s' is format version %d.%d, newer than this reader (%d.%d): upgrade cairn to read it", path,
+                       "'%s' was written by a newer cairn (format version %d.%d, newer than this reader (%d.%d)): upgrade "
+                       "cairn, or move the file away", path,
                        sb->major, sb->minor, CAIRN_CKPT_VERSION_MAJOR, CAIRN_CKPT_VERSION_MINOR);
   uint32_t want = ck_get32(buf + 60), got = ck_crc_masked(buf, 60);
   if (want != got)
@@ -270,8 +280,8 @@ cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, s
   sb->optional = ck_get32(buf + 20);
   if (sb->required & ~CK_KNOWN_REQUIRED)
     return cairn__fail(CAIRN_E_UNSUPPORTED,
-                       "'%s' needs format features 0x%x that this reader (%d.%d) does not know: upgrade cairn to "
-                       "read it",
+                       "'%s' was written by a newer cairn (needs format features 0x%x, which this reader "
+                       "(%d.%d) does not know): upgrade cairn, or move the file away",
                        path, sb->required & ~CK_KNOWN_REQUIRED, CAIRN_CKPT_VERSION_MAJOR, CAIRN_CKPT_VERSION_MINOR);
   if (!ck_all_zero(buf + 48, 12))
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 48: reserved superblock bytes are not zero", path);
@@ -401,7 +411,7 @@ cairn_status cairn__ck_parse_chunk(const char *path, uint64_t off, const unsigne
   c->data_crc = ck_unmask(ck_get32(buf + 24));
   if (buf[13] || buf[14] || buf[15])
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: reserved chunk header bytes are not zero", path, (ull)off);
-  if (c->codec > CK_CODEC_SHUF_LZ4)
+  if (c->codec > CK_CODEC_MAX)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: unknown codec %u", path, (ull)off, c->codec);
   return CAIRN_OK;
 }

@@ -42,8 +42,16 @@
 #define CK_CODEC_RAW 0
 #define CK_CODEC_LZ4 1
 #define CK_CODEC_SHUF_LZ4 2
+#define CK_CODEC_SHUF_ZSTD 3
+#define CK_CODEC_MAX CK_CODEC_SHUF_ZSTD
 #define CK_FLAG_COMPLETE 1u
-#define CK_KNOWN_REQUIRED 0u /* required feature bits this reader understands */
+/* Required feature bits (superblock offset 16). Format 1.1: codec 3. */
+#define CK_FEAT_ZSTD 0x1u
+#define CK_KNOWN_REQUIRED CK_FEAT_ZSTD /* required feature bits this reader understands */
+/* Codec 3: zstd level, smallest window log, largest block (zstd's format). */
+#define CK_ZSTD_LEVEL 1
+#define CK_ZSTD_MIN_WLOG 10u
+#define CK_ZSTD_BLOCK (128u << 10)
 #define CK_BOM 0x01020304u
 #define CK_DTYPE_MAX 13
 
@@ -203,6 +211,19 @@ void cairn__ck_unshuffle(unsigned char *dst, const unsigned char *src, size_t le
  * LZ4_decompress_safe; codec 2 needs scratch of raw bytes. 0 if ok. */
 int cairn__ck_decode(unsigned codec, size_t esize, const unsigned char *src, uint32_t stored, unsigned char *dst,
                      uint32_t raw, unsigned char *scratch);
+
+/* ---- Codec 3, zstd part (ckpt_codec_zstd.c) ------------------------------------ */
+/* Largest window log a codec-3 chunk of raw bytes may use: ceil(log2(raw)), at least 10. */
+unsigned cairn__ck_zstd_window_log(uint32_t raw);
+/* Smallest stored size of a valid frame of raw bytes: 6 + 4·ceil(raw / 128 KiB). */
+uint64_t cairn__ck_zstd_min_stored(uint32_t raw);
+/* Decodes one frame into exactly raw bytes: 0 ok, -1 invalid, -2 out of memory. */
+int cairn__ck_zstd_decode(const unsigned char *src, uint32_t stored, unsigned char *dst, uint32_t raw);
+/* Compression contexts (level 1, content size in the frame, no checksum, no dictionary id). */
+void *cairn__ck_zstd_cctx_new(void);
+void cairn__ck_zstd_cctx_free(void *cctx);
+/* Stored size (< raw, ≤ cap) or 0 when the chunk is better stored raw. */
+size_t cairn__ck_zstd_encode(void *cctx, unsigned char *dst, size_t cap, const unsigned char *src, uint32_t raw);
 
 /* ---- Parsers. `path` and offsets only feed messages. ------------------------------ */
 /* "the file is incomplete ...; 'ckpt-inspect recover' can salvage ..." */

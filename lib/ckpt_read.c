@@ -200,6 +200,9 @@ static cairn_status parse_index(cairn_ckpt *c) {
       if (p[1] || p[2] || p[3] || raw != ck_chunk_raw(e->raw_bytes, cb, k) || !cairn__ck_chunk_sizes_ok(p[0], raw, st))
         s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk %u: codec %u, %u raw and %u stored bytes are not valid", k, p[0], raw,
                      st);
+      else if (p[0] == CK_CODEC_SHUF_ZSTD && !(c->sb.required & CK_FEAT_ZSTD))
+        s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk %u: codec 3 (zstd) in a file that does not set its required feature bit 0x%x",
+                     k, CK_FEAT_ZSTD);
       stored += st;
     }
     if (!s && stored != e->stored_bytes)
@@ -458,6 +461,18 @@ cairn_status cairn_ckpt_find(const cairn_ckpt *c, const char *name, cairn_ckpt_e
   return CAIRN_OK;
 }
 
+cairn_status cairn_ckpt_codecs(const cairn_ckpt *c, const char *name, unsigned *mask) {
+  if (!c || !name || !mask)
+    return cairn__fail(CAIRN_E_NULL, "ckpt_codecs: %s is NULL", !c ? "checkpoint" : !name ? "name" : "mask");
+  const ck_entry *r = lookup(c, name);
+  if (!r) return not_found(c, "ckpt_codecs", name);
+  unsigned m = 0;
+  if (!r->chunk_table) m = r->raw_bytes ? 1u << CK_CODEC_RAW : 0;
+  for (uint32_t k = 0; r->chunk_table && k < r->n_chunks; k++) m |= 1u << (r->chunk_table[k * CK_ICHUNK] & 31);
+  *mask = m;
+  return CAIRN_OK;
+}
+
 /* ---- decoding ---------------------------------------------------------------------------- */
 
 /* Raw bytes from which a tensor of raw chunks is decoded on several threads. */
@@ -589,8 +604,8 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   if (!d) return 1;
   if (cairn__ck_decode(codec, cairn__ck_esize(e->dtype), src, stored, d, raw, (unsigned char *)src))
     return perr_set(&x->pe, k, CAIRN_E_CORRUPT,
-                    "'%s' offset %llu: '%s': chunk %llu: LZ4 data does not decode to exactly %u bytes", c->path,
-                    (ull)off, x->nm, (ull)k, raw);
+                    "'%s' offset %llu: '%s': chunk %llu: %s data does not decode to exactly %u bytes", c->path,
+                    (ull)off, x->nm, (ull)k, codec == CK_CODEC_SHUF_ZSTD ? "zstd" : "LZ4", raw);
   x->crcs[k] = cairn_crc32c(0, d, raw);
   x->out = d;
   return 0;

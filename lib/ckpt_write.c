@@ -116,6 +116,23 @@ static cairn_status check_name(const char *fn, const char *name, size_t *len) {
 
 /* ---- open ------------------------------------------------------------------------ */
 
+/* Format 1.0 unless the file needs codec 3 (1.1, CK_FEAT_ZSTD): writers
+ * write the oldest version that can represent the data. */
+static int file_minor(uint32_t required) { return required & CK_FEAT_ZSTD ? 1 : 0; }
+
+static void fill_super(unsigned char *sb, const cairn_ckpt_writer *w, uint32_t required) {
+  memset(sb, 0, CK_SUPER_SIZE);
+  memcpy(sb, CK_MAGIC, 8);
+  ck_put16(sb + 8, CAIRN_CKPT_VERSION_MAJOR);
+  ck_put16(sb + 10, (uint16_t)file_minor(required));
+  ck_put32(sb + 12, CK_BOM);
+  ck_put32(sb + 16, required);
+  ck_put32(sb + 24, w->alignment);
+  ck_put32(sb + 28, w->chunk_bytes);
+  memcpy(sb + 32, w->file_id, 16);
+  ck_put32(sb + 60, ck_crc_masked(sb, 60));
+}
+
 static cairn_status writer_new(const char *path, uint32_t chunk_bytes, uint32_t alignment, uint64_t raw_min,
                                cairn_ckpt_compress compress, int no_fsync, cairn_ckpt_writer **out) {
   if (ck_host_big_endian())
@@ -168,20 +185,17 @@ static cairn_status writer_new(const char *path, uint32_t chunk_bytes, uint32_t 
   w->cbuf = calloc((size_t)w->nslots, sizeof *w->cbuf);
   w->sbuf = calloc((size_t)w->nslots, sizeof *w->sbuf);
   w->pieces = calloc((size_t)w->nslots, sizeof *w->pieces);
-  if (!w->cbuf || !w->sbuf || !w->pieces) {
+  w->zctx = calloc((size_t)w->nslots, sizeof *w->zctx);
+  if (!w->cbuf || !w->sbuf || !w->pieces || !w->zctx) {
     cairn_ckpt_writer_abort(w);
     return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer: out of memory");
   }
-  /* Superblock. */
-  unsigned char sb[CK_SUPER_SIZE] = {0};
-  memcpy(sb, CK_MAGIC, 8);
-  ck_put16(sb + 8, CAIRN_CKPT_VERSION_MAJOR);
-  ck_put16(sb + 10, CAIRN_CKPT_VERSION_MINOR);
-  ck_put32(sb + 12, CK_BOM);
-  ck_put32(sb + 24, alignment);
-  ck_put32(sb + 28, chunk_bytes);
-  memcpy(sb + 32, w->file_id, 16);
-  ck_put32(sb + 60, ck_crc_masked(sb, 60));
+  /* Superblock. A compact writer declares codec 3 from the start, so even
+   * the temporary file of a save that never finishes tells an older reader
+   * (and salvage) what it needs; commit rewrites it if no chunk used it. */
+  w->sb_required = compress == CAIRN_CKPT_COMPRESS_COMPACT ? CK_FEAT_ZSTD : 0;
+  unsigned char sb[CK_SUPER_SIZE];
+  fill_super(sb, w, w->sb_required);
   cairn_status s = cairn__ckw_put_copy(w, sb, sizeof sb);
   if (s) {
     cairn_ckpt_writer_abort(w);
@@ -213,7 +227,7 @@ cairn_status cairn_ckpt_writer_open(const char *path, const cairn_ckpt_write_opt
   if ((al & (al - 1)) || al > CK_MAX_ALIGN)
     return cairn__fail(CAIRN_E_INVALID, "ckpt_writer_open: alignment %u is not a power of two in [1, %u]", al,
                        CK_MAX_ALIGN);
-  if ((unsigned)o.compress > CAIRN_CKPT_COMPRESS_SHUFFLE)
+  if ((unsigned)o.compress > CAIRN_CKPT_COMPRESS_COMPACT)
     return cairn__fail(CAIRN_E_INVALID, "ckpt_writer_open: unknown compress mode %d", (int)o.compress);
   return writer_new(path, cb, al, o.raw_layout_min_bytes, o.compress, o.no_fsync != 0, out);
 }
@@ -226,9 +240,12 @@ cairn_status cairn__ck_writer_open_raw(const char *path, uint32_t chunk_bytes, u
 
 /* ---- records -------------------------------------------------------------------- */
 
-static cairn_status alloc_slots(cairn_ckpt_writer *w, int shuffle) {
+static cairn_status alloc_slots(cairn_ckpt_writer *w) {
   size_t cap = w->chunk_bytes;
+  int shuffle = w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE || w->compress == CAIRN_CKPT_COMPRESS_COMPACT;
   for (int i = 0; i < w->nslots; i++) {
+    if (w->compress == CAIRN_CKPT_COMPRESS_COMPACT && !w->zctx[i] && !(w->zctx[i] = cairn__ck_zstd_cctx_new()))
+      return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer: cannot allocate a zstd compression context");
     if (!w->cbuf[i] && !(w->cbuf[i] = cairn_alloc(cap)))
       return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer: cannot allocate %zu bytes of chunk buffers", cap);
     if (shuffle && !w->sbuf[i] && !(w->sbuf[i] = cairn_alloc(cap)))
@@ -353,6 +370,22 @@ static void encode_piece(const cairn_ckpt_writer *w, int slot, piece *p, size_t 
   if (try_compress && p->raw >= MIN_COMPRESS) {
     const unsigned char *in = p->src;
     uint8_t codec = CK_CODEC_LZ4;
+    if (w->compress == CAIRN_CKPT_COMPRESS_COMPACT) {
+      /* Byte planes for every dtype (for 1-byte ones the planes are the
+       * bytes): zstd's entropy stage is what finds the few bits of the
+       * sign+exponent plane that LZ4's matches cannot. */
+      if (es > 1) {
+        cairn__ck_shuffle(w->sbuf[slot], p->src, p->raw, es);
+        in = w->sbuf[slot];
+      }
+      size_t n = cairn__ck_zstd_encode(w->zctx[slot], w->cbuf[slot], (size_t)lz4_cap(p->raw), in, p->raw);
+      if (n > 0) {
+        p->codec = CK_CODEC_SHUF_ZSTD;
+        p->stored = (uint32_t)n;
+        p->out = w->cbuf[slot];
+      }
+      goto crcs;
+    }
     if (w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE && es > 1) {
       cairn__ck_shuffle(w->sbuf[slot], p->src, p->raw, es);
       in = w->sbuf[slot];
@@ -365,6 +398,7 @@ static void encode_piece(const cairn_ckpt_writer *w, int slot, piece *p, size_t 
       p->out = w->cbuf[slot];
     }
   }
+crcs:
   if (p->codec != CK_CODEC_RAW) {
     p->data_crc = cairn_crc32c(0, p->out, p->stored);
     p->raw_crc = cairn_crc32c(0, p->src, p->raw);
@@ -409,6 +443,7 @@ static cairn_status emit_piece(cairn_ckpt_writer *w, ck_entry *e, uint32_t chunk
     }
     if ((s = cairn__ckw_put_ext(w, p->out, p->stored))) return s;
   }
+  if (p->codec == CK_CODEC_SHUF_ZSTD) w->used_zstd = 1;
   if (chunked) {
     ck_chunk_ent *c = &e->chunks[chunk_no];
     c->codec = p->codec;
@@ -452,7 +487,7 @@ cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const
       if (t->shape[i] < 0 || __builtin_mul_overflow(raw, (uint64_t)t->shape[i], &raw)) raw = 0;
   }
   if (raw && !t->data) return cairn__fail(CAIRN_E_NULL, "ckpt_writer_add: '%s': tensor data is NULL", name ? name : "");
-  if (try_compress && raw >= MIN_COMPRESS && (s = alloc_slots(w, w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE)))
+  if (try_compress && raw >= MIN_COMPRESS && (s = alloc_slots(w)))
     return s;
   /* Layout: raw for big tensors that do not compress (probe first, middle
    * and last chunk). */
@@ -480,7 +515,8 @@ cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const
    * this thread is in write() would take the CPU that the kernel needs to
    * push the pages to disk. Whether a batch runs in parallel never changes
    * the bytes written. */
-  int want_par = comp && w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE;
+  int expensive = w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE || w->compress == CAIRN_CKPT_COMPRESS_COMPACT;
+  int want_par = comp && expensive;
   for (uint64_t k0 = 0; k0 < npieces; k0 += (uint64_t)w->nslots) {
     int nb = (int)(npieces - k0 < (uint64_t)w->nslots ? npieces - k0 : (uint64_t)w->nslots);
     for (int i = 0; i < nb; i++) {
@@ -490,7 +526,7 @@ cairn_status cairn_ckpt_writer_add(cairn_ckpt_writer *w, const char *name, const
     encode_batch(w, nb, es, comp, want_par);
     int any_compressed = 0;
     for (int i = 0; i < nb; i++) any_compressed |= w->pieces[i].codec != CK_CODEC_RAW;
-    want_par = comp && (w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE || any_compressed);
+    want_par = comp && (expensive || any_compressed);
     for (int i = 0; i < nb; i++)
       if ((s = emit_piece(w, e, (uint32_t)(k0 + (uint64_t)i), &w->pieces[i]))) return cairn__ckw_set_failed(w, s);
     /* Slot buffers and the tensor are reused or may change after this. */
@@ -515,7 +551,7 @@ cairn_status cairn_ckpt_writer_begin(cairn_ckpt_writer *w, const char *name, cai
   if (w->cur) return cairn__fail(CAIRN_E_STATE, "ckpt_writer_begin: a record is in progress ('%s')", w->cur->name);
   if (rank > 0 && !shape) return cairn__fail(CAIRN_E_NULL, "ckpt_writer_begin: '%s': shape is NULL", name ? name : "");
   int try_compress = w->compress != CAIRN_CKPT_COMPRESS_NONE;
-  if (try_compress && (s = alloc_slots(w, w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE))) return s;
+  if (try_compress && (s = alloc_slots(w))) return s;
   if (!w->pbuf && !(w->pbuf = cairn_alloc(w->chunk_bytes)))
     return cairn__fail(CAIRN_E_NOMEM, "ckpt_writer_begin: cannot allocate a chunk buffer of %u bytes", w->chunk_bytes);
   ck_entry *e;
@@ -694,6 +730,8 @@ static void writer_free(cairn_ckpt_writer *w) {
   }
   for (int i = 0; w->cbuf && i < w->nslots; i++) cairn_free(w->cbuf[i]);
   for (int i = 0; w->sbuf && i < w->nslots; i++) cairn_free(w->sbuf[i]);
+  for (int i = 0; w->zctx && i < w->nslots; i++) cairn__ck_zstd_cctx_free(w->zctx[i]);
+  free(w->zctx);
   free(w->cbuf);
   free(w->sbuf);
   free(w->pieces);
@@ -729,7 +767,8 @@ static cairn_status commit(cairn_ckpt_writer *w) {
   unsigned char ft[CK_FOOTER_SIZE] = {0};
   memcpy(ft, CK_TAG_FOOTER, 4);
   ck_put16(ft + 4, CAIRN_CKPT_VERSION_MAJOR);
-  ck_put16(ft + 6, CAIRN_CKPT_VERSION_MINOR);
+  uint32_t required = w->used_zstd ? CK_FEAT_ZSTD : 0;
+  ck_put16(ft + 6, (uint16_t)file_minor(required));
   ck_put64(ft + 8, meta_offset);
   ck_put64(ft + 16, meta_size);
   ck_put64(ft + 24, index_size);
@@ -744,6 +783,19 @@ static cairn_status commit(cairn_ckpt_writer *w) {
   free(meta);
   free(index);
   if (s) return s;
+  if (required != w->sb_required) {
+    /* A compact writer whose chunks all stayed raw writes a 1.0 file after
+     * all; salvage that copied codec-3 chunks needs the bit. The footer
+     * already says the same version. */
+    unsigned char sb[CK_SUPER_SIZE];
+    fill_super(sb, w, required);
+    int err = 0;
+    if (pwrite(w->fd, sb, sizeof sb, 0) != (ssize_t)sizeof sb) {
+      err = errno ? errno : EIO;
+      return cairn__fail(cairn__ckw_io_status(err), "ckpt_writer_commit: rewriting the superblock of '%s' (for '%s') failed: %s",
+                         w->tmp, w->path, strerror(err));
+    }
+  }
   if (!w->no_fsync && fsync(w->fd) != 0) {
     int e = errno;
     return cairn__fail(cairn__ckw_io_status(e), "ckpt_writer_commit: fsync of '%s' (for '%s') failed: %s", w->tmp, w->path,

@@ -65,6 +65,9 @@ struct cairn_ckpt_writer {
   /* per-slot buffers (one slot per thread) */
   int nslots;
   unsigned char **cbuf, **sbuf;
+  void **zctx;           /* COMPACT: one zstd compression context per slot */
+  uint32_t sb_required;  /* required feature bits of the superblock written at open */
+  int used_zstd;         /* a codec-3 chunk was written: the file needs CK_FEAT_ZSTD */
   piece *pieces;
   /* record being written through cairn__ck_rec_* */
   ck_entry *cur;

@@ -380,6 +380,10 @@ static int checkpoint_opens(const cairn__dir *d, const char *path) {
  * (a user's error): 0, as for running out of memory. */
 static int file_at_fault(const cairn__dir *d, const char *path, cairn_status st) {
   if (st == CAIRN_E_CORRUPT || st == CAIRN_E_TRUNCATED || st == CAIRN_E_FORMAT) return 1;
+  /* Written by a newer cairn (a newer format or a required feature this
+     build lacks): an intact file, probably the job's newest state, so the
+     walk back stops here rather than resume something older. */
+  if (st == CAIRN_E_UNSUPPORTED) return 0;
   return st != CAIRN_E_NOMEM && !checkpoint_opens(d, path);
 }
 
@@ -425,8 +429,14 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
      * save would then rotate a fresh run into the old one's files. */
     char state_err[CAIRN__ERRMSG_LEN];
     snprintf(state_err, sizeof state_err, "%s", cairn_errmsg());
-    if (cairn_latest_checkpoint_note(o->checkpoint_dir, cur, sizeof cur, NULL, 0) == CAIRN_OK) break;
+    cairn_status ls = cairn_latest_checkpoint_note(o->checkpoint_dir, cur, sizeof cur, NULL, 0);
+    if (ls == CAIRN_OK) break;
     cur[0] = '\0';
+    if (ls == CAIRN_E_UNSUPPORTED) { /* never start afresh next to a newer cairn's checkpoint */
+      char lm[CAIRN__ERRMSG_LEN];
+      snprintf(lm, sizeof lm, "%s", cairn_errmsg());
+      return sm_fail(sm, ls, "%s", lm);
+    }
     if (st != CAIRN_E_NOT_FOUND) /* "Invalid checkpoint state" and nothing found by the scan */
       return sm_fail(sm, st, "%s (and no checkpoint found by scanning the directory)", state_err);
     if (o->wait_for_checkpoint && wait_time < o->max_wait_secs) {
@@ -481,8 +491,17 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     /* Marking fails only for a file that is gone (which the lookup skips
        anyway) or without memory; the comparison and the bound stop a walk
        that would not make progress. */
-    if ((ms != CAIRN_OK && ms != CAIRN_E_NOT_FOUND) || attempt >= 1000 ||
-        cairn_latest_checkpoint(o->checkpoint_dir, next, sizeof next) != CAIRN_OK || strcmp(next, cur) == 0) {
+    cairn_status ls = CAIRN_OK;
+    if (ms == CAIRN_OK || ms == CAIRN_E_NOT_FOUND)
+      ls = cairn_latest_checkpoint(o->checkpoint_dir, next, sizeof next);
+    if (ls == CAIRN_E_UNSUPPORTED) {
+      /* The next older file was written by a newer cairn: stop there. */
+      char lm[2048];
+      snprintf(lm, sizeof lm, "%s", cairn_errmsg());
+      st = sm_fail(sm, ls, "%s: %s (after skipping %s)", fn, lm, tried);
+      break;
+    }
+    if ((ms != CAIRN_OK && ms != CAIRN_E_NOT_FOUND) || attempt >= 1000 || ls != CAIRN_OK || strcmp(next, cur) == 0) {
       st = sm_fail(sm, first,
                    "%s: no intact checkpoint in '%s' to restore: %s (the files are left in place; move them "
                    "away to start from scratch)",

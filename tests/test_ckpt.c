@@ -275,6 +275,10 @@ Test(roundtrip, every_dtype_small_chunks_shuffle) {
   all_dtypes_ranks(&(cairn_ckpt_write_options){.chunk_bytes = 128, .compress = CAIRN_CKPT_COMPRESS_SHUFFLE}, 0x03);
 }
 
+Test(roundtrip, every_dtype_small_chunks_compact) {
+  all_dtypes_ranks(&(cairn_ckpt_write_options){.chunk_bytes = 128, .compress = CAIRN_CKPT_COMPRESS_COMPACT}, 0x03);
+}
+
 Test(roundtrip, empty_tensors_and_scalars) {
   cairn_ckpt_writer *w;
   OK(cairn_ckpt_writer_open(P("e.crn"), NULL, &w));
@@ -935,6 +939,86 @@ static cairn_status open_img(const img *m, const char *name) {
   return s;
 }
 
+/* Trained-weight-like floats: small normal values (a sum of uniforms), so
+ * the sign+exponent byte carries a few bits and the mantissa is noise. */
+static cairn_tensor *weights_like(int64_t n) {
+  cairn_tensor *t = tnew(CAIRN_DTYPE_F32, 1, &n);
+  for (int64_t i = 0; i < n; i++) {
+    double u = 0;
+    for (int k = 0; k < 4; k++) u += (double)(rnd() >> 11) / 9007199254740992.0;
+    ((float *)t->data)[i] = (float)((u - 2.0) * 0.05);
+  }
+  return t;
+}
+
+static uint64_t stored_with(const char *path, const cairn_tensor *x, cairn_ckpt_compress mode, int *minor,
+                            uint32_t *required) {
+  cairn_ckpt_write_options o = {.compress = mode, .no_fsync = 1};
+  cairn_ckpt_writer *w;
+  OK(cairn_ckpt_writer_open(path, &o, &w));
+  OK(cairn_ckpt_writer_add(w, "x", x));
+  OK(cairn_ckpt_writer_commit(w));
+  img m = load(path);
+  *minor = ck_get16(m.b + 10);
+  *required = ck_get32(m.b + 16);
+  cr_assert_eq(ck_get16(m.b + m.n - 64 + 6), *minor, "footer and superblock agree on the minor version");
+  free(m.b);
+  cairn_ckpt *c;
+  OK(cairn_ckpt_open(path, NULL, &c));
+  OK(cairn_ckpt_verify(c));
+  cairn_ckpt_entry e;
+  OK(cairn_ckpt_find(c, "x", &e));
+  cairn_tensor *t = read_new(c, "x");
+  cr_assert(same_tensor(t, x), "mode %d", (int)mode);
+  cairn_tensor_free(t);
+  cairn_ckpt_close(c);
+  return e.stored_bytes;
+}
+
+Test(roundtrip, compact_beats_shuffle_on_float_weights) {
+  cairn_tensor *x = weights_like(600000); /* 2.4 MB: three chunks, the last one short */
+  int minor;
+  uint32_t req;
+  uint64_t lz4 = stored_with(P("a.crn"), x, CAIRN_CKPT_COMPRESS_AUTO, &minor, &req);
+  cr_assert(minor == 0 && req == 0, "the default writes 1.0");
+  uint64_t shuf = stored_with(P("s.crn"), x, CAIRN_CKPT_COMPRESS_SHUFFLE, &minor, &req);
+  cr_assert(minor == 0 && req == 0, "shuffle writes 1.0");
+  uint64_t comp = stored_with(P("c.crn"), x, CAIRN_CKPT_COMPRESS_COMPACT, &minor, &req);
+  cr_assert(minor == 1 && req == 0x1, "a file with codec-3 chunks is 1.1 with feature bit 0x1 (%d, 0x%x)", minor, req);
+  uint64_t raw = 600000 * 4;
+  cr_log_info("stored: lz4 %llu, shuffle %llu, compact %llu of %llu", (unsigned long long)lz4,
+              (unsigned long long)shuf, (unsigned long long)comp, (unsigned long long)raw);
+  cr_assert_lt(comp, shuf, "compact (%llu) smaller than shuffle + LZ4 (%llu)", (unsigned long long)comp,
+               (unsigned long long)shuf);
+  cr_assert_lt((double)comp, (double)raw / 1.15, "compact ratio %.3f", (double)raw / (double)comp);
+  cairn_tensor_free(x);
+}
+
+Test(roundtrip, compact_file_without_zstd_chunks_is_1_0) {
+  const int64_t n = 20000;
+  cairn_tensor *x = tnew(CAIRN_DTYPE_U8, 1, &n);
+  fill_random(x->data, (size_t)n); /* incompressible: every chunk stays raw */
+  int minor;
+  uint32_t req;
+  stored_with(P("c.crn"), x, CAIRN_CKPT_COMPRESS_COMPACT, &minor, &req);
+  cr_assert(minor == 0 && req == 0, "no codec-3 chunk: an older cairn can read it (%d, 0x%x)", minor, req);
+  cairn_tensor_free(x);
+}
+
+Test(read, codec_3_needs_its_feature_bit) {
+  cairn_tensor *x = weights_like(5000);
+  int minor;
+  uint32_t req;
+  stored_with(P("c.crn"), x, CAIRN_CKPT_COMPRESS_COMPACT, &minor, &req);
+  img t = load(P("c.crn"));
+  ck_put32(t.b + 16, 0);
+  fix_super(&t);
+  FAILS(open_img(&t, "p.crn"), CAIRN_E_FORMAT);
+  cr_assert(strstr(cairn_errmsg(), "codec 3") && strstr(cairn_errmsg(), "0x1"), "%s", cairn_errmsg());
+  free(t.b);
+  cairn_tensor_free(x);
+}
+
 Test(read, versions_features_reserved) {
   write_two(P("x.crn"));
   img m = load(P("x.crn"));
@@ -1050,7 +1134,7 @@ Test(read, versions_features_reserved) {
   fix_index(&t);
   FAILS(open_img(&t, "p.crn"), CAIRN_E_FORMAT);
   RESET();
-  t.b[e0 + 56 + 16 + 1] = 3; /* chunk codec of a's only chunk (after shape and name "a") */
+  t.b[e0 + 56 + 16 + 1] = 4; /* chunk codec of a's only chunk (after shape and name "a"): 4 is not defined */
   fix_index(&t);
   FAILS(open_img(&t, "p.crn"), CAIRN_E_FORMAT);
   RESET();
@@ -1304,6 +1388,15 @@ Test(damage, every_single_bit_flip_detected_shuffle) {
   free_small();
 }
 
+Test(damage, every_single_bit_flip_detected_compact) {
+  write_small(P("s.crn"), CAIRN_CKPT_COMPRESS_COMPACT);
+  img m = load(P("s.crn"));
+  cr_assert_eq(ck_get32(m.b + 16), 0x1, "the small file has codec-3 chunks");
+  free(m.b);
+  every_bit_flip(P("s.crn"), 1);
+  free_small();
+}
+
 /* ---- salvage ------------------------------------------------------------------------------ */
 
 TestSuite(recover, .init = setup, .fini = teardown, .timeout = 30);
@@ -1333,6 +1426,22 @@ Test(recover, complete_file_is_copied) {
   OK(cairn_ckpt_recover(P("copy.crn"), P("copy.crn"), &rec, &lost));
   cr_assert_eq(rec, N_SMALL);
   cr_assert_eq(count_files(g_dir), 2);
+  free_small();
+}
+
+/* Salvage copies codec-3 chunks as stored: the copy must keep the feature
+ * bit that tells an older reader it cannot read them. */
+Test(recover, compact_file_keeps_its_feature_bit) {
+  write_small(P("s.crn"), CAIRN_CKPT_COMPRESS_COMPACT);
+  size_t rec, lost;
+  OK(cairn_ckpt_recover(P("s.crn"), P("copy.crn"), &rec, &lost));
+  cr_assert_eq(rec, N_SMALL);
+  cr_assert_eq(lost, 0);
+  cr_assert_eq(check_recovered(P("copy.crn"), 1), N_SMALL);
+  img m = load(P("copy.crn"));
+  cr_assert_eq(ck_get32(m.b + 16), 0x1);
+  cr_assert_eq(ck_get16(m.b + 10), 1);
+  free(m.b);
   free_small();
 }
 
@@ -1653,7 +1762,7 @@ Test(pieces, same_file_as_add_for_every_compress_mode) {
   const int64_t one = 5, zero = 0;
   cairn_tensor *small = tnew(CAIRN_DTYPE_I64, 1, &one), *empty = tnew(CAIRN_DTYPE_U8, 1, &zero);
   fill_random(small->data, 40);
-  for (int mode = CAIRN_CKPT_COMPRESS_AUTO; mode <= CAIRN_CKPT_COMPRESS_SHUFFLE; mode++) {
+  for (int mode = CAIRN_CKPT_COMPRESS_AUTO; mode <= CAIRN_CKPT_COMPRESS_COMPACT; mode++) {
     cairn_ckpt_write_options o = {.chunk_bytes = 65536, .no_fsync = 1, .compress = (cairn_ckpt_compress)mode};
     cairn_ckpt_writer *w;
     OK(cairn_ckpt_writer_open(P("pieces.crn"), &o, &w));
@@ -1760,7 +1869,7 @@ static const char *data_path(const char *file) {
   return buf;
 }
 
-static cairn_ckpt *open_golden(const char *file) {
+static cairn_ckpt *open_golden_version(const char *file, int want_minor) {
   cairn_ckpt *c;
   const char *p = data_path(file);
   cr_assert_eq(access(p, R_OK), 0, "golden file %s: %s", p, strerror(errno));
@@ -1768,9 +1877,11 @@ static cairn_ckpt *open_golden(const char *file) {
   OK(cairn_ckpt_verify(c));
   int major, minor;
   cairn_ckpt_version(c, &major, &minor);
-  cr_assert(major == 1 && minor == 0);
+  cr_assert(major == 1 && minor == want_minor, "%s is %d.%d", file, major, minor);
   return c;
 }
+
+static cairn_ckpt *open_golden(const char *file) { return open_golden_version(file, 0); }
 
 #define EXPECT(c, name, dt, rank, shp, type, ...)                                                     \
   do {                                                                                            \
@@ -1893,10 +2004,50 @@ Test(golden, v1_raw) {
   cairn_ckpt_close(c);
 }
 
+/* Format 1.1: codec 3, required feature 0x1 (tests/data/README). */
+Test(golden, v1_compact) {
+  cairn_ckpt *c = open_golden_version("v1-compact.crn", 1);
+  float wt[240];
+  uint32_t x = 2024;
+  for (int i = 0; i < 240; i++) {
+    x = x * 1664525u + 1013904223u;
+    wt[i] = (float)((int)(x >> 16) % 2001 - 1000) / 8192.0f;
+  }
+  int64_t v[100];
+  for (int i = 0; i < 100; i++) v[i] = (int64_t)(i * i % 1000) - 500;
+  uint8_t b[200];
+  for (int i = 0; i < 200; i++) b[i] = (uint8_t)(i % 7 == 0 ? i : 0);
+  cairn_tensor *t = tnew(CAIRN_DTYPE_F32, 2, (int64_t[]){24, 10});
+  OK(cairn_ckpt_read(c, "dense/kernel", t));
+  cr_assert(memcmp(t->data, wt, sizeof wt) == 0);
+  cairn_tensor_free(t);
+  t = tnew(CAIRN_DTYPE_I64, 2, (int64_t[]){10, 10});
+  OK(cairn_ckpt_read(c, "counts", t));
+  cr_assert(memcmp(t->data, v, sizeof v) == 0);
+  cairn_tensor_free(t);
+  t = tnew(CAIRN_DTYPE_U8, 1, (int64_t[]){200});
+  OK(cairn_ckpt_read(c, "bytes", t));
+  cr_assert(memcmp(t->data, b, sizeof b) == 0);
+  cairn_tensor_free(t);
+  cairn_ckpt_entry e;
+  OK(cairn_ckpt_find(c, "counts", &e));
+  cr_assert_lt(e.stored_bytes, e.raw_bytes, "the golden file holds codec-3 chunks");
+  OK(cairn_ckpt_find(c, "bytes", &e));
+  cr_assert_lt(e.stored_bytes, e.raw_bytes);
+  uint64_t u;
+  OK(cairn_ckpt_meta_u64(c, "train.global_step", &u));
+  cr_assert_eq(u, 11);
+  cairn_ckpt_close(c);
+  size_t len;
+  unsigned char *f = slurp(data_path("v1-compact.crn"), &len);
+  cr_assert_eq(ck_get32(f + 16), 0x1, "required feature bit 0x1");
+  free(f);
+}
+
 /* Golden files under damage: every flip detected, every prefix refused. */
 Test(golden, damaged_golden_files_fail_cleanly) {
-  const char *files[] = {"v1-chunked.crn", "v1-shuffle.crn", "v1-raw.crn"};
-  for (int k = 0; k < 3; k++) {
+  const char *files[] = {"v1-chunked.crn", "v1-shuffle.crn", "v1-raw.crn", "v1-compact.crn"};
+  for (int k = 0; k < 4; k++) {
     img m;
     m.b = slurp(data_path(files[k]), &m.n);
     spit(P("cut.crn"), m.b, m.n);
@@ -1911,6 +2062,7 @@ Test(golden, damaged_golden_files_fail_cleanly) {
   }
   small_src[0] = NULL; /* no value comparison: detection only */
   every_bit_flip(data_path("v1-chunked.crn"), 0);
+  every_bit_flip(data_path("v1-compact.crn"), 0);
 }
 
 /* The library owns the writer's defaults; they are the zero-filled struct. */

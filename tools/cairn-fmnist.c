@@ -114,6 +114,7 @@ static void print_usage(FILE *out) {
           "                    [--save-checkpoint-steps K | --save-checkpoint-secs T] [--eval-every N]\n"
           "                    [--log-every N] [--hidden H1,H2,...] [--data-dir D] [--threads T]\n"
           "                    [--async-checkpoints | --sync-checkpoints]\n"
+          "                    [--compress lz4|shuffle|compact|none]   (checkpoint codec; default lz4)\n"
           "                    [--distributed]   (under mpirun: data-parallel over the ranks)\n"
           "       " PROG " eval --checkpoint-dir DIR [--data-dir D] [--threads T]\n"
           "       " PROG " warm-start --from CKPT --checkpoint-dir DIR --method init_fn|local_init_op|restore-option\n"
@@ -146,6 +147,7 @@ typedef struct flags {
   int64_t hidden[CAIRN_MLP_MAX_LAYERS];
   int hidden_given;
   int async; /* --async-checkpoints / --sync-checkpoints */
+  cairn_ckpt_compress compress; /* --compress lz4|shuffle|compact|none; default lz4 */
 } flags;
 
 static int parse_int(const char *s, long long lo, long long hi, long long *out) {
@@ -796,6 +798,7 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
          hold. (Its caveat: local_init_op runs on every session creation,
          so this form is only used for the first session of DIR.) */
       cairn_saver_options so = cairn_saver_options_default();
+      so.write.compress = f->compress;
       /* Every GLOBAL variable but the hidden layers (their names hold no
          glob characters: each excludes itself alone). */
       cairn_var *rest[256];
@@ -829,6 +832,18 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
     printf(" from %s\n", src);
   } else if (warm_start) {
     printf("%s already holds %s: continuing from it\n", f->dir, own);
+  }
+  if (f->compress != CAIRN_CKPT_COMPRESS_AUTO && !rc.so.saver) {
+    /* The Scaffold's own saver (TF's: allow_empty, max_to_keep 5) with the
+       codec asked for. */
+    cairn_saver_options so = cairn_saver_options_default();
+    so.allow_empty = 1;
+    so.write.compress = f->compress;
+    if ((st = cairn_saver_new(m.reg, &so, &full)) != CAIRN_OK) {
+      ret = report_error("saver", st, NULL);
+      goto out;
+    }
+    rc.so.saver = full;
   }
   ret = run_training(f, &d, &m, &rc);
 out:
@@ -1047,6 +1062,10 @@ int main(int argc, char **argv) {
       f.save_secs = (double)v, secs_given = 1;
     else if (trains && strcmp(a, "--eval-every") == 0 && !parse_int(val, 0, INT64_MAX, &v)) f.eval_every = v;
     else if (trains && strcmp(a, "--log-every") == 0 && !parse_int(val, 0, INT64_MAX, &v)) f.log_every = v;
+    else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "lz4")) f.compress = CAIRN_CKPT_COMPRESS_AUTO;
+    else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "shuffle")) f.compress = CAIRN_CKPT_COMPRESS_SHUFFLE;
+    else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "compact")) f.compress = CAIRN_CKPT_COMPRESS_COMPACT;
+    else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "none")) f.compress = CAIRN_CKPT_COMPRESS_NONE;
     else if (is_train && strcmp(a, "--hidden") == 0 && !parse_hidden(val, f.hidden, &f.n_hidden)) f.hidden_given = 1;
     else {
       snprintf(why, sizeof why, "%s: bad option or value: %.100s %.100s", mode, a, val);

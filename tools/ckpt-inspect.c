@@ -538,6 +538,22 @@ static cairn_ckpt *take_resolved(const char *path) {
 
 /* Resolves a CKPT argument into a file path: a file as is, a directory
  * to its latest valid checkpoint (when allow_dir). Prints the error. */
+/* The codecs of a tensor's chunks, e.g. "compact+raw" ("-" for no data). */
+static const char *codec_str(const cairn_ckpt *c, const char *name, char *buf, size_t cap) {
+  static const char *const names[] = {"raw", "lz4", "shuffle", "compact"};
+  unsigned m = 0;
+  buf[0] = '\0';
+  if (cairn_ckpt_codecs(c, name, &m) != CAIRN_OK) return "?";
+  /* the compressed codecs first: the interesting part */
+  for (int k = 3; k >= 0; k--)
+    if (m & (1u << k)) {
+      size_t l = strlen(buf);
+      snprintf(buf + l, cap - l, "%s%s", l ? "+" : "", names[k]);
+    }
+  if (m >> 4) snprintf(buf + strlen(buf), cap - strlen(buf), "%s?", buf[0] ? "+" : "");
+  return buf[0] ? buf : "-";
+}
+
 static int resolve(const char *arg, int allow_dir, char *out, size_t outlen) {
   struct stat st;
   char tf[4096];
@@ -726,8 +742,10 @@ static int cmd_list(const options *o, const char *arg) {
       printf(", \"raw_bytes\": %llu, \"stored_bytes\": %llu, \"ratio\": ", (unsigned long long)e->raw_bytes,
              (unsigned long long)e->stored_bytes);
       json_num(stdout, e->stored_bytes ? (double)e->raw_bytes / (double)e->stored_bytes : NAN);
-      printf(", \"crc32c\": \"%08x\", \"chunks\": %u, \"layout\": \"%s\"}", (unsigned)e->raw_crc32c,
-             (unsigned)e->n_chunks, e->n_chunks == 0 && e->raw_bytes ? "aligned" : "chunked");
+      char cd[64];
+      printf(", \"crc32c\": \"%08x\", \"chunks\": %u, \"layout\": \"%s\", \"codecs\": \"%s\"}",
+             (unsigned)e->raw_crc32c, (unsigned)e->n_chunks, e->n_chunks == 0 && e->raw_bytes ? "aligned" : "chunked",
+             codec_str(c, e->name, cd, sizeof cd));
     }
     printf("%s]}\n", n ? "\n" : "");
   } else {
@@ -744,8 +762,8 @@ static int cmd_list(const options *o, const char *arg) {
     put_esc(stdout, path);
     char fl[80];
     printf(": %s, %zu tensor%s\n", format_label(c, fl, sizeof fl), n, n == 1 ? "" : "s");
-    printf("%-*s  %-*s  %-*s  %12s  %12s  %7s  %-8s  %s\n", (int)wn, "NAME", (int)wd, "DTYPE", (int)ws, "SHAPE",
-           "RAW", "STORED", "RATIO", "CRC32C", "CHUNKS");
+    printf("%-*s  %-*s  %-*s  %12s  %12s  %7s  %-8s  %-7s  %s\n", (int)wn, "NAME", (int)wd, "DTYPE", (int)ws, "SHAPE",
+           "RAW", "STORED", "RATIO", "CRC32C", "CHUNKS", "CODEC");
     for (size_t i = 0; i < n; i++) {
       const cairn_ckpt_entry *e = &es[i];
       char shp[256], rt[32], ch[24];
@@ -755,10 +773,11 @@ static int cmd_list(const options *o, const char *arg) {
         snprintf(ch, sizeof ch, "aligned");
       else
         snprintf(ch, sizeof ch, "%u", (unsigned)e->n_chunks);
+      char cd[64];
       put_esc_padded(stdout, e->name, wn);
-      printf("  %-*s  %-*s  %12llu  %12llu  %7s  %08x  %s\n", (int)wd, dtype_str(e->dtype), (int)ws, shp,
+      printf("  %-*s  %-*s  %12llu  %12llu  %7s  %08x  %-7s  %s\n", (int)wd, dtype_str(e->dtype), (int)ws, shp,
              (unsigned long long)e->raw_bytes, (unsigned long long)e->stored_bytes, rt,
-             (unsigned)e->raw_crc32c, ch);
+             (unsigned)e->raw_crc32c, ch, codec_str(c, e->name, cd, sizeof cd));
     }
     char rt[32];
     ratio_str(rt, sizeof rt, raw, stored);
@@ -1830,6 +1849,109 @@ static int cmd_recover(const options *o, const char *in, const char *out) {
   return EXIT_OK_;
 }
 
+/* ---- recompress ----------------------------------------------------------------- */
+
+static int copy_meta(cairn_ckpt *c, cairn_ckpt_writer *w) {
+  for (size_t i = 0; i < cairn_ckpt_meta_count(c); i++) {
+    const char *key;
+    cairn_meta_type ty;
+    cairn_status s = cairn_ckpt_meta_at(c, i, &key, &ty);
+    if (s) return s;
+    uint64_t u;
+    int64_t v;
+    double f;
+    int b;
+    const char *str;
+    const void *by;
+    size_t len;
+    switch (ty) {
+      case CAIRN_META_U64: s = cairn_ckpt_meta_u64(c, key, &u); if (!s) s = cairn_ckpt_writer_meta_u64(w, key, u); break;
+      case CAIRN_META_I64: s = cairn_ckpt_meta_i64(c, key, &v); if (!s) s = cairn_ckpt_writer_meta_i64(w, key, v); break;
+      case CAIRN_META_F64: s = cairn_ckpt_meta_f64(c, key, &f); if (!s) s = cairn_ckpt_writer_meta_f64(w, key, f); break;
+      case CAIRN_META_BOOL: s = cairn_ckpt_meta_bool(c, key, &b); if (!s) s = cairn_ckpt_writer_meta_bool(w, key, b); break;
+      case CAIRN_META_STR: s = cairn_ckpt_meta_str(c, key, &str); if (!s) s = cairn_ckpt_writer_meta_str(w, key, str); break;
+      default:
+        s = cairn_ckpt_meta_bytes(c, key, &by, &len);
+        if (!s) s = cairn_ckpt_writer_meta_bytes(w, key, by, len);
+    }
+    if (s) return s;
+  }
+  return CAIRN_OK;
+}
+
+/* Rewrites IN with another codec. IN is verified whole first (a damaged
+ * file is reported, never copied); each tensor is read (CRC-checked again)
+ * and written through the normal writer, which writes a temporary file in
+ * OUT's directory and renames it into place only after fsync. So OUT == IN
+ * is safe: until that rename IN is untouched (the open descriptor keeps
+ * reading the old file), and after it OUT holds the same tensors. */
+static int cmd_recompress(const options *o, const char *in, const char *out) {
+  char path[4096];
+  if (resolve(in, 0, path, sizeof path) != 0) return EXIT_ERROR;
+  struct stat si, so;
+  int same = stat(path, &si) == 0 && stat(out, &so) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino;
+  if (!same && check_output(o, path, out) != 0) return EXIT_ERROR;
+  cairn_ckpt *c = NULL;
+  cairn_status s = cairn_ckpt_open(path, NULL, &c);
+  if (s == CAIRN_OK && strcmp(cairn_ckpt_format(c), "cairn") != 0) {
+    cairn_ckpt_close(c);
+    errorf("%s: not a cairn checkpoint (use import)", path);
+    return EXIT_ERROR;
+  }
+  if (s == CAIRN_OK) s = cairn_ckpt_verify(c);
+  if (s != CAIRN_OK) {
+    error_status(path, s);
+    cairn_ckpt_close(c);
+    return status_is_bad_file(s) ? EXIT_BAD : EXIT_ERROR;
+  }
+  cairn_ckpt_write_options wo = cairn_ckpt_write_options_default();
+  wo.compress = o->compress;
+  cairn_ckpt_writer *w = NULL;
+  s = cairn_ckpt_writer_open(out, &wo, &w);
+  size_t n = cairn_ckpt_count(c);
+  uint64_t raw = 0, before = 0, after = 0;
+  for (size_t i = 0; i < n && s == CAIRN_OK; i++) {
+    cairn_ckpt_entry e;
+    cairn_tensor *t = NULL;
+    if ((s = cairn_ckpt_entry_at(c, i, &e)) != CAIRN_OK || (s = read_tensor(c, &e, &t)) != CAIRN_OK) {
+      error_tensor(path, e.name, s);
+      cairn_ckpt_writer_abort(w);
+      cairn_ckpt_close(c);
+      return EXIT_ERROR;
+    }
+    raw += e.raw_bytes;
+    before += e.stored_bytes;
+    s = cairn_ckpt_writer_add(w, e.name, t);
+    cairn_tensor_free(t);
+  }
+  if (s == CAIRN_OK) s = copy_meta(c, w);
+  cairn_ckpt_close(c);
+  if (s == CAIRN_OK) {
+    s = cairn_ckpt_writer_commit(w);
+    w = NULL;
+  }
+  if (s != CAIRN_OK) {
+    cairn_ckpt_writer_abort(w);
+    error_status(out, s);
+    return EXIT_ERROR;
+  }
+  if (cairn_ckpt_open(out, NULL, &c) == CAIRN_OK) {
+    for (size_t i = 0; i < cairn_ckpt_count(c); i++) {
+      cairn_ckpt_entry e;
+      if (cairn_ckpt_entry_at(c, i, &e) == CAIRN_OK) after += e.stored_bytes;
+    }
+    cairn_ckpt_close(c);
+  }
+  char r0[32], r1[32];
+  ratio_str(r0, sizeof r0, raw, before);
+  ratio_str(r1, sizeof r1, raw, after);
+  printf("recompressed %zu tensor%s: %llu -> %llu stored bytes (ratio %s -> %s); wrote ", n, n == 1 ? "" : "s",
+         (unsigned long long)before, (unsigned long long)after, r0, r1);
+  put_esc(stdout, out);
+  fputc('\n', stdout);
+  return EXIT_OK_;
+}
+
 /* ---- export / import ------------------------------------------------------------ */
 
 static const char *npy_descr(cairn_dtype dt) {
@@ -2255,7 +2377,13 @@ static const command commands[] = {
      "an OUT ending in .safetensors) a safetensors file with the metadata as __metadata__\n"
      "strings. --dtype converts every floating-point tensor (for model-only exports: optimizer\n"
      "slots lose precision too); integer tensors keep their dtype.\n"},
-    {"import", 2, OPT_FORCE | OPT_COMPRESS, "import [--force] [--compress auto|none|shuffle] IN OUT",
+    {"recompress", 2, OPT_FORCE | OPT_COMPRESS, "recompress [--force] [--compress lz4|compact|shuffle|none] IN OUT",
+     "Rewrites the cairn checkpoint IN with another codec: IN is verified first (a damaged file\n"
+     "is refused), then every tensor and the metadata are written to OUT through the normal\n"
+     "atomic writer (temporary file, fsync, rename). OUT may be IN itself: it is replaced only\n"
+     "by the complete new file. Another existing OUT is not replaced without --force.\n"
+     "compact (byte planes + zstd) gives the smallest files, readable by cairn with format 1.1.\n"},
+    {"import", 2, OPT_FORCE | OPT_COMPRESS, "import [--force] [--compress lz4|compact|shuffle|none] IN OUT",
      "IN may be a TensorFlow checkpoint prefix or a safetensors file: every tensor (and the\n"
      "safetensors metadata whose keys cairn allows) is copied into the cairn checkpoint OUT.\n"
      "Otherwise IN is a NumPy .npz. Reads a NumPy .npz (stored or deflated members, e.g. from numpy.savez or savez_compressed)\n"
@@ -2273,7 +2401,7 @@ static void usage(FILE *f) {
   for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  " PROG " %s\n", commands[i].usage);
   fprintf(f, "  " PROG " help SUBCOMMAND\n\n"
              "options: --json (list, diff, verify, meta), --all (show, meta), --atol X, --rtol X (diff),\n"
-             "         --force (recover, export, import), --compress MODE (import), -h/--help, --version\n\n"
+             "         --force (recover, export, import), --compress MODE (import, recompress), -h/--help, --version\n\n"
              "exit status: 0 success (diff: same), 1 diff: different / verify: bad file,\n"
              "             2 error (diff: also a corrupt tensor in either file).\n"
              "Names and metadata from files are printed with control characters escaped.\n"
@@ -2436,11 +2564,12 @@ int main(int argc, char **argv) {
       if (parse_double(a[2] == 'a' ? "--atol" : "--rtol", val, a[2] == 'a' ? &o.atol : &o.rtol) != 0)
         return EXIT_ERROR;
     } else if (flag == OPT_COMPRESS) {
-      if (strcmp(val, "auto") == 0) o.compress = CAIRN_CKPT_COMPRESS_AUTO;
+      if (strcmp(val, "auto") == 0 || strcmp(val, "lz4") == 0) o.compress = CAIRN_CKPT_COMPRESS_AUTO;
+      else if (strcmp(val, "compact") == 0) o.compress = CAIRN_CKPT_COMPRESS_COMPACT;
       else if (strcmp(val, "none") == 0) o.compress = CAIRN_CKPT_COMPRESS_NONE;
       else if (strcmp(val, "shuffle") == 0) o.compress = CAIRN_CKPT_COMPRESS_SHUFFLE;
       else {
-        errorf("--compress: '%s' is not auto, none or shuffle", val);
+        errorf("--compress: '%s' is not lz4 (auto), compact, shuffle or none", val);
         return EXIT_ERROR;
       }
     } else if (flag == OPT_FORMAT) {
@@ -2472,6 +2601,7 @@ int main(int argc, char **argv) {
   else if (strcmp(cmd->name, "meta") == 0) rc = cmd_meta(&o, pos[0]);
   else if (strcmp(cmd->name, "recover") == 0) rc = cmd_recover(&o, pos[0], pos[1]);
   else if (strcmp(cmd->name, "export") == 0) rc = cmd_export(&o, pos[0], pos[1]);
+  else if (strcmp(cmd->name, "recompress") == 0) rc = cmd_recompress(&o, pos[0], pos[1]);
   else rc = cmd_import(&o, pos[0], pos[1]);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     errorf("error writing to standard output: %s", strerror(errno));

@@ -34,7 +34,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 
-pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev zlib1g-dev libjansson-dev libsnappy-dev libzip-dev libcriterion-dev dataset-fashion-mnist"
+pkgs="gcc make autoconf automake libtool pkg-config libopenblas-openmp-dev liblz4-dev libzstd-dev zlib1g-dev libjansson-dev libsnappy-dev libzip-dev libcriterion-dev dataset-fashion-mnist"
 # oneDNN: the GEMM engine on AVX-512 CPUs (configure uses it when found).
 pkgs="$pkgs libdnnl-dev"
 # The test mode also fuzzes the checkpoint reader with clang's libFuzzer, and

@@ -51,14 +51,20 @@ extern "C" {
 #endif
 
 #define CAIRN_CKPT_VERSION_MAJOR 1
-#define CAIRN_CKPT_VERSION_MINOR 0
+/* The newest version this library reads. It writes 1.0 unless a file uses
+ * codec 3 (CAIRN_CKPT_COMPRESS_COMPACT): then 1.1 with required feature bit
+ * 0x1, which cairn before 1.1 refuses with CAIRN_E_UNSUPPORTED. */
+#define CAIRN_CKPT_VERSION_MINOR 1
 
 /* ---- Writing -------------------------------------------------------------- */
 
 typedef enum cairn_ckpt_compress {
   CAIRN_CKPT_COMPRESS_AUTO = 0, /* LZ4 per chunk, kept only when it saves enough */
   CAIRN_CKPT_COMPRESS_NONE,     /* every chunk stored raw */
-  CAIRN_CKPT_COMPRESS_SHUFFLE   /* byte-shuffle, then LZ4, per chunk when it saves enough */
+  CAIRN_CKPT_COMPRESS_SHUFFLE,  /* byte-shuffle, then LZ4, per chunk when it saves enough */
+  CAIRN_CKPT_COMPRESS_COMPACT   /* byte planes, then zstd level 1, per chunk when it saves enough:
+                                   the smallest files (float weights ~1.15-1.25x); files using it
+                                   are format 1.1, which cairn before it cannot read */
 } cairn_ckpt_compress;
 
 typedef struct cairn_ckpt_write_options {
@@ -187,6 +193,16 @@ CAIRN_API size_t cairn_ckpt_count(const cairn_ckpt *c);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_entry_at(const cairn_ckpt *c, size_t i, cairn_ckpt_entry *e);
 /* Binary search by exact name; CAIRN_E_NOT_FOUND names it. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_find(const cairn_ckpt *c, const char *name, cairn_ckpt_entry *e);
+
+/* Codecs of tensor `name`'s chunks: *mask gets bit k set when some chunk
+ * uses codec k (CAIRN_CKPT_CODEC_*; doc/checkpoint-format.md, "Codecs").
+ * 0 for an empty tensor, CAIRN_CKPT_CODEC_RAW's bit for the raw layout and
+ * for files of other formats. Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND. */
+#define CAIRN_CKPT_CODEC_RAW 0          /* stored as is */
+#define CAIRN_CKPT_CODEC_LZ4 1          /* LZ4 block */
+#define CAIRN_CKPT_CODEC_SHUFFLE_LZ4 2  /* byte planes + LZ4 */
+#define CAIRN_CKPT_CODEC_SHUFFLE_ZSTD 3 /* byte planes + zstd (compact, format 1.1) */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_codecs(const cairn_ckpt *c, const char *name, unsigned *mask);
 
 /* Decodes tensor `name` straight into dst, which must have exactly the
  * stored dtype and shape (CAIRN_E_DTYPE / CAIRN_E_SHAPE name both), reading

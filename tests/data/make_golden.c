@@ -130,11 +130,37 @@ static void raw(const char *dir) {
   CHECK(cairn_ckpt_writer_commit(w));
 }
 
+/* v1-compact.crn (format 1.1, required feature 0x1): byte planes + zstd
+ * (codec 3, CAIRN_CKPT_COMPRESS_COMPACT) on weight-like f32 values, small
+ * i64 values and u8 bytes, 256-byte chunks. Added with codec 3; built against
+ * that tree with -lzstd as well. */
+static void compact(const char *dir) {
+  cairn_ckpt_write_options o = {.chunk_bytes = 256, .compress = CAIRN_CKPT_COMPRESS_COMPACT};
+  cairn_ckpt_writer *w;
+  CHECK(cairn_ckpt_writer_open(join(dir, "v1-compact.crn"), &o, &w));
+  float wt[240];
+  uint32_t x = 2024;
+  for (int i = 0; i < 240; i++) {
+    x = x * 1664525u + 1013904223u;
+    wt[i] = (float)((int)(x >> 16) % 2001 - 1000) / 8192.0f;
+  }
+  add(w, "dense/kernel", CAIRN_DTYPE_F32, 2, (int64_t[]){24, 10}, wt);
+  int64_t v[100];
+  for (int i = 0; i < 100; i++) v[i] = (int64_t)(i * i % 1000) - 500;
+  add(w, "counts", CAIRN_DTYPE_I64, 2, (int64_t[]){10, 10}, v);
+  uint8_t b[200];
+  for (int i = 0; i < 200; i++) b[i] = (uint8_t)(i % 7 == 0 ? i : 0);
+  add(w, "bytes", CAIRN_DTYPE_U8, 1, (int64_t[]){200}, b);
+  CHECK(cairn_ckpt_writer_meta_u64(w, "train.global_step", 11));
+  CHECK(cairn_ckpt_writer_commit(w));
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : ".";
   basic(dir);
   chunked(dir);
   shuffle(dir);
   raw(dir);
+  compact(dir);
   return 0;
 }

@@ -180,6 +180,19 @@ int main(int argc, char **argv) {
   add(w, "v", make(CAIRN_DTYPE_F64, 1, (int64_t[]){40}, 31, 80));
   commit(w, "shuffle.ckpt");
 
+  /* Codec 3 (byte planes + zstd, format 1.1): weights-like and sparse
+   * floats, an f64 and a u8 tensor, so every zstd frame kind (raw,
+   * RLE and compressed blocks) reaches the decoder. */
+  memset(&o, 0, sizeof o);
+  o.chunk_bytes = 256;
+  o.compress = CAIRN_CKPT_COMPRESS_COMPACT;
+  w = open_writer("compact.ckpt", o);
+  add(w, "w", make(CAIRN_DTYPE_F32, 2, (int64_t[]){8, 32}, 60, 0));
+  add(w, "m", make(CAIRN_DTYPE_F32, 2, (int64_t[]){8, 32}, 61, 50));
+  add(w, "v", make(CAIRN_DTYPE_F64, 1, (int64_t[]){40}, 62, 80));
+  add(w, "z", make(CAIRN_DTYPE_U8, 1, (int64_t[]){300}, 63, 100));
+  commit(w, "compact.ckpt");
+
   /* Raw aligned layout for a tensor that does not compress; a small one in chunks. */
   memset(&o, 0, sizeof o);
   o.raw_layout_min_bytes = 256;
@@ -220,5 +233,6 @@ int main(int argc, char **argv) {
   variants("mlp.ckpt");
   variants("lz4.ckpt");
   variants("aligned.ckpt");
+  variants("compact.ckpt");
   return 0;
 }
