@@ -139,13 +139,10 @@ typedef struct {
   __m256 s; /* 2^(k − (k>>1)) */
 } cairn__v_exps;
 
-CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
-  /* e^x is inf above 88.72 and rounds to 0 below −103.97; the low clamp is
-   * −174 rather than −104 so that (c·m)·s still rounds to the right tiny
-   * value when a caller scales m by a large c first (gelu_tanh: up to ~2^11);
-   * k ≥ −251 keeps both factors normal floats.
-   * MIN/MAXPS return their second operand when one is NaN: NaN stays NaN. */
-  x = _mm256_max_ps(_mm256_set1_ps(-174.0f), _mm256_min_ps(_mm256_set1_ps(88.8f), x));
+/* The same for x already known to be in [−174, 88.8] or NaN (no clamp:
+ * callers whose argument is bounded by construction save its two
+ * operations; NaN gives NaN, see below). */
+CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
   const __m256 fk = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(0.693147182464599609375f), x);
@@ -169,10 +166,27 @@ CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
   return e;
 }
 
+CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
+  /* e^x is inf above 88.72 and rounds to 0 below −103.97; the low clamp is
+   * −174 rather than −104 so that (c·m)·s still rounds to the right tiny
+   * value when a caller scales m by a large c first (gelu_tanh: up to ~2^11);
+   * k ≥ −251 keeps both factors normal floats.
+   * MIN/MAXPS return their second operand when one is NaN: NaN stays NaN. */
+  x = _mm256_max_ps(_mm256_set1_ps(-174.0f), _mm256_min_ps(_mm256_set1_ps(88.8f), x));
+  return cairn__v_exp_split_inrange(x, lo);
+}
+
 /* e^x */
 CAIRN__VINLINE __m256 cairn__v_exp(__m256 x) {
   /* r + (−0) = r for every r: the compiler drops the correction's add. */
   const cairn__v_exps e = cairn__v_exp_split(x, _mm256_set1_ps(-0.0f));
+  return _mm256_mul_ps(e.m, e.s);
+}
+
+/* e^x for x ≤ 0 or NaN (sigmoid, tanh): only the low clamp is needed. */
+CAIRN__VINLINE __m256 cairn__v_exp_nonpos(__m256 x) {
+  const cairn__v_exps e =
+      cairn__v_exp_split_inrange(_mm256_max_ps(_mm256_set1_ps(-174.0f), x), _mm256_set1_ps(-0.0f));
   return _mm256_mul_ps(e.m, e.s);
 }
 
@@ -242,8 +256,10 @@ CAIRN__VINLINE __m256 cairn__v_log1p_pos_r(__m256 a, __m256 u, __m256 r) {
  * relative accuracy (down to the subnormals) instead of 1 − (something ≈ 1). */
 CAIRN__VINLINE __m256 cairn__v_sigmoid(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 e = cairn__v_exp(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^−|x| */
-  const __m256 num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  const __m256 e = cairn__v_exp_nonpos(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^−|x| */
+  /* BLENDVPS reads only the sign bit of its mask, here x's own: x = −0 takes
+   * e = e^0 = 1, the same as 1; NaN is NaN either way. */
+  const __m256 num = _mm256_blendv_ps(one, e, x);
   return _mm256_div_ps(num, _mm256_add_ps(one, e));
 }
 
@@ -264,7 +280,7 @@ CAIRN__VINLINE __m256 cairn__v_tanh(__m256 x) {
   /* x·(z·P) + x; the OR restores tanh(−0) = −0 (+0 + −0 is +0) and is a
    * no-op elsewhere, where the result already has the sign of x. */
   const __m256 small = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x), _mm256_and_ps(sign, x));
-  const __m256 e = cairn__v_exp(_mm256_mul_ps(_mm256_set1_ps(-2.0f), ax));
+  const __m256 e = cairn__v_exp_nonpos(_mm256_mul_ps(_mm256_set1_ps(-2.0f), ax));
   __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_add_ps(e, e), _mm256_add_ps(one, e)));
   big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
   return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
@@ -325,12 +341,15 @@ CAIRN__VINLINE __m256 cairn__v_tail_m(__m256 u) {
   return p;
 }
 
-/* e^(−u²/2) in split form, with u² = hi + lo exact (FMA). */
+/* e^(−u²/2) in split form, with −u²/2 = hi + lo exact (FMA), for u in
+ * [0, CAIRN__V_TAIL_UMAX] or NaN. −u/2 is exact, so hi = (−u/2)·u rounded
+ * and lo = its FMA residual are the same bits as −½ times the split of u²
+ * (one multiplication fewer). −u²/2 ≥ −112.4 is inside exp's range: no
+ * clamp. */
 CAIRN__VINLINE cairn__v_exps cairn__v_gauss_split(__m256 u) {
-  const __m256 hi = _mm256_mul_ps(u, u);
-  const __m256 lo = _mm256_fmsub_ps(u, u, hi);
-  const __m256 mh = _mm256_set1_ps(-0.5f);
-  return cairn__v_exp_split(_mm256_mul_ps(mh, hi), _mm256_mul_ps(mh, lo));
+  const __m256 hu = _mm256_mul_ps(_mm256_set1_ps(-0.5f), u);
+  const __m256 hi = _mm256_mul_ps(hu, u);
+  return cairn__v_exp_split_inrange(hi, _mm256_fmsub_ps(hu, u, hi));
 }
 
 /* ---- rows --------------------------------------------------------------------- */
