@@ -220,7 +220,9 @@ CAIRN__VINLINE __m256 cairn__v_log_core(__m256 xs, __m256 fe0) {
   return _mm256_fmadd_ps(fe, _mm256_set1_ps(0.693359375f), _mm256_add_ps(f, y));
 }
 
-CAIRN__VINLINE __m256 cairn__v_log(__m256 x) {
+/* log x with every special case blended in (subnormals, ±0, negatives,
+ * inf, NaN). */
+CAIRN__VINLINE __m256 cairn__v_log_full(__m256 x) {
   const __m256 sub = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
   const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), sub);
   __m256 y = cairn__v_log_core(xs, _mm256_and_ps(sub, _mm256_set1_ps(23.0f)));
@@ -231,6 +233,24 @@ CAIRN__VINLINE __m256 cairn__v_log(__m256 x) {
                        _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ));
   return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_nanf("")),
                           _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NGE_UQ));
+}
+
+/* log x. A vector whose eight lanes are all positive normal finite floats
+ * (the usual case) needs none of the special cases, which cost ten of the
+ * thirty-odd operations: one integer test picks the core alone for it.
+ * This is a branch per vector, not per element, and it changes no bit:
+ * for such lanes every blend of cairn__v_log_full is a no-op (and its
+ * subnormal pre-scale is not taken), so each lane's value is the same
+ * whichever path its neighbours send the vector down. The test: with
+ * v = bits − 0x00800000, x is positive, normal and finite exactly when
+ * 0 ≤ v ≤ 0x7effffff (signed), i.e. when neither v nor (v > 0x7effffff)
+ * has its top bit set. */
+CAIRN__VINLINE __m256 cairn__v_log(__m256 x) {
+  const __m256i v = _mm256_sub_epi32(_mm256_castps_si256(x), _mm256_set1_epi32(0x00800000));
+  const __m256i bad = _mm256_or_si256(v, _mm256_cmpgt_epi32(v, _mm256_set1_epi32(0x7effffff)));
+  if (__builtin_expect(_mm256_movemask_ps(_mm256_castsi256_ps(bad)) == 0, 1))
+    return cairn__v_log_core(x, _mm256_setzero_ps());
+  return cairn__v_log_full(x);
 }
 
 /* log(1 + a) for a ≥ 0: with u = 1 + a rounded, log1p(a) = log u + (a − (u − 1))/u
