@@ -153,7 +153,9 @@ CAIRN__VINLINE gelu_tanh_parts gelu_tanh_sigma(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 t = _mm256_div_ps(one, _mm256_add_ps(one, _mm256_mul_ps(es.m, es.s)));
   gelu_tanh_parts g;
-  g.neg = _mm256_cmp_ps(hi, _mm256_setzero_ps(), _CMP_LT_OQ);
+  /* only ever a BLENDVPS mask, which reads the sign bit: hi itself serves
+   * (hi = −0 takes the w < 0 forms, which give the same there: m = s = 1) */
+  g.neg = hi;
   g.sig = _mm256_blendv_ps(t, _mm256_mul_ps(es.m, t), g.neg);
   g.sp = _mm256_mul_ps(_mm256_mul_ps(es.m, t), t);
   g.s = es.s;

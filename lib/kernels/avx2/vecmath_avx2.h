@@ -406,7 +406,8 @@ CAIRN__VINLINE __m256 cairn__v_exp_shifted(__m256 x, __m256 m) {
   const __m256 av = _mm256_sub_ps(d, bv);
   __m256 err = _mm256_add_ps(_mm256_sub_ps(x, av), _mm256_sub_ps(nm, bv));
   err = _mm256_and_ps(err, _mm256_cmp_ps(d, _mm256_set1_ps(-104.0f), _CMP_GE_OQ));
-  const cairn__v_exps e = cairn__v_exp_split(d, err);
+  /* d ≤ 0 (m is the max; x = m = inf gives NaN): only the low clamp */
+  const cairn__v_exps e = cairn__v_exp_split_inrange(_mm256_max_ps(_mm256_set1_ps(-174.0f), d), err);
   return _mm256_mul_ps(e.m, e.s);
 }
 
