@@ -479,6 +479,60 @@ static void check_specials(const cairn__kernel_table *T) {
             "%s: relu specials", T->isa);
 }
 
+/* −0 and NaNs of either sign: the AVX2 gelu, gelu_bwd and sigmoid take
+ * their blend mask from the sign bit of x itself, so −0 and a NaN with the
+ * sign bit set go down the x < 0 side; the results must still be those of
+ * the reference (−0 for gelu(−0), ½ for gelu'(−0) and σ(−0), NaN for NaN). */
+static void check_signed_zero_nan(const cairn__kernel_table *T) {
+  const float xs[] = {-0.0f, 0.0f, NAN, -NAN};
+  const float ones[] = {1, 1, 1, 1};
+  float y[4];
+  T->gelu_fwd(xs, y, 4);
+  cr_assert(y[0] == 0.0f && signbit(y[0]) && y[1] == 0.0f && !signbit(y[1]) && isnan(y[2]) && isnan(y[3]),
+            "%s: gelu(-0, 0, NaN, -NaN) = %g %g %g %g", T->isa, (double)y[0], (double)y[1], (double)y[2],
+            (double)y[3]);
+  T->gelu_bwd(xs, ones, y, 4);
+  cr_assert(y[0] == 0.5f && y[1] == 0.5f && isnan(y[2]) && isnan(y[3]), "%s: gelu_bwd(-0, 0, NaN, -NaN) = %g %g %g %g",
+            T->isa, (double)y[0], (double)y[1], (double)y[2], (double)y[3]);
+  T->sigmoid_fwd(xs, y, 4);
+  cr_assert(y[0] == 0.5f && y[1] == 0.5f && isnan(y[2]) && isnan(y[3]), "%s: sigmoid(-0, 0, NaN, -NaN) = %g %g %g %g",
+            T->isa, (double)y[0], (double)y[1], (double)y[2], (double)y[3]);
+  T->tanh_fwd(xs, y, 4);
+  cr_assert(y[0] == 0.0f && signbit(y[0]) && isnan(y[2]) && isnan(y[3]), "%s: tanh(-0, NaN, -NaN)", T->isa);
+}
+/* The AVX2 log takes its fast path only when all eight lanes of a vector
+ * are positive normal floats: one special value in any lane (and in the
+ * masked tail) must still get its special result, and its seven normal
+ * neighbours the same values as without it. */
+Test(kernels, log_special_in_each_lane) {
+  const cairn__kernel_table *T = avx2_or_skip();
+  const float sp[] = {0.0f, -0.0f, -1.0f, INFINITY, NAN, 1e-40f, 0x1p-126f, FLT_MAX};
+  float x[9], y[9], y0[9];
+  for (int i = 0; i < 9; i++) x[i] = 0.75f + 0.37f * (float)i;
+  T->log(x, y0, 9);
+  for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++)
+    for (int p = 0; p < 9; p++) {
+      float xs[9];
+      memcpy(xs, x, sizeof xs);
+      xs[p] = sp[k];
+      T->log(xs, y, 9);
+      for (int i = 0; i < 9; i++) {
+        if (i != p) {
+          cr_assert(y[i] == y0[i], "log: lane %d changed by %g in lane %d", i, (double)sp[k], p);
+          continue;
+        }
+        const double r = log((double)sp[k]);
+        if (isnan(r)) cr_assert(isnan(y[i]), "log(%g) in lane %d = %g, want NaN", (double)sp[k], p, (double)y[i]);
+        else if (isinf(r)) cr_assert(y[i] == (float)r, "log(%g) in lane %d = %g", (double)sp[k], p, (double)y[i]);
+        else cr_assert(close_ulps(y[i], (float)r, 1, 0), "log(%g) in lane %d = %.9g, want %.9g", (double)sp[k], p,
+                       (double)y[i], r);
+      }
+    }
+}
+
+Test(kernels, signed_zero_nan_ref) { check_signed_zero_nan(cairn__kernels_ref()); }
+Test(kernels, signed_zero_nan_avx2) { check_signed_zero_nan(avx2_or_skip()); }
+
 Test(kernels, specials_ref) { check_specials(cairn__kernels_ref()); }
 Test(kernels, specials_avx2) { check_specials(avx2_or_skip()); }
 

@@ -72,15 +72,22 @@ void cairn_tanh_bwd_avx2(const float *y, const float *dy, float *dx, size_t n) {
  *   x ≥ 0:  gelu = x·(1 − e^(−u²/2)·M(u))
  * u is clamped to 14.99, past which x·Φ(x) rounds to −0 for x < 0 and the
  * tail is 0 for x > 0; x = −inf gives −0 (the limit), not NaN. */
+/* With xc = x clamped to ±14.99 and A = m·M(u) (the normal part of Φ(−u)):
+ *   x < 0:  (A·xc)·s          the sign comes from xc, s last (subnormals)
+ *   x ≥ 0:  x − xc·(A·s)      one FMA: x·(1 − q) rounded once, not twice;
+ *                              xc, not x, so that x = +inf gives inf − 0.
+ * The blend takes its mask from the sign bit of x itself (BLENDVPS reads
+ * only that bit): −0 goes to the first form and gives −0, NaN either way
+ * gives NaN. */
 CAIRN__VINLINE __m256 gelu8(__m256 x) {
-  const __m256 u = _mm256_min_ps(_mm256_set1_ps(CAIRN__V_TAIL_UMAX), cairn__v_abs(x));
-  const __m256 mu = cairn__v_tail_m(u);
+  const __m256 um = _mm256_set1_ps(CAIRN__V_TAIL_UMAX);
+  const __m256 xc = _mm256_min_ps(um, _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), um), x));
+  const __m256 u = cairn__v_abs(xc);
   const cairn__v_exps g = cairn__v_gauss_split(u);
-  const __m256 neg = _mm256_mul_ps(_mm256_mul_ps(g.m, _mm256_mul_ps(u, mu)), g.s);
-  const __m256 q = _mm256_mul_ps(_mm256_mul_ps(g.m, mu), g.s); /* Φ(−u) */
-  const __m256 pos = _mm256_mul_ps(x, _mm256_sub_ps(_mm256_set1_ps(1.0f), q));
-  return _mm256_blendv_ps(pos, _mm256_sub_ps(_mm256_set1_ps(-0.0f), neg),
-                          _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  const __m256 a = _mm256_mul_ps(g.m, cairn__v_tail_m(u));
+  const __m256 neg = _mm256_mul_ps(_mm256_mul_ps(a, xc), g.s);
+  const __m256 pos = _mm256_fnmadd_ps(xc, _mm256_mul_ps(a, g.s), x);
+  return _mm256_blendv_ps(pos, neg, x);
 }
 void cairn_gelu_fwd_avx2(const float *x, float *y, size_t n) { CAIRN__AVX2_MAP1(x, y, n, gelu8); }
 
@@ -93,8 +100,8 @@ CAIRN__VINLINE __m256 gelu_bwd8(__m256 x, __m256 dy) {
   const __m256 d = _mm256_fnmadd_ps(_mm256_set1_ps(0.398942280f), u, cairn__v_tail_m(u));
   const cairn__v_exps g = cairn__v_gauss_split(u);
   const __m256 gg = _mm256_mul_ps(_mm256_mul_ps(g.m, d), g.s);
-  const __m256 dg = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), gg), gg,
-                                     _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  /* the sign bit of x is the blend mask: −0 takes G = ½ = 1 − G, NaN is NaN */
+  const __m256 dg = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), gg), gg, x);
   return _mm256_mul_ps(dy, dg);
 }
 void cairn_gelu_bwd_avx2(const float *x, const float *dy, float *dx, size_t n) {
@@ -146,7 +153,9 @@ CAIRN__VINLINE gelu_tanh_parts gelu_tanh_sigma(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 t = _mm256_div_ps(one, _mm256_add_ps(one, _mm256_mul_ps(es.m, es.s)));
   gelu_tanh_parts g;
-  g.neg = _mm256_cmp_ps(hi, _mm256_setzero_ps(), _CMP_LT_OQ);
+  /* only ever a BLENDVPS mask, which reads the sign bit: hi itself serves
+   * (hi = −0 takes the w < 0 forms, which give the same there: m = s = 1) */
+  g.neg = hi;
   g.sig = _mm256_blendv_ps(t, _mm256_mul_ps(es.m, t), g.neg);
   g.sp = _mm256_mul_ps(_mm256_mul_ps(es.m, t), t);
   g.s = es.s;

@@ -106,7 +106,7 @@ double cairn_xent_row_avx2(const float *x, const float *z, float *dx, size_t n, 
  * formed in double, where x·z is exact: it cancels when x(1 − z) is small. */
 CAIRN__VINLINE __m256 sigxent8(__m256 x, __m256 z, __m256 mkf, __m256d *lo, __m256d *hi) {
   const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 e = cairn__v_exp(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^−|x| */
+  const __m256 e = cairn__v_exp_nonpos(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^−|x| */
   const __m256 u = _mm256_add_ps(one, e);
   const __m256 r = cairn__v_rcp1(u);
   const __m256 l = _mm256_and_ps(cairn__v_log1p_pos_r(e, u, r), mkf);
@@ -119,7 +119,8 @@ CAIRN__VINLINE __m256 sigxent8(__m256 x, __m256 z, __m256 mkf, __m256d *lo, __m2
   const __m256d t1 = _mm256_fnmadd_pd(x1, z1, _mm256_max_pd(x1, zero));
   *lo = _mm256_add_pd(*lo, _mm256_add_pd(t0, _mm256_cvtps_pd(_mm256_castps256_ps128(l))));
   *hi = _mm256_add_pd(*hi, _mm256_add_pd(t1, _mm256_cvtps_pd(_mm256_extractf128_ps(l, 1))));
-  const __m256 num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  /* x's sign bit is the mask, as in cairn__v_sigmoid: −0 takes e = 1 */
+  const __m256 num = _mm256_blendv_ps(one, e, x);
   return _mm256_sub_ps(cairn__v_div_r(num, u, r), z);
 }
 

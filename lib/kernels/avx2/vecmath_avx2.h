@@ -139,13 +139,10 @@ typedef struct {
   __m256 s; /* 2^(k − (k>>1)) */
 } cairn__v_exps;
 
-CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
-  /* e^x is inf above 88.72 and rounds to 0 below −103.97; the low clamp is
-   * −174 rather than −104 so that (c·m)·s still rounds to the right tiny
-   * value when a caller scales m by a large c first (gelu_tanh: up to ~2^11);
-   * k ≥ −251 keeps both factors normal floats.
-   * MIN/MAXPS return their second operand when one is NaN: NaN stays NaN. */
-  x = _mm256_max_ps(_mm256_set1_ps(-174.0f), _mm256_min_ps(_mm256_set1_ps(88.8f), x));
+/* The same for x already known to be in [−174, 88.8] or NaN (no clamp:
+ * callers whose argument is bounded by construction save its two
+ * operations; NaN gives NaN, see below). */
+CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
   const __m256 fk = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(0.693147182464599609375f), x);
@@ -169,10 +166,27 @@ CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
   return e;
 }
 
+CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
+  /* e^x is inf above 88.72 and rounds to 0 below −103.97; the low clamp is
+   * −174 rather than −104 so that (c·m)·s still rounds to the right tiny
+   * value when a caller scales m by a large c first (gelu_tanh: up to ~2^11);
+   * k ≥ −251 keeps both factors normal floats.
+   * MIN/MAXPS return their second operand when one is NaN: NaN stays NaN. */
+  x = _mm256_max_ps(_mm256_set1_ps(-174.0f), _mm256_min_ps(_mm256_set1_ps(88.8f), x));
+  return cairn__v_exp_split_inrange(x, lo);
+}
+
 /* e^x */
 CAIRN__VINLINE __m256 cairn__v_exp(__m256 x) {
   /* r + (−0) = r for every r: the compiler drops the correction's add. */
   const cairn__v_exps e = cairn__v_exp_split(x, _mm256_set1_ps(-0.0f));
+  return _mm256_mul_ps(e.m, e.s);
+}
+
+/* e^x for x ≤ 0 or NaN (sigmoid, tanh): only the low clamp is needed. */
+CAIRN__VINLINE __m256 cairn__v_exp_nonpos(__m256 x) {
+  const cairn__v_exps e =
+      cairn__v_exp_split_inrange(_mm256_max_ps(_mm256_set1_ps(-174.0f), x), _mm256_set1_ps(-0.0f));
   return _mm256_mul_ps(e.m, e.s);
 }
 
@@ -206,7 +220,9 @@ CAIRN__VINLINE __m256 cairn__v_log_core(__m256 xs, __m256 fe0) {
   return _mm256_fmadd_ps(fe, _mm256_set1_ps(0.693359375f), _mm256_add_ps(f, y));
 }
 
-CAIRN__VINLINE __m256 cairn__v_log(__m256 x) {
+/* log x with every special case blended in (subnormals, ±0, negatives,
+ * inf, NaN). */
+CAIRN__VINLINE __m256 cairn__v_log_full(__m256 x) {
   const __m256 sub = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
   const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), sub);
   __m256 y = cairn__v_log_core(xs, _mm256_and_ps(sub, _mm256_set1_ps(23.0f)));
@@ -217,6 +233,24 @@ CAIRN__VINLINE __m256 cairn__v_log(__m256 x) {
                        _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ));
   return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_nanf("")),
                           _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NGE_UQ));
+}
+
+/* log x. A vector whose eight lanes are all positive normal finite floats
+ * (the usual case) needs none of the special cases, which cost ten of the
+ * thirty-odd operations: one integer test picks the core alone for it.
+ * This is a branch per vector, not per element, and it changes no bit:
+ * for such lanes every blend of cairn__v_log_full is a no-op (and its
+ * subnormal pre-scale is not taken), so each lane's value is the same
+ * whichever path its neighbours send the vector down. The test: with
+ * v = bits − 0x00800000, x is positive, normal and finite exactly when
+ * 0 ≤ v ≤ 0x7effffff (signed), i.e. when neither v nor (v > 0x7effffff)
+ * has its top bit set. */
+CAIRN__VINLINE __m256 cairn__v_log(__m256 x) {
+  const __m256i v = _mm256_sub_epi32(_mm256_castps_si256(x), _mm256_set1_epi32(0x00800000));
+  const __m256i bad = _mm256_or_si256(v, _mm256_cmpgt_epi32(v, _mm256_set1_epi32(0x7effffff)));
+  if (__builtin_expect(_mm256_movemask_ps(_mm256_castsi256_ps(bad)) == 0, 1))
+    return cairn__v_log_core(x, _mm256_setzero_ps());
+  return cairn__v_log_full(x);
 }
 
 /* log(1 + a) for a ≥ 0: with u = 1 + a rounded, log1p(a) = log u + (a − (u − 1))/u
@@ -242,8 +276,10 @@ CAIRN__VINLINE __m256 cairn__v_log1p_pos_r(__m256 a, __m256 u, __m256 r) {
  * relative accuracy (down to the subnormals) instead of 1 − (something ≈ 1). */
 CAIRN__VINLINE __m256 cairn__v_sigmoid(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 e = cairn__v_exp(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^−|x| */
-  const __m256 num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  const __m256 e = cairn__v_exp_nonpos(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^−|x| */
+  /* BLENDVPS reads only the sign bit of its mask, here x's own: x = −0 takes
+   * e = e^0 = 1, the same as 1; NaN is NaN either way. */
+  const __m256 num = _mm256_blendv_ps(one, e, x);
   return _mm256_div_ps(num, _mm256_add_ps(one, e));
 }
 
@@ -264,7 +300,7 @@ CAIRN__VINLINE __m256 cairn__v_tanh(__m256 x) {
   /* x·(z·P) + x; the OR restores tanh(−0) = −0 (+0 + −0 is +0) and is a
    * no-op elsewhere, where the result already has the sign of x. */
   const __m256 small = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x), _mm256_and_ps(sign, x));
-  const __m256 e = cairn__v_exp(_mm256_mul_ps(_mm256_set1_ps(-2.0f), ax));
+  const __m256 e = cairn__v_exp_nonpos(_mm256_mul_ps(_mm256_set1_ps(-2.0f), ax));
   __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_add_ps(e, e), _mm256_add_ps(one, e)));
   big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
   return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
@@ -325,12 +361,15 @@ CAIRN__VINLINE __m256 cairn__v_tail_m(__m256 u) {
   return p;
 }
 
-/* e^(−u²/2) in split form, with u² = hi + lo exact (FMA). */
+/* e^(−u²/2) in split form, with −u²/2 = hi + lo exact (FMA), for u in
+ * [0, CAIRN__V_TAIL_UMAX] or NaN. −u/2 is exact, so hi = (−u/2)·u rounded
+ * and lo = its FMA residual are the same bits as −½ times the split of u²
+ * (one multiplication fewer). −u²/2 ≥ −112.4 is inside exp's range: no
+ * clamp. */
 CAIRN__VINLINE cairn__v_exps cairn__v_gauss_split(__m256 u) {
-  const __m256 hi = _mm256_mul_ps(u, u);
-  const __m256 lo = _mm256_fmsub_ps(u, u, hi);
-  const __m256 mh = _mm256_set1_ps(-0.5f);
-  return cairn__v_exp_split(_mm256_mul_ps(mh, hi), _mm256_mul_ps(mh, lo));
+  const __m256 hu = _mm256_mul_ps(_mm256_set1_ps(-0.5f), u);
+  const __m256 hi = _mm256_mul_ps(hu, u);
+  return cairn__v_exp_split_inrange(hi, _mm256_fmsub_ps(hu, u, hi));
 }
 
 /* ---- rows --------------------------------------------------------------------- */
@@ -367,7 +406,8 @@ CAIRN__VINLINE __m256 cairn__v_exp_shifted(__m256 x, __m256 m) {
   const __m256 av = _mm256_sub_ps(d, bv);
   __m256 err = _mm256_add_ps(_mm256_sub_ps(x, av), _mm256_sub_ps(nm, bv));
   err = _mm256_and_ps(err, _mm256_cmp_ps(d, _mm256_set1_ps(-104.0f), _CMP_GE_OQ));
-  const cairn__v_exps e = cairn__v_exp_split(d, err);
+  /* d ≤ 0 (m is the max; x = m = inf gives NaN): only the low clamp */
+  const cairn__v_exps e = cairn__v_exp_split_inrange(_mm256_max_ps(_mm256_set1_ps(-174.0f), d), err);
   return _mm256_mul_ps(e.m, e.s);
 }
 
