@@ -2,6 +2,7 @@
  * wrapped as an op so that a Scaffold can run it as its local_init_op or
  * its init_fn (the warm start every fine-tuning program writes). */
 #include "internal.h"
+#include "restore_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ static void restore_op_free(void *user) {
 static cairn_status restore_fn(cairn_session *s, void *user) {
   restore_op *r = user;
   cairn_status st;
+  size_t n = cairn_saver_count(r->saver), restored = n;
   if (!r->opts) {
     st = cairn_saver_restore(r->saver, r->path, NULL);
   } else {
@@ -40,8 +42,15 @@ static cairn_status restore_fn(cairn_session *s, void *user) {
     if (r->report_out) *r->report_out = NULL;
     st = cairn_saver_restore_partial(r->saver, r->path, r->opts, &r->report, NULL);
     if (r->report_out) *r->report_out = r->report;
+    restored = cairn_restore_report_count(r->report, CAIRN_RESTORE_RESTORED);
   }
-  return st ? cairn_session_fail(s, st, "%s: %s", r->name, cairn_errmsg()) : CAIRN_OK;
+  if (st) return cairn_session_fail(s, st, "%s: %s", r->name, cairn_errmsg());
+  /* Nothing else shows that the pretrained weights were loaded. */
+  cairn_env_log(r->opts ? r->opts->env : NULL, CAIRN_LOG_INFO,
+                "%s: Restored %zu variable%s from %s (%zu of the op's %zu left out by its restore options; the "
+                "other variables keep their values)",
+                r->name, restored, restored == 1 ? "" : "s", r->path, n - restored, n);
+  return CAIRN_OK;
 }
 
 static char *dup_str(const char *s) {
@@ -67,6 +76,9 @@ cairn_status cairn_op_new_restore(const char *name, const char *path, cairn_var 
   if (!(r->path = dup_str(path)) || !(r->name = dup_str(name)))
     st = cairn__fail(CAIRN_E_NOMEM, "op_new_restore: out of memory");
   if (!st) st = cairn_saver_new_list(vars, n, NULL, &r->saver);
+  /* A pattern that names none of the op's variables is refused now, not
+     at the first run: "dense/kernal" fails here, naming "dense/kernel". */
+  if (!st) st = cairn__restore_check_names("op_new_restore", r->saver, opts);
   if (!st) st = cairn_op_new(r->name, restore_fn, r, restore_op_free, out);
   if (st) {
     r->report_out = NULL; /* *report stays NULL */

@@ -27,8 +27,11 @@
 #include "saver_impl.h"
 #include "var_impl.h"
 #include "ckpt_backend.h"
+#include "restore_impl.h"
+#include "suggest_impl.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,7 +236,7 @@ cairn_status cairn_saver_meta_state(const cairn_saver_meta *m, const char *name,
 
 /* ---- the report -------------------------------------------------------------- */
 
-#define N_KINDS 5
+#define N_KINDS 6
 
 typedef struct item_list {
   cairn_restore_item *it;
@@ -325,13 +328,18 @@ size_t cairn_restore_report_format(const cairn_restore_report *r, char *buf, siz
   fmt f = {buf, buf ? len : 0, 0};
   if (f.len) buf[0] = '\0';
   if (!r) return 0;
-  static const char *const label[N_KINDS] = {"restored", "missing", "unused", "mismatched", "skipped"};
+  static const char *const label[N_KINDS] = {"restored", "missing", "unused", "mismatched", "skipped", "unmatched"};
   for (int k = 0; k < N_KINDS; k++) {
     for (size_t i = 0; i < r->l[k].n; i++) {
       const cairn_restore_item *it = &r->l[k].it[i];
       char sh[200], line[600];
       fmt_put(&f, label[k]);
       fmt_put(&f, ": ");
+      if (k == CAIRN_RESTORE_UNMATCHED) {
+        fmt_put(&f, it->note ? it->note : it->name);
+        fmt_put(&f, "\n");
+        continue;
+      }
       fmt_put(&f, it->name ? it->name : it->ckpt_name);
       switch ((cairn_restore_kind)k) {
       case CAIRN_RESTORE_RESTORED:
@@ -378,6 +386,11 @@ static cairn_status check_options(const char *fn, const cairn_restore_options *o
   if (o->n_include && !o->include) return cairn__fail(CAIRN_E_NULL, "%s: include is NULL with n_include > 0", fn);
   if (o->n_exclude && !o->exclude) return cairn__fail(CAIRN_E_NULL, "%s: exclude is NULL with n_exclude > 0", fn);
   if (o->n_rename && !o->rename) return cairn__fail(CAIRN_E_NULL, "%s: rename is NULL with n_rename > 0", fn);
+  if (o->collections & ~(unsigned)CAIRN_COLL_ALL)
+    return cairn__fail(CAIRN_E_INVALID, "%s: collections 0x%x has unknown bits (CAIRN_COLL_GLOBAL, _LOCAL, "
+                       "_TRAINABLE, or 0 for no filter)", fn, o->collections);
+  if (o->tf2_names != 0 && o->tf2_names != 1)
+    return cairn__fail(CAIRN_E_INVALID, "%s: tf2_names is %d, must be 0 or 1", fn, o->tf2_names);
   for (size_t i = 0; i < o->n_include; i++)
     if (!o->include[i]) return cairn__fail(CAIRN_E_NULL, "%s: include[%zu] is NULL", fn, i);
   for (size_t i = 0; i < o->n_exclude; i++)
@@ -399,8 +412,31 @@ static cairn_status check_options(const char *fn, const cairn_restore_options *o
   return CAIRN_OK;
 }
 
+/* TF2's object-based checkpoints store a variable's value under its object
+ * path followed by this (tensorflow/python/training/saving/
+ * saveable_object_util.py, trackable's VARIABLE_VALUE_KEY). */
+#define TF2_SUFFIX "/.ATTRIBUTES/VARIABLE_VALUE"
+
+static char *with_suffix(char *s, int tf2) {
+  if (!s || !tf2) return s;
+  size_t n = strlen(s);
+  char *t = realloc(s, n + sizeof TF2_SUFFIX);
+  if (!t) {
+    free(s);
+    return NULL;
+  }
+  memcpy(t + n, TF2_SUFFIX, sizeof TF2_SUFFIX);
+  return t;
+}
+
+static char *ckpt_name_base(const cairn_restore_options *o, const char *name);
+
 /* The checkpoint name of model name `name`: malloc'd, or NULL (no memory). */
 static char *ckpt_name_of(const cairn_restore_options *o, const char *name) {
+  return with_suffix(ckpt_name_base(o, name), o->tf2_names);
+}
+
+static char *ckpt_name_base(const cairn_restore_options *o, const char *name) {
   for (size_t i = 0; i < o->n_rename; i++)
     if (!ends_slash(o->rename[i].model) && strcmp(o->rename[i].model, name) == 0) return cairn__strdup(o->rename[i].ckpt);
   const cairn_restore_rename *best = NULL;
@@ -425,36 +461,198 @@ static char *ckpt_name_of(const cairn_restore_options *o, const char *name) {
   return s;
 }
 
-static int selected(const cairn_restore_options *o, const char *name) {
-  return cairn__globs_select(name, o->include, o->n_include, o->exclude, o->n_exclude);
+static int in_mask(const cairn_restore_options *o, const cairn_var *v) {
+  return !o->collections || (cairn_var_collections(v) & o->collections);
+}
+
+static int selected(const cairn_restore_options *o, const char *name, const cairn_var *v) {
+  return in_mask(o, v) && cairn__globs_select(name, o->include, o->n_include, o->exclude, o->n_exclude);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* ---- patterns that count for nothing ------------------------------------------------- */
+
+/* A pattern that matches nothing is almost always a typo: an include
+ * "dense/kernal" would leave dense/kernel out of the restore set and the
+ * layer random, with the restore succeeding. TF's Saver({'dense/kernal':
+ * v}) fails the same way a missing key does; cairn's strict restore fails
+ * for it too (CAIRN_E_NOT_FOUND), naming the closest names. */
+
+typedef struct save_names {
+  const cairn_saver *s;
+  const cairn_restore_options *o;
+} save_names;
+
+static const char *save_name_at(const void *ctx, size_t i) {
+  const save_names *sn = ctx;
+  cairn_var *v = cairn_saver_var_at(sn->s, i);
+  return v && in_mask(sn->o, v) ? cairn_saver_name_at(sn->s, i) : NULL;
+}
+
+static const char *ckpt_key_at(const void *ctx, size_t i) {
+  cairn_ckpt_entry e;
+  return cairn_ckpt_entry_at(ctx, i, &e) ? NULL : e.name;
+}
+
+/* 1 when some save-set name (in the collection filter) matches glob, or
+ * starts with prefix when prefix is not NULL, or equals exact. */
+static int save_set_has(const cairn_saver *s, const cairn_restore_options *o, const char *glob, const char *prefix,
+                        const char *exact) {
+  size_t n = cairn_saver_count(s);
+  for (size_t i = 0; i < n; i++) {
+    const char *name = cairn_saver_name_at(s, i);
+    if (!in_mask(o, cairn_saver_var_at(s, i))) continue;
+    if (glob && fnmatch(glob, name, 0) == 0) return 1;
+    if (prefix && strncmp(name, prefix, strlen(prefix)) == 0) return 1;
+    if (exact && strcmp(name, exact) == 0) return 1;
+  }
+  return 0;
+}
+
+/* 1 when some key of c starts with prefix. */
+static int ckpt_has_prefix(const cairn_ckpt *c, const char *prefix) {
+  size_t n = cairn_ckpt_count(c), pl = strlen(prefix);
+  for (size_t j = 0; j < n; j++) {
+    cairn_ckpt_entry e;
+    if (!cairn_ckpt_entry_at(c, j, &e) && strncmp(e.name, prefix, pl) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Adds an UNMATCHED item with its note; *fatal counts those a strict
+ * restore fails for. NULL on no memory. */
+static cairn_restore_item *unmatched(cairn_restore_report *r, const char *name, const char *ckpt, const char *note) {
+  cairn_restore_item *it = report_add(r, CAIRN_RESTORE_UNMATCHED);
+  if (!it) return NULL;
+  it->name = name;
+  it->ckpt_name = ckpt;
+  if (!(it->note = report_own(r, cairn__strdup(note)))) return NULL;
+  return it;
+}
+
+/* Checks every include, exclude and rename pattern against the save set
+ * and the checkpoint's keys; adds an UNMATCHED item for each that matched
+ * nothing, logs the exclude ones (and, lenient, all) as WARNINGs, and sets
+ * *fatal to the number a strict restore fails for. CAIRN_E_NOMEM or OK. */
+static cairn_status check_patterns(const char *fn, const char *path, const cairn_saver *s,
+                                   const cairn_restore_options *o, const cairn_ckpt *c, cairn_restore_report *r,
+                                   size_t *fatal) {
+  *fatal = 0;
+  save_names sn = {s, o};
+  size_t ns = cairn_saver_count(s), nk = c ? cairn_ckpt_count(c) : 0;
+  const char *filter = o->collections ? " (in the collections of the `collections` filter)" : "";
+  char hint[700], note[2800];
+  for (size_t i = 0; i < o->n_include; i++) {
+    if (save_set_has(s, o, o->include[i], NULL, NULL)) continue;
+    cairn__suggest(o->include[i], save_name_at, &sn, ns, 3, hint, sizeof hint);
+    snprintf(note, sizeof note, "include pattern '%.500s' matches no variable of the save set%s%s", o->include[i],
+             filter, hint);
+    if (!unmatched(r, o->include[i], NULL, note)) return CAIRN_E_NOMEM;
+    ++*fatal;
+  }
+  for (size_t i = 0; i < o->n_exclude; i++) {
+    if (save_set_has(s, o, o->exclude[i], NULL, NULL)) continue;
+    cairn__suggest(o->exclude[i], save_name_at, &sn, ns, 3, hint, sizeof hint);
+    snprintf(note, sizeof note, "exclude pattern '%.500s' matches no variable of the save set%s%s", o->exclude[i],
+             filter, hint);
+    if (!unmatched(r, o->exclude[i], NULL, note)) return CAIRN_E_NOMEM;
+    if (c) cairn_env_log(o->env, CAIRN_LOG_WARN, "%s '%s': %s; it leaves nothing out", fn, path, note);
+  }
+  for (size_t i = 0; i < o->n_rename; i++) {
+    const cairn_restore_rename *rr = &o->rename[i];
+    int prefix = ends_slash(rr->model);
+    char glob[1100];
+    /* the model side */
+    int model_ok = prefix ? save_set_has(s, o, NULL, pfx(rr->model), NULL) : save_set_has(s, o, NULL, NULL, rr->model);
+    if (!model_ok) {
+      snprintf(glob, sizeof glob, "%.1000s%s", pfx(rr->model), prefix ? "*" : "");
+      cairn__suggest(glob, save_name_at, &sn, ns, 3, hint, sizeof hint);
+      snprintf(note, sizeof note, "rename '%.400s' -> '%.400s': no variable of the save set%s %s '%.400s'%s", rr->ckpt,
+               rr->model, filter, prefix ? "starts with" : "is named", rr->model, hint);
+      if (!unmatched(r, rr->model, rr->ckpt, note)) return CAIRN_E_NOMEM;
+      ++*fatal;
+      continue;
+    }
+    /* the checkpoint side */
+    if (!c) continue;
+    char key[1100];
+    snprintf(key, sizeof key, "%.1000s%s", pfx(rr->ckpt), !prefix && o->tf2_names ? TF2_SUFFIX : "");
+    cairn_ckpt_entry e;
+    int ckpt_ok = prefix ? ckpt_has_prefix(c, key) : cairn_ckpt_find(c, key, &e) == CAIRN_OK;
+    if (!ckpt_ok) {
+      snprintf(glob, sizeof glob, "%.1000s%s", key, prefix ? "*" : "");
+      cairn__suggest(glob, ckpt_key_at, c, nk, 3, hint, sizeof hint);
+      snprintf(note, sizeof note, "rename '%.400s' -> '%.400s': no key of the checkpoint %s '%.400s'%s", rr->ckpt,
+               rr->model, prefix ? "starts with" : "is", key, hint);
+      if (!unmatched(r, rr->model, rr->ckpt, note)) return CAIRN_E_NOMEM;
+      ++*fatal;
+    }
+  }
+  if (o->lenient && c) {
+    const item_list *u = &r->l[CAIRN_RESTORE_UNMATCHED];
+    for (size_t i = 0; i < u->n; i++)
+      if (strncmp(u->it[i].note, "exclude ", 8) != 0)
+        cairn_env_log(o->env, CAIRN_LOG_WARN, "%s '%s': %s (lenient: restoring the rest)", fn, path, u->it[i].note);
+  }
+  return CAIRN_OK;
+}
 
 /* ---- restore ---------------------------------------------------------------------- */
 
 /* The failure message of a strict restore: every missing and mismatched
  * variable, cut at a whole item to fit cairn_errmsg (CAIRN__ERRMSG_LEN). */
-static cairn_status strict_failure(const char *path, const cairn_restore_report *r, size_t n_set) {
+static cairn_status strict_failure(const char *path, const cairn_restore_report *r, size_t n_set,
+                                   const cairn_ckpt *c, size_t n_fatal) {
   const item_list *miss = &r->l[CAIRN_RESTORE_MISSING], *mis = &r->l[CAIRN_RESTORE_MISMATCHED];
+  const item_list *um = &r->l[CAIRN_RESTORE_UNMATCHED];
   size_t bad = miss->n + mis->n;
   cairn_status code = CAIRN_E_NOT_FOUND;
-  if (!miss->n) {
+  if (!miss->n && !n_fatal) {
     code = CAIRN_E_DTYPE;
     for (size_t i = 0; i < mis->n; i++)
       if (mis->it[i].ckpt_dtype == mis->it[i].var_dtype) code = CAIRN_E_SHAPE;
   }
   enum { BUDGET = CAIRN__ERRMSG_LEN - 200 };
   char msg[BUDGET + 64];
-  int used = snprintf(msg, sizeof msg, "restore '%.150s': %zu of %zu variable%s cannot be restored (nothing was "
-                      "changed): ", path, bad, n_set, n_set == 1 ? "" : "s");
+  int used = 0;
+  if (n_fatal) {
+    used = snprintf(msg, sizeof msg, "restore '%.150s': %zu pattern%s of the restore options match%s nothing, so "
+                    "what they name would not be restored (nothing was changed; lenient = 1 makes this a WARNING): ",
+                    path, n_fatal, n_fatal == 1 ? "" : "s", n_fatal == 1 ? "es" : "");
+    size_t shown = 0;
+    for (size_t k = 0; k < um->n; k++) {
+      const char *note = um->it[k].note;
+      if (strncmp(note, "exclude ", 8) == 0) continue;
+      if ((size_t)used + strlen(note) + 2 > BUDGET / 2) {
+        used += snprintf(msg + used, sizeof msg - (size_t)used, "; ... (%zu more in the report)", n_fatal - shown);
+        break;
+      }
+      used += snprintf(msg + used, sizeof msg - (size_t)used, "%s%s", shown ? "; " : "", note);
+      shown++;
+    }
+    if (!bad) return cairn__fail(code, "%s", msg);
+    used += snprintf(msg + used, sizeof msg - (size_t)used, ". Also ");
+  } else {
+    used = snprintf(msg, sizeof msg, "restore '%.150s': ", path);
+  }
+  used += snprintf(msg + used, sizeof msg - (size_t)used, "%zu of %zu variable%s cannot be restored (nothing was "
+                   "changed): ", bad, n_set, n_set == 1 ? "" : "s");
   size_t shown = 0;
+  size_t nk = cairn_ckpt_count(c);
   for (size_t k = 0; k < bad; k++) {
     char item[1400];
     const cairn_restore_item *it = k < miss->n ? &miss->it[k] : &mis->it[k - miss->n];
     if (k < miss->n) {
-      if (strcmp(it->name, it->ckpt_name) == 0) snprintf(item, sizeof item, "'%s' not found in checkpoint", it->name);
-      else snprintf(item, sizeof item, "'%s' (checkpoint name '%s') not found in checkpoint", it->name, it->ckpt_name);
+      char hint[700] = "";
+      if (shown < 20) cairn__suggest(it->ckpt_name, ckpt_key_at, c, nk, 3, hint, sizeof hint);
+      const char *tf2 = strstr(hint, TF2_SUFFIX) && !strstr(it->ckpt_name, TF2_SUFFIX)
+                            ? " (TF2 object-based keys: set tf2_names = 1)" : "";
+      if (strcmp(it->name, it->ckpt_name) == 0)
+        snprintf(item, sizeof item, "'%s' not found in checkpoint%s%s", it->name, hint, tf2);
+      else
+        snprintf(item, sizeof item, "'%s' (checkpoint name '%s') not found in checkpoint%s%s", it->name,
+                 it->ckpt_name, hint, tf2);
     } else {
       char mt[600];
       mismatch_text(it, mt, sizeof mt);
@@ -469,6 +667,35 @@ static cairn_status strict_failure(const char *path, const cairn_restore_report 
   if (shown < bad)
     snprintf(msg + used, sizeof msg - (size_t)used, "%s... (%zu more in the report)", shown ? "; " : "", bad - shown);
   return cairn__fail(code, "%s", msg);
+}
+
+cairn_status cairn__restore_check_names(const char *fn, const cairn_saver *s, const cairn_restore_options *o) {
+  if (!o || o->lenient || !s) return CAIRN_OK;
+  cairn_status st = check_options(fn, o);
+  if (st) return st;
+  cairn_restore_report *r = calloc(1, sizeof *r);
+  size_t n_fatal = 0;
+  if (!r || check_patterns(fn, "", s, o, NULL, r, &n_fatal)) {
+    cairn_restore_report_free(r);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
+  if (n_fatal) {
+    enum { BUDGET = CAIRN__ERRMSG_LEN - 200 };
+    char msg[BUDGET];
+    int used = snprintf(msg, sizeof msg, "%s: %zu pattern%s of the restore options match%s no variable of the "
+                        "list, so what %s would not be restored (lenient = 1 makes this a WARNING): ", fn,
+                        n_fatal, n_fatal == 1 ? "" : "s", n_fatal == 1 ? "es" : "", n_fatal == 1 ? "it names" :
+                        "they name");
+    const item_list *u = &r->l[CAIRN_RESTORE_UNMATCHED];
+    size_t shown = 0;
+    for (size_t i = 0; i < u->n && used > 0 && (size_t)used < sizeof msg - 100; i++) {
+      if (strncmp(u->it[i].note, "exclude ", 8) == 0) continue;
+      used += snprintf(msg + used, sizeof msg - (size_t)used, "%s%s", shown++ ? "; " : "", u->it[i].note);
+    }
+    st = cairn__fail(CAIRN_E_NOT_FOUND, "%s", msg);
+  }
+  cairn_restore_report_free(r);
+  return st;
 }
 
 void (*cairn__restore_between_passes)(const char *path, void *user);
@@ -555,7 +782,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
     cairn_var *v = cairn_saver_var_at(s, i);
     const cairn_tensor *t = cairn_var_tensor(v);
     cairn_restore_item *it;
-    if (!selected(&o, name)) {
+    if (!selected(&o, name, v)) {
       if (!(it = report_add(r, CAIRN_RESTORE_SKIPPED))) goto oom;
       it->name = name;
       it->var = v;
@@ -609,9 +836,13 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
     for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e.rank ? e.shape[d] : 1;
   }
 
+  /* 2b. patterns that matched nothing */
+  size_t n_fatal = 0;
+  if (check_patterns(fn, path, s, &o, c, r, &n_fatal)) goto oom;
+
   /* 3. strict */
-  if (!o.lenient && (r->l[CAIRN_RESTORE_MISSING].n || r->l[CAIRN_RESTORE_MISMATCHED].n)) {
-    st = strict_failure(path, r, n - r->l[CAIRN_RESTORE_SKIPPED].n);
+  if (!o.lenient && (n_fatal || r->l[CAIRN_RESTORE_MISSING].n || r->l[CAIRN_RESTORE_MISMATCHED].n)) {
+    st = strict_failure(path, r, n - r->l[CAIRN_RESTORE_SKIPPED].n, c, n_fatal);
     cairn_ckpt_close(c);
     free(used);
     if (report) *report = r;

@@ -341,7 +341,9 @@ static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, 
   }
   cairn_restore_report_free(sm->report);
   sm->report = NULL;
-  cairn_status st = cairn__saver_restore_in(saver, d, path, ropts, &sm->report, meta);
+  cairn_restore_options ro = *ropts; /* its WARNINGs go to this manager's log */
+  if (!ro.env) ro.env = sm->env;
+  cairn_status st = cairn__saver_restore_in(saver, d, path, &ro, &sm->report, meta);
   if (st) return sm_keep(sm, st);
   size_t restored = cairn_restore_report_count(sm->report, CAIRN_RESTORE_RESTORED), fresh = 0;
   if (init_rest) {
@@ -354,13 +356,15 @@ static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, 
       return st;
     }
   }
-  char rest[96] = "";
-  if (init_rest) snprintf(rest, sizeof rest, "; %zu other GLOBAL variables initialized", fresh);
+  char rest[96];
+  if (init_rest) snprintf(rest, sizeof rest, "%zu initialized", fresh);
+  else snprintf(rest, sizeof rest, "the others keep init_op's values");
   cairn_env_log(sm->env, CAIRN_LOG_INFO,
-                "Partial restore from %s: %zu variables restored, %zu missing, %zu mismatched, %zu skipped%s", path,
-                restored, cairn_restore_report_count(sm->report, CAIRN_RESTORE_MISSING),
+                "%s %zu variable%s from %s; %s (partial restore: %zu missing, %zu mismatched, %zu skipped)",
+                init_rest ? "Restoring" : "Warm start: restoring", restored, restored == 1 ? "" : "s", path, rest,
+                cairn_restore_report_count(sm->report, CAIRN_RESTORE_MISSING),
                 cairn_restore_report_count(sm->report, CAIRN_RESTORE_MISMATCHED),
-                cairn_restore_report_count(sm->report, CAIRN_RESTORE_SKIPPED), rest);
+                cairn_restore_report_count(sm->report, CAIRN_RESTORE_SKIPPED));
   return CAIRN_OK;
 }
 

@@ -108,6 +108,7 @@
 #include <stdint.h>
 
 #include "cairn/ckpt.h"
+#include "cairn/env.h"
 #include "cairn/status.h"
 #include "cairn/tensor.h"
 #include "cairn/var.h"
@@ -414,13 +415,39 @@ typedef struct cairn_restore_options {
   const cairn_restore_rename *rename;
   size_t n_rename;
   /* 0 (strict, the default): fail, changing nothing, when any variable of
-     the restore set is missing or mismatched. 1 (lenient): restore those
-     that match, report the rest, return CAIRN_OK. */
+     the restore set is missing or mismatched, or when a pattern counts for
+     nothing: an include pattern that matches no variable of the save set
+     (after the collection filter), a rename rule whose model side matches
+     no variable of the save set or whose checkpoint side matches no key of
+     the checkpoint (CAIRN_E_NOT_FOUND; the message names each such pattern
+     and the closest names: "include pattern 'dense/kernal' matches no
+     variable of the save set (did you mean 'dense/kernel'?)"). 1
+     (lenient): restore those that match, report the rest (the patterns as
+     WARNINGs), return CAIRN_OK. An exclude pattern that matches nothing is
+     a WARNING in both modes (generic excludes shared between models stay
+     legal). */
   int lenient;
+  /* Only variables in one of these collections (cairn/var.h) are in the
+     restore set: CAIRN_COLL_TRAINABLE restores a layer's weights and not
+     the optimizer slots a glob such as "dense/?*" also matches; the others
+     are SKIPPED. 0 (the default): no filter. */
+  unsigned collections;
+  /* 1: the checkpoint uses TF2's object-based keys: the variable saved as
+     "x" (after renaming) is read from the key
+     "x/.ATTRIBUTES/VARIABLE_VALUE". With a prefix rename rule
+     {"layer_with_weights-0/", "dense/"}, the variables "dense/kernel" and
+     "dense/bias" are read from "layer_with_weights-0/kernel/.ATTRIBUTES/
+     VARIABLE_VALUE" and ".../bias/...". Optimizer slots
+     ("<var>/.OPTIMIZER_SLOT/<optimizer>/<slot>/.ATTRIBUTES/VARIABLE_VALUE")
+     are matched only by exact rules (doc/interop-formats.md, "TF2
+     object-based keys"). 0 (the default): keys are the names. */
+  int tf2_names;
+  /* Where the WARNINGs above go; NULL: the default log sink (stderr). */
+  const cairn_env *env;
 } cairn_restore_options;
 
-/* Every field 0/NULL: the whole save set, strict, no renames (a
- * zero-filled struct is the same). */
+/* Every field 0/NULL: the whole save set, strict, no renames, no
+ * collection filter (a zero-filled struct is the same). */
 CAIRN_API cairn_restore_options cairn_restore_options_default(void);
 
 /* What a partial restore did. The lists: */
@@ -429,7 +456,11 @@ typedef enum cairn_restore_kind {
   CAIRN_RESTORE_MISSING,      /* in the restore set, not in the checkpoint */
   CAIRN_RESTORE_UNUSED,       /* in the checkpoint, matched by no variable of the restore set */
   CAIRN_RESTORE_MISMATCHED,   /* in both, with another dtype or shape */
-  CAIRN_RESTORE_SKIPPED       /* in the save set, left out by include/exclude */
+  CAIRN_RESTORE_SKIPPED,      /* in the save set, left out by include/exclude/collections */
+  CAIRN_RESTORE_UNMATCHED     /* a pattern that matched nothing: name is the include or
+                                 exclude pattern or the rename's model side, ckpt_name the
+                                 rename's checkpoint side (else NULL), note says which and
+                                 the closest names */
 } cairn_restore_kind;
 
 typedef struct cairn_restore_item {
@@ -442,6 +473,8 @@ typedef struct cairn_restore_item {
   cairn_dtype ckpt_dtype; /* checkpoint side; 0 / rank 0 for MISSING and SKIPPED */
   int ckpt_rank;
   int64_t ckpt_shape[CAIRN_MAX_RANK];
+  const char *note; /* UNMATCHED: "include pattern 'x' matches no variable of the save set
+                       (did you mean 'y'?)"; NULL for the other kinds */
 } cairn_restore_item;
 
 typedef struct cairn_restore_report cairn_restore_report;

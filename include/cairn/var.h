@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cairn/names.h"
 #include "cairn/status.h"
 #include "cairn/tensor.h"
 
@@ -161,6 +162,31 @@ CAIRN_API size_t cairn_registry_list(const cairn_registry *r, unsigned mask, cai
 CAIRN_API size_t cairn_registry_list_vars(const cairn_registry *r, unsigned mask, const char *const *include,
                                           size_t n_include, const char *const *exclude, size_t n_exclude,
                                           cairn_var **out, size_t cap);
+/* cairn_registry_list_vars that says which patterns matched nothing: a
+ * misspelled include pattern ("dense/kernal") would leave its variables out
+ * of the list, and a restore of the list would then succeed with that
+ * layer still random. *count receives the total (as the return value of
+ * cairn_registry_list_vars) and out[0..cap) the variables, in every case;
+ * unmatched (may be NULL; cleared first) receives each include pattern,
+ * then each exclude pattern, that matches no variable of mask.
+ * An include pattern that matches nothing fails the call with
+ * CAIRN_E_NOT_FOUND, the message naming each such pattern and the closest
+ * variable names, e.g.
+ *   registry_list_vars_checked: 1 of 2 include patterns matches no
+ *   variable in the collections 0x1, ...: 'dense/kernal' (did you mean
+ *   'dense/kernel'?)
+ * An exclude pattern that matches nothing is legal (a generic pattern such
+ * as one naming every optimizer slot may be shared between models) and
+ * is logged as a WARNING naming it on the default log sink (stderr). (The
+ * unchecked cairn_registry_list_vars logs the same WARNINGs for both kinds,
+ * and still returns the count.)
+ * Errors: CAIRN_E_NOT_FOUND (above), CAIRN_E_NULL (r, count, a pattern
+ * array or entry), CAIRN_E_NOMEM (unmatched could not grow). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_registry_list_vars_checked(const cairn_registry *r, unsigned mask,
+                                                                        const char *const *include, size_t n_include,
+                                                                        const char *const *exclude, size_t n_exclude,
+                                                                        cairn_var **out, size_t cap, size_t *count,
+                                                                        cairn_names *unmatched);
 
 /* TF's report_uninitialized_variables(var_list): writes to `out` the
  * variables among vars[0..n) that are not initialized, in the order given
