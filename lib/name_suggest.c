@@ -10,13 +10,12 @@
 size_t cairn__edit_distance(const char *a, size_t la, const char *b, size_t lb, size_t limit) {
   size_t diff = la > lb ? la - lb : lb - la;
   if (diff > limit) return limit + 1;
-  /* Two rows of the (la + 1, lb + 1) table; names are at most a few KiB. */
-  size_t *prev = malloc((lb + 1) * sizeof *prev), *cur = malloc((lb + 1) * sizeof *cur);
-  if (!prev || !cur) {
-    free(prev);
-    free(cur);
-    return limit + 1;
-  }
+  /* Optimal string alignment (Levenshtein plus the swap of two neighbours,
+     the commonest typo: "haed" for "head"), three rows of the
+     (la + 1, lb + 1) table. */
+  size_t *rows = malloc(3 * (lb + 1) * sizeof *rows);
+  if (!rows) return limit + 1;
+  size_t *pp = rows, *prev = rows + lb + 1, *cur = rows + 2 * (lb + 1);
   for (size_t j = 0; j <= lb; j++) prev[j] = j;
   size_t out = 0;
   for (size_t i = 1; i <= la; i++) {
@@ -26,20 +25,22 @@ size_t cairn__edit_distance(const char *a, size_t la, const char *b, size_t lb, 
       size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
       size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
       size_t m = sub < del ? sub : del;
-      cur[j] = m < ins ? m : ins;
-      if (cur[j] < row_min) row_min = cur[j];
+      if (ins < m) m = ins;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < m) m = pp[j - 2] + 1;
+      cur[j] = m;
+      if (m < row_min) row_min = m;
     }
-    if (row_min > limit) { /* every later row is at least as far */
+    if (row_min > limit + 1) { /* later rows can only lose one to a swap */
       out = limit + 1;
       break;
     }
-    size_t *t = prev;
+    size_t *t = pp;
+    pp = prev;
     prev = cur;
     cur = t;
   }
   if (!out) out = prev[lb] > limit ? limit + 1 : prev[lb];
-  free(prev);
-  free(cur);
+  free(rows);
   return out;
 }
 
@@ -55,8 +56,17 @@ static size_t score(const char *p, size_t lit, int glob, const char *c) {
   size_t limit = lit / 4;
   if (limit < 1) limit = 1;
   if (limit > 4) limit = 4;
-  size_t d = glob ? cairn__edit_distance(p, lit, c, lc < lit ? lc : lit, limit)
-                  : cairn__edit_distance(p, lit, c, lc, limit);
+  size_t d = limit + 1;
+  if (!glob) {
+    d = cairn__edit_distance(p, lit, c, lc, limit);
+  } else {
+    /* the literal part against the candidate's beginning, one shorter to
+       one longer ("dnse/" and "dense/") */
+    for (size_t k = lit > 0 ? lit - 1 : 0; k <= lit + 1 && k <= lc; k++) {
+      size_t dk = cairn__edit_distance(p, lit, c, k, limit);
+      if (dk < d) d = dk;
+    }
+  }
   if (d <= limit) return d;
   /* "x" and the TF2 key "x/.ATTRIBUTES/VARIABLE_VALUE" */
   if (!glob && lc > lit && strncmp(c, p, lit) == 0 && c[lit] == '/') return limit + 1;

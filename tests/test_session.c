@@ -160,6 +160,7 @@ TestSuite(session_manager, .init = setup, .fini = teardown, .timeout = 30);
 TestSuite(obsolete_session_manager, .init = setup, .fini = teardown, .timeout = 30);
 TestSuite(scaffold, .init = setup, .fini = teardown, .timeout = 30);
 TestSuite(partial_restore, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(strict_restore, .init = setup, .fini = teardown, .timeout = 30);
 TestSuite(session, .init = setup, .fini = teardown, .timeout = 30);
 TestSuite(ops, .init = setup, .fini = teardown, .timeout = 30);
 
@@ -2291,7 +2292,8 @@ Test(partial_restore, restore_option_lenient) {
       cr_assert_eq(val(b), 2.0f, "b initialized by its initializer");
       cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_MISSING), 1u);
       cr_assert_str_eq(cairn_restore_report_item(rep, CAIRN_RESTORE_MISSING, 0)->name, "b");
-      cr_assert(logged("1 variables restored, 1 missing"));
+      cr_assert(logged("Restoring 1 variable from "));
+      cr_assert(logged("; 1 initialized (partial restore: 1 missing"));
       setval(b, 8);
       save_ckpt(cairn_scaffold_saver(sc), g_dir, 2); /* the save set is still everything */
     } else {
@@ -2893,7 +2895,7 @@ Test(partial_restore, local_init_op_overwriting_restored_variables_warns) {
   so.restore = &ro;
   OK(cairn_scaffold_new(r, &so, &sc));
   OK(chief_create(sc, g_dir, NULL, &s, NULL));
-  cr_assert(logged("1 variables restored"), "log: %s", F.log);
+  cr_assert(logged("Restoring 1 variable from "), "log: %s", F.log);
   cr_assert_not(logged("local_init_op 'load_pretrained' changed"), "log: %s", F.log);
   cairn_session_free(s);
   cairn_scaffold_free(sc);
@@ -3108,4 +3110,350 @@ Test(session_manager, garbage_state_file_without_checkpoints_fails) {
   int64_t step = restored_step(err, sizeof err);
   cr_assert_eq(step, -1, "step %lld", (long long)step);
   HAS(err, "no checkpoint found by scanning the directory");
+}
+
+/* ---- strict means every pattern counts ----------------------------------------------------
+ * A fine-tuning program restores the dense layer from a pretrained
+ * checkpoint and initializes the head. "dense/kernal" (a typo) used to leave dense/kernel
+ * at its random initializer with every call succeeding. */
+
+/* pretrained/model.ckpt-0: dense/kernel 5, dense/bias 6, dense/kernel/Adam
+ * 7, head/kernel 8. */
+static const char *pretrained_dense(void) {
+  static char path[700];
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s", P("pretrained"));
+  mkdir(dir, 0700);
+  cairn_registry *r = new_reg();
+  setval(mkvar(r, "dense/kernel", 0, CAIRN_COLL_MODEL), 5);
+  setval(mkvar(r, "dense/bias", 0, CAIRN_COLL_MODEL), 6);
+  setval(mkvar(r, "dense/kernel/Adam", 0, CAIRN_COLL_GLOBAL), 7);
+  setval(mkvar(r, "head/kernel", 0, CAIRN_COLL_MODEL), 8);
+  cairn_saver *sv = mk_saver(r);
+  snprintf(path, sizeof path, "%s", save_ckpt(sv, dir, 0));
+  cairn_saver_free(sv);
+  cairn_registry_free(r);
+  return path;
+}
+
+typedef struct dense_model {
+  cairn_registry *r;
+  cairn_var *kernel, *bias, *adam, *head;
+} dense_model;
+
+static dense_model new_dense(void) {
+  dense_model m;
+  m.r = new_reg();
+  m.kernel = mkvar(m.r, "dense/kernel", 1, CAIRN_COLL_MODEL);
+  m.bias = mkvar(m.r, "dense/bias", 2, CAIRN_COLL_MODEL);
+  m.adam = mkvar(m.r, "dense/kernel/Adam", 3, CAIRN_COLL_GLOBAL);
+  m.head = mkvar(m.r, "head/kernel", 4, CAIRN_COLL_MODEL);
+  return m;
+}
+
+static const char *const TYPO[] = {"dense/kernal", "dense/bias"};
+
+#define ASSERT_TYPO_NAMED(msg)                                                        \
+  do {                                                                                \
+    HAS((msg), "'dense/kernal'");                                                      \
+    HAS((msg), "did you mean 'dense/kernel'?");                                        \
+  } while (0)
+
+/* 1. the Scaffold's warm_start */
+Test(strict_restore, typo_fails_in_warm_start) {
+  const char *pre = pretrained_dense();
+  dense_model m = new_dense();
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.include = TYPO;
+  ro.n_include = 2;
+  cairn_scaffold_options o = cairn_scaffold_options_default();
+  o.warm_start_path = pre;
+  o.warm_start = &ro;
+  cairn_scaffold *sc;
+  OK(cairn_scaffold_new(m.r, &o, &sc));
+  cairn_session *s = NULL;
+  cairn_session_manager *sm;
+  cr_assert_eq(chief_create(sc, P("train"), NULL, &s, &sm), CAIRN_E_NOT_FOUND);
+  ASSERT_TYPO_NAMED(cairn_errmsg());
+  ASSERT_TYPO_NAMED(cairn_session_manager_errmsg(sm));
+  HAS(cairn_errmsg(), "nothing was changed");
+  cr_assert_null(s);
+  cr_assert_eq(val(m.bias), 2.0f, "dense/bias not restored either: the restore changed nothing");
+  cairn_session_manager_free(sm);
+  cairn_scaffold_free(sc);
+  cairn_registry_free(m.r);
+}
+
+/* 2. cairn_op_new_restore + init_fn: the patterns are refused when the op
+ * is made (the op's variables are known), and the checked list refuses a
+ * typo in the var_list. */
+Test(strict_restore, typo_fails_in_restore_op_init_fn) {
+  const char *pre = pretrained_dense();
+  dense_model m = new_dense();
+  cairn_var *all[4] = {m.kernel, m.bias, m.adam, m.head};
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.include = TYPO;
+  ro.n_include = 2;
+  cairn_op *op = (cairn_op *)1;
+  cr_assert_eq(cairn_op_new_restore("warm_start", pre, all, 4, &ro, NULL, &op), CAIRN_E_NOT_FOUND);
+  cr_assert_null(op);
+  HAS(cairn_errmsg(), "op_new_restore: ");
+  ASSERT_TYPO_NAMED(cairn_errmsg());
+
+  cairn_var *vars[4];
+  size_t n = 99;
+  cr_assert_eq(cairn_registry_list_vars_checked(m.r, CAIRN_COLL_GLOBAL, TYPO, 2, NULL, 0, vars, 4, &n, NULL),
+               CAIRN_E_NOT_FOUND);
+  cr_assert_eq(n, 1u, "the list is still filled: dense/bias");
+  ASSERT_TYPO_NAMED(cairn_errmsg());
+
+  /* The correct program: the op restores, and says so at INFO. */
+  const char *ok[] = {"dense/kernel", "dense/bias"};
+  OK(cairn_registry_list_vars_checked(m.r, CAIRN_COLL_GLOBAL, ok, 2, NULL, 0, vars, 4, &n, NULL));
+  cr_assert_eq(n, 2u);
+  cairn_restore_options lo = cairn_restore_options_default();
+  lo.env = &ENV;
+  OK(cairn_op_new_restore("warm_start", pre, vars, n, &lo, NULL, &op));
+  cairn_scaffold_options so = cairn_scaffold_options_default();
+  so.init_fn = cairn_op_init_fn;
+  so.init_fn_user = op;
+  cairn_scaffold *sc;
+  OK(cairn_scaffold_new(m.r, &so, &sc));
+  cairn_session *s;
+  OK(chief_create(sc, P("train"), NULL, &s, NULL));
+  cr_assert_eq(val(m.kernel), 5.0f);
+  cr_assert_eq(val(m.bias), 6.0f);
+  cr_assert_eq(val(m.head), 4.0f);
+  cr_assert(logged("warm_start: Restored 2 variables from "), "%s", F.log);
+  cairn_session_free(s);
+  cairn_scaffold_free(sc);
+  cairn_op_free(op);
+  cairn_registry_free(m.r);
+}
+
+/* 3. the TF-style local_init_op recipe: a restore op of the pretrained
+ * layers as local_init_op. */
+Test(strict_restore, typo_fails_in_local_init_op_recipe) {
+  const char *pre = pretrained_dense();
+  dense_model m = new_dense();
+  cairn_var *vars[4];
+  size_t n;
+  cairn_names *unmatched;
+  OK(cairn_names_new(&unmatched));
+  cr_assert_eq(cairn_registry_list_vars_checked(m.r, CAIRN_COLL_GLOBAL, TYPO, 2, NULL, 0, vars, 4, &n, unmatched),
+               CAIRN_E_NOT_FOUND);
+  cr_assert_eq(cairn_names_count(unmatched), 1u);
+  cr_assert_str_eq(cairn_names_at(unmatched, 0), "dense/kernal");
+  ASSERT_TYPO_NAMED(cairn_errmsg());
+  cairn_names_free(unmatched);
+  /* The same typo in the op's own options. */
+  cairn_var *all[2] = {m.kernel, m.bias};
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.include = TYPO;
+  ro.n_include = 2;
+  cairn_op *op = NULL;
+  cr_assert_eq(cairn_op_new_restore("local_init", pre, all, 2, &ro, NULL, &op), CAIRN_E_NOT_FOUND);
+  ASSERT_TYPO_NAMED(cairn_errmsg());
+  cairn_registry_free(m.r);
+}
+
+/* 4. the Scaffold's restore option (checkpoint_filename_with_path = the
+ * pretrained file). */
+Test(strict_restore, typo_fails_in_restore_option) {
+  const char *pre = pretrained_dense();
+  dense_model m = new_dense();
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.include = TYPO;
+  ro.n_include = 2;
+  cairn_scaffold_options o = cairn_scaffold_options_default();
+  o.restore = &ro;
+  cairn_scaffold *sc;
+  OK(cairn_scaffold_new(m.r, &o, &sc));
+  cairn_session *s = NULL;
+  cr_assert_eq(chief_create(sc, NULL, pre, &s, NULL), CAIRN_E_NOT_FOUND);
+  ASSERT_TYPO_NAMED(cairn_errmsg());
+  cr_assert_not(inited(m.kernel));
+  cr_assert_not(inited(m.bias), "nothing was changed");
+  cairn_scaffold_free(sc);
+  cairn_registry_free(m.r);
+}
+
+/* An exclude that matches nothing is legal, and a WARNING names it; in
+ * lenient mode an include that matches nothing is one too. */
+Test(strict_restore, unmatched_exclude_is_a_warning) {
+  const char *pre = pretrained_dense();
+  dense_model m = new_dense();
+  const char *ex[] = {"haed/*"};
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.exclude = ex;
+  ro.n_exclude = 1;
+  ro.lenient = 1;
+  cairn_scaffold_options o = cairn_scaffold_options_default();
+  o.restore = &ro;
+  cairn_scaffold *sc;
+  OK(cairn_scaffold_new(m.r, &o, &sc));
+  cairn_session *s;
+  cairn_session_manager *sm;
+  OK(chief_create(sc, NULL, pre, &s, &sm));
+  cr_assert(logged("exclude pattern 'haed/*' matches no variable of the save set (did you mean 'head/kernel'?)"),
+            "%s", F.log);
+  cr_assert(logged("it leaves nothing out"));
+  const cairn_restore_report *rep = cairn_session_manager_restore_report(sm);
+  cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_UNMATCHED), 1u);
+  cr_assert_str_eq(cairn_restore_report_item(rep, CAIRN_RESTORE_UNMATCHED, 0)->name, "haed/*");
+  char text[2000];
+  cairn_restore_report_format(rep, text, sizeof text);
+  HAS(text, "unmatched: exclude pattern 'haed/*'");
+  cr_assert_eq(val(m.head), 8.0f, "the typo excluded nothing");
+  cairn_session_free(s);
+  cairn_session_manager_free(sm);
+  cairn_scaffold_free(sc);
+  cairn_registry_free(m.r);
+}
+
+Test(strict_restore, lenient_makes_unmatched_patterns_warnings) {
+  const char *pre = pretrained_dense();
+  dense_model m = new_dense();
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.include = TYPO;
+  ro.n_include = 2;
+  ro.lenient = 1;
+  ro.env = &ENV;
+  cairn_saver *sv = mk_saver(m.r);
+  cairn_restore_report *rep;
+  OK(cairn_saver_restore_partial(sv, pre, &ro, &rep, NULL));
+  cr_assert(logged("include pattern 'dense/kernal' matches no variable of the save set (did you mean "
+                   "'dense/kernel'?) (lenient: restoring the rest)"), "%s", F.log);
+  cr_assert_eq(val(m.bias), 6.0f);
+  cr_assert_not(inited(m.kernel));
+  cairn_restore_report_free(rep);
+  cairn_saver_free(sv);
+  cairn_registry_free(m.r);
+}
+
+/* A rename rule counts too: its model side must name a variable, its
+ * checkpoint side a key. */
+Test(strict_restore, rename_rules_must_match) {
+  const char *pre = pretrained_dense();
+  dense_model m = new_dense();
+  cairn_saver *sv = mk_saver(m.r);
+  cairn_restore_rename rn[] = {{"dense/kernl", "dense/kernel"}};
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.rename = rn;
+  ro.n_rename = 1;
+  ro.lenient = 0;
+  cr_assert_eq(cairn_saver_restore_partial(sv, pre, &ro, NULL, NULL), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "rename 'dense/kernl' -> 'dense/kernel': no key of the checkpoint is 'dense/kernl' (did you "
+                      "mean 'dense/kernel'?)");
+  cairn_restore_rename rn2[] = {{"dense/", "dnse/"}};
+  ro.rename = rn2;
+  cr_assert_eq(cairn_saver_restore_partial(sv, pre, &ro, NULL, NULL), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "rename 'dense/' -> 'dnse/': no variable of the save set starts with 'dnse/'");
+  HAS(cairn_errmsg(), "did you mean 'dense/");
+  cr_assert_not(inited(m.kernel));
+  cairn_saver_free(sv);
+  cairn_registry_free(m.r);
+}
+
+/* TF's scope idiom "dense/ *" with the trainable filter: the layer's
+ * weights, not its Adam slot. */
+Test(strict_restore, trainable_mask_leaves_out_optimizer_slots) {
+  const char *pre = pretrained_dense();
+  dense_model m = new_dense();
+  const char *layer[] = {"dense/*"};
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.include = layer;
+  ro.n_include = 1;
+  ro.collections = CAIRN_COLL_TRAINABLE;
+  cairn_scaffold_options o = cairn_scaffold_options_default();
+  o.warm_start_path = pre;
+  o.warm_start = &ro;
+  cairn_scaffold *sc;
+  OK(cairn_scaffold_new(m.r, &o, &sc));
+  cairn_session *s;
+  cairn_session_manager *sm;
+  OK(chief_create(sc, P("train"), NULL, &s, &sm));
+  cr_assert_eq(val(m.kernel), 5.0f);
+  cr_assert_eq(val(m.bias), 6.0f);
+  cr_assert_eq(val(m.adam), 3.0f, "the Adam slot keeps its initializer");
+  cr_assert_eq(val(m.head), 4.0f);
+  const cairn_restore_report *rep = cairn_session_manager_restore_report(sm);
+  cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_RESTORED), 2u);
+  cr_assert(logged("Warm start: restoring 2 variables from "), "%s", F.log);
+  cairn_session_free(s);
+  cairn_session_manager_free(sm);
+  cairn_scaffold_free(sc);
+  /* Unknown bits are refused. */
+  cairn_saver *sv = mk_saver(m.r);
+  ro.collections = 0x40;
+  cr_assert_eq(cairn_saver_restore_partial(sv, pre, &ro, NULL, NULL), CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "collections 0x40 has unknown bits");
+  cairn_saver_free(sv);
+  cairn_registry_free(m.r);
+}
+
+/* A bundle in TF2's object-based key layout (what tf.train.Checkpoint
+ * writes for a Keras model: layer_with_weights-N/<attr>/.ATTRIBUTES/
+ * VARIABLE_VALUE, slots under .OPTIMIZER_SLOT), written with the
+ * library's bundle writer. */
+static const char *tf2_bundle(void) {
+  static char prefix[700];
+  snprintf(prefix, sizeof prefix, "%s", P("tf2-ckpt-1"));
+  cairn_tfbundle_writer *w;
+  OK(cairn_tfbundle_writer_open(prefix, &w));
+  int64_t shape[1] = {3};
+  cairn_tensor *t;
+  OK(cairn_tensor_new(CAIRN_DTYPE_F32, 1, shape, &t));
+  static const struct {
+    const char *key;
+    float v;
+  } keys[] = {
+      {"layer_with_weights-0/bias/.ATTRIBUTES/VARIABLE_VALUE", 16},
+      {"layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE", 15},
+      {"layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE", 17},
+      {"layer_with_weights-1/kernel/.ATTRIBUTES/VARIABLE_VALUE", 18},
+      {"optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE", 19},
+  };
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    float *d = t->data;
+    for (int j = 0; j < 3; j++) d[j] = keys[i].v;
+    OK(cairn_tfbundle_writer_add(w, keys[i].key, t));
+  }
+  cairn_tensor_free(t);
+  OK(cairn_tfbundle_writer_commit(w));
+  return prefix;
+}
+
+Test(strict_restore, tf2_bundle_restores_with_one_rule) {
+  const char *pre = tf2_bundle();
+  dense_model m = new_dense();
+  cairn_var *layer[2] = {m.kernel, m.bias};
+  cairn_saver *sv = mk_saver_list(layer, 2);
+  /* Without the flag: the near-miss key is named. */
+  cr_assert_eq(cairn_saver_restore(sv, pre, NULL), CAIRN_E_NOT_FOUND);
+  cairn_restore_rename rn[] = {{"layer_with_weights-0/", "dense/"}};
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.rename = rn;
+  ro.n_rename = 1;
+  cr_assert_eq(cairn_saver_restore_partial(sv, pre, &ro, NULL, NULL), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "'dense/kernel' (checkpoint name 'layer_with_weights-0/kernel') not found in checkpoint (did "
+                      "you mean 'layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE'");
+  HAS(cairn_errmsg(), "set tf2_names = 1");
+  /* One rule and the flag. */
+  ro.tf2_names = 1;
+  cairn_restore_report *rep;
+  OK(cairn_saver_restore_partial(sv, pre, &ro, &rep, NULL));
+  cr_assert_eq(val(m.kernel), 15.0f);
+  cr_assert_eq(val(m.bias), 16.0f);
+  cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_RESTORED), 2u);
+  cairn_restore_report_free(rep);
+  cairn_saver_free(sv);
+  /* A slot by an exact rule. */
+  cairn_saver *sa = mk_saver_list(&m.adam, 1);
+  cairn_restore_rename slot[] = {{"layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/m", "dense/kernel/Adam"}};
+  ro.rename = slot;
+  OK(cairn_saver_restore_partial(sa, pre, &ro, NULL, NULL));
+  cr_assert_eq(val(m.adam), 17.0f);
+  cairn_saver_free(sa);
+  cairn_registry_free(m.r);
 }
