@@ -1615,16 +1615,25 @@ Test(restore, include_and_exclude_globs) {
   cr_assert_not(cairn_var_is_initialized(m.fresh));
   cairn_restore_report_free(rep);
 
-  /* '*' crosses '/' (fnmatch flags 0); an include that matches nothing restores nothing */
+  /* '*' crosses '/' (fnmatch flags 0); an include that matches nothing
+     fails a strict restore (a typo would leave its layer out silently) and
+     restores nothing in a lenient one */
   const char *all[1] = {"*"};
   const char *none[1] = {"nothing/*"};
   opt.include = none;
   opt.exclude = NULL;
   opt.n_exclude = 0;
+  cr_assert_eq(cairn_saver_restore_partial(m.s, path, &opt, &rep, NULL), CAIRN_E_NOT_FOUND);
+  ASSERT_MSG_HAS("include pattern 'nothing/*' matches no variable of the save set");
+  cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_UNMATCHED), 1);
+  cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_SKIPPED), 4);
+  cairn_restore_report_free(rep);
+  opt.lenient = 1;
   ASSERT_OK(cairn_saver_restore_partial(m.s, path, &opt, &rep, NULL));
   cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_RESTORED), 0);
   cr_assert_eq(cairn_restore_report_count(rep, CAIRN_RESTORE_SKIPPED), 4);
   cairn_restore_report_free(rep);
+  opt.lenient = 0;
   opt.include = all;
   opt.lenient = 1;
   ASSERT_OK(cairn_saver_restore_partial(m.s, path, &opt, &rep, NULL));
