@@ -3,6 +3,7 @@
  * with the chief's or the worker's session creator and the standard hooks
  * in TF's order. */
 #include "internal.h"
+#include "restore_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,90 @@ cairn_monitored_training_session_options cairn_monitored_training_session_option
   o.recovery_backoff_secs = 0.0;
   o.sm = cairn_session_manager_options_default();
   return o;
+}
+
+/* ---- a restart resumes the run's own progress -------------------------------------------
+ * checkpoint_filename_with_path is cairn's extension of the MTS options
+ * (TF's MonitoredTrainingSession has none: its chief restores
+ * checkpoint_dir's newest, monitored_session.py). Given with
+ * checkpoint_dir, the pretrained file is what a fine-tuning run starts
+ * from, and the run saves into checkpoint_dir. Restoring that file again
+ * at every start would throw the run's progress away (global_step back to
+ * 0, the pretrained layers re-applied, the new ones re-initialized), so
+ * each session creation looks at checkpoint_dir first: when it holds a
+ * checkpoint, the run resumes it; the file is restored only while it
+ * holds none. The chief creators underneath keep TF's rules (both paths
+ * at once is an error there). */
+
+typedef struct resume_creator {
+  cairn_scaffold *scaffold;         /* borrowed */
+  cairn_saver *saver;               /* the CheckpointSaverHook's, if given: it wrote checkpoint_dir */
+  cairn_session_manager_options sm_opts;
+  cairn_session_manager *sm;        /* built on first use, as the chief creator's */
+  cairn_session_creator *given;     /* ChiefSessionCreator(checkpoint_filename_with_path) */
+  char *dir, *file;
+  const cairn_env *env;
+} resume_creator;
+
+static cairn_status resume_create(void *self, cairn_session **out) {
+  resume_creator *c = self;
+  char path[4096];
+  if (cairn__checkpoint_in_dir(c->dir, path, sizeof path, NULL) != CAIRN_OK) {
+    cairn_env_log(c->env, CAIRN_LOG_INFO,
+                  "checkpoint_dir '%s' holds no checkpoint of this run yet: restoring checkpoint_filename_with_path "
+                  "'%s'",
+                  c->dir, c->file);
+    return cairn_session_creator_create(c->given, out);
+  }
+  cairn_env_log(c->env, CAIRN_LOG_INFO,
+                "checkpoint_dir '%s' holds this run's checkpoint %s: resuming it, not checkpoint_filename_with_path "
+                "'%s' (restored only while checkpoint_dir holds no checkpoint)",
+                c->dir, path, c->file);
+  /* What ChiefSessionCreator(checkpoint_dir) does, except that the
+     Scaffold's `restore` options, which say how to read the pretrained
+     file, do not apply: the run's own checkpoint holds the whole save set,
+     and a partial restore of it would re-initialize what it leaves out
+     (global_step, the new layers) at every restart. */
+  cairn_status st = cairn_scaffold_finalize(c->scaffold);
+  if (!st && !c->sm) st = cairn_session_manager_new_from_scaffold(c->scaffold, &c->sm_opts, &c->sm);
+  if (st) return st;
+  cairn_prepare_options po = cairn_prepare_options_from_scaffold(c->scaffold, c->dir, NULL);
+  po.restore = NULL;
+  if (c->saver) po.saver = c->saver;
+  return cairn_session_manager_prepare_session(c->sm, &po, out);
+}
+
+static void resume_destroy(void *self) {
+  resume_creator *c = self;
+  if (!c) return;
+  cairn_session_manager_free(c->sm);
+  cairn_session_creator_free(c->given);
+  free(c->dir);
+  free(c->file);
+  free(c);
+}
+
+static const cairn_session_creator_vtable resume_vt = {.create_session = resume_create, .destroy = resume_destroy};
+
+static cairn_status resume_creator_new(const cairn_chief_session_creator_options *co, const char *dir,
+                                       const char *file, cairn_saver *saver, const cairn_env *env,
+                                       cairn_session_creator **out) {
+  resume_creator *c = calloc(1, sizeof *c);
+  if (!c || !(c->dir = cairn__strdup(dir)) || !(c->file = cairn__strdup(file))) {
+    resume_destroy(c);
+    return cairn__fail(CAIRN_E_NOMEM, "monitored_training_session_new: out of memory");
+  }
+  c->scaffold = co->scaffold;
+  c->saver = saver;
+  c->sm_opts = co->sm;
+  c->env = env;
+  cairn_chief_session_creator_options b = *co;
+  b.checkpoint_dir = NULL;
+  b.checkpoint_filename_with_path = file;
+  cairn_status st = cairn_chief_session_creator_new(&b, &c->given);
+  if (!st) st = cairn_session_creator_new(&resume_vt, c, out);
+  if (st) resume_destroy(c);
+  return st;
 }
 
 static int is_default_d(double v) { return v == (double)CAIRN_USE_DEFAULT; }
@@ -104,7 +189,12 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
   co.checkpoint_dir = o->checkpoint_filename_with_path ? NULL : o->checkpoint_dir;
   co.checkpoint_filename_with_path = o->checkpoint_filename_with_path;
   co.sm = sm;
-  if ((st = cairn_chief_session_creator_new(&co, &cfg.creator)) != CAIRN_OK) goto fail;
+  if (o->checkpoint_filename_with_path && o->checkpoint_dir)
+    st = resume_creator_new(&co, o->checkpoint_dir, o->checkpoint_filename_with_path, o->checkpoint_saver, sm.env,
+                            &cfg.creator);
+  else
+    st = cairn_chief_session_creator_new(&co, &cfg.creator);
+  if (st != CAIRN_OK) goto fail;
   cfg.own_creator = 1;
 
   size_t cap = o->n_chief_only_hooks + 3 + o->n_hooks, n = 0;

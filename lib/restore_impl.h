@@ -14,4 +14,14 @@
  * saver_restore.c */
 cairn_status cairn__restore_check_names(const char *fn, const cairn_saver *s, const cairn_restore_options *o);
 
+/* The newest usable checkpoint of the directory `dir`, for the restore
+ * calls that accept a directory where a checkpoint path goes and for the
+ * MonitoredTrainingSession's choice between checkpoint_dir and a
+ * pretrained file: CAIRN_OK with its path in path[0..len) and, with out
+ * not NULL, the checkpoint open in *out; the errors of
+ * cairn_latest_checkpoint_open. One function so that it can be pointed at
+ * the checkpoint directory object later. restore_source.c */
+struct cairn_ckpt;
+cairn_status cairn__checkpoint_in_dir(const char *dir, char *path, size_t len, struct cairn_ckpt **out);
+
 #endif

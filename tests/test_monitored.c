@@ -3926,3 +3926,78 @@ Test(end_to_end, local_init_op_restart_keeps_the_fine_tuned_checkpoint) {
   cr_assert_eq(ckpt_value(ckpt100, "h1/kernel"), 107.0f);
   cr_assert_eq(ckpt_value(P("train/model.ckpt-101"), "h1/kernel"), 108.0f);
 }
+
+/* A fine-tuning run started from a pretrained file with the Scaffold's
+ * restore option (checkpoint_filename_with_path = the file, checkpoint_dir
+ * = the run's) and restarted: the restart resumes the run's own
+ * model.ckpt-100, never the pretrained file again (which would retrain
+ * 0 -> 100 with the new layers re-initialized). */
+Test(monitored_training_session, restart_resumes_own_checkpoint_not_the_pretrained_file) {
+  char pre_dir[700], pre[800];
+  snprintf(pre_dir, sizeof pre_dir, "%s", P("pretrained"));
+  cr_assert_eq(mkdir(pre_dir, 0700), 0);
+  int64_t shape[1] = {2};
+  {
+    cairn_registry *r;
+    cairn_var *k;
+    OK(cairn_registry_new(1, &r));
+    OK(cairn_var_create(r, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(5), CAIRN_COLL_MODEL, &k));
+    OK(cairn_var_initialize(k));
+    cairn_saver *sv;
+    OK(cairn_saver_new(r, NULL, &sv));
+    char prefix[750];
+    snprintf(prefix, sizeof prefix, "%s/model.ckpt", pre_dir);
+    OK(cairn_saver_save(sv, prefix, 0, pre, sizeof pre));
+    cairn_saver_free(sv);
+    cairn_registry_free(r);
+  }
+  const char *layer[] = {"dense/*"};
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.include = layer;
+  ro.n_include = 1;
+  for (int run = 0; run < 2; run++) {
+    graph g;
+    graph_new(&g);
+    cairn_var *k, *head;
+    OK(cairn_var_create(g.r, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(1), CAIRN_COLL_MODEL, &k));
+    OK(cairn_var_create(g.r, "head/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(2), CAIRN_COLL_MODEL,
+                        &head));
+    cairn_scaffold_options so = cairn_scaffold_options_default();
+    so.restore = &ro;
+    cairn_scaffold *sc;
+    OK(cairn_scaffold_new(g.r, &so, &sc));
+    cairn_monitored_training_session_options o = mts_opts(&g);
+    o.scaffold = sc;
+    o.checkpoint_filename_with_path = pre;
+    o.save_checkpoint_steps = 50;
+    F.log[0] = '\0';
+    cairn_monitored_session *ms = NULL;
+    cr_assert_eq(cairn_monitored_training_session_new(&o, &ms), CAIRN_OK, "run %d: %s\nlog: %s", run, cairn_errmsg(),
+                 F.log);
+    float *kd = cairn_var_tensor(k)->data, *hd = cairn_var_tensor(head)->data;
+    if (run == 0) {
+      cr_assert_eq(run_gstep(ms), 0);
+      cr_assert_eq(kd[0], 5.0f, "dense/kernel from the pretrained file");
+      cr_assert_eq(hd[0], 2.0f, "head/kernel initialized");
+      cr_assert(logged("holds no checkpoint of this run yet: restoring checkpoint_filename_with_path"), "%s", F.log);
+      kd[0] = 9; /* fine-tuned */
+      hd[0] = 8;
+    } else {
+      cr_assert_eq(run_gstep(ms), 100, "resumed the run's own model.ckpt-100");
+      cr_assert_eq(kd[0], 9.0f, "the fine-tuned value, not the pretrained one");
+      cr_assert_eq(hd[0], 8.0f, "the trained head, not a re-initialized one");
+      char want[1600];
+      snprintf(want, sizeof want, "holds this run's checkpoint %s: resuming it, not checkpoint_filename_with_path '%s'",
+               P("model.ckpt-100"), pre);
+      cr_assert(logged(want), "%s", F.log);
+    }
+    int64_t last = -1;
+    for (int i = 0; i < 100; i++) last = run_step(ms, &g);
+    cr_assert_eq(last, run == 0 ? 100 : 200);
+    OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+    cairn_monitored_session_free(ms);
+    cr_assert_str_eq(latest(), run == 0 ? "model.ckpt-100" : "model.ckpt-200");
+    cairn_scaffold_free(sc);
+    graph_free(&g);
+  }
+}
