@@ -254,12 +254,22 @@ static cairn_status ckpt_after_create(void *self, cairn_session *s, cairn_coordi
   st = ckpt_save(h, s, step, 1, &stop);
   if (st == CAIRN_E_EXISTS) {
     /* Right after a restore, the model differs from the checkpoint of its
-       own step: something changed the restored variables in between. */
+       own step: something changed the restored variables in between. The
+       file on disk is the run's progress, so the Saver's generic remedies
+       (remove it, replace_same_step) are left out: both destroy it. */
+    char what[2048];
+    snprintf(what, sizeof what, "%s", cairn__errmsg_copy());
+    char *cut = strstr(what, "; refusing to replace it");
+    if (cut) *cut = '\0';
     return cairn__fail(st,
-                       "%s after session creation: %s [cairn: at step %" PRId64 " the session's variables differ "
-                       "from the checkpoint of that step: something changed them after the restore, typically a "
-                       "local_init_op that loads pretrained weights (see the WARNING logged above, if any)]",
-                       ckpt_name, cairn__errmsg_copy(), step);
+                       "%s after session creation: %s. At step %" PRId64 " the session's variables differ from the "
+                       "checkpoint of that step it was restored from: something changed them after the restore, "
+                       "typically a local_init_op that loads pretrained weights (it runs after every restore; see "
+                       "the WARNING logged above, if any). Load pretrained weights with the Scaffold's "
+                       "warm_start_path / warm_start options or an init_fn instead: they run only while "
+                       "checkpoint_dir holds no checkpoint. The checkpoint on disk is kept as it is: it holds the "
+                       "run's trained values",
+                       ckpt_name, what, step);
   }
   if (st != CAIRN_OK) return st;
   cairn_timer_update_last_triggered_step(h->timer, step, NULL, NULL);
