@@ -24,4 +24,15 @@ cairn_status cairn__restore_check_names(const char *fn, const cairn_saver *s, co
 struct cairn_ckpt;
 cairn_status cairn__checkpoint_in_dir(const char *dir, char *path, size_t len, struct cairn_ckpt **out);
 
+/* The file (or TF bundle prefix) a restore of `path` reads: path itself
+ * when it is not a directory; for a directory, its newest usable
+ * checkpoint (cairn__checkpoint_in_dir), else "DIR/variables" when
+ * "DIR/variables.index" exists (or "DIR/variables/variables" for a
+ * SavedModel), else its only .safetensors file. *was_dir (may be NULL) says
+ * whether path was a directory. Errors (messages start with fn):
+ * CAIRN_E_NOT_FOUND (a directory with none of these), CAIRN_E_INVALID
+ * (several .safetensors files), CAIRN_E_LIMIT (out too small), the
+ * lookup's other errors, CAIRN_E_IO. restore_source.c */
+cairn_status cairn__restore_source(const char *fn, const char *path, char *out, size_t len, int *was_dir);
+
 #endif

@@ -34,13 +34,17 @@ static cairn_status restore_fn(cairn_session *s, void *user) {
   restore_op *r = user;
   cairn_status st;
   size_t n = cairn_saver_count(r->saver), restored = n;
+  /* A directory: the checkpoint it means now (its newest), named in the log. */
+  char src[4096];
+  if ((st = cairn__restore_source(r->name, r->path, src, sizeof src, NULL)))
+    return cairn_session_fail(s, st, "%s", cairn_errmsg());
   if (!r->opts) {
-    st = cairn_saver_restore(r->saver, r->path, NULL);
+    st = cairn_saver_restore(r->saver, src, NULL);
   } else {
     cairn_restore_report_free(r->report);
     r->report = NULL;
     if (r->report_out) *r->report_out = NULL;
-    st = cairn_saver_restore_partial(r->saver, r->path, r->opts, &r->report, NULL);
+    st = cairn_saver_restore_partial(r->saver, src, r->opts, &r->report, NULL);
     if (r->report_out) *r->report_out = r->report;
     restored = cairn_restore_report_count(r->report, CAIRN_RESTORE_RESTORED);
   }
@@ -49,7 +53,7 @@ static cairn_status restore_fn(cairn_session *s, void *user) {
   cairn_env_log(r->opts ? r->opts->env : NULL, CAIRN_LOG_INFO,
                 "%s: Restored %zu variable%s from %s (%zu of the op's %zu left out by its restore options; the "
                 "other variables keep their values)",
-                r->name, restored, restored == 1 ? "" : "s", r->path, n - restored, n);
+                r->name, restored, restored == 1 ? "" : "s", src, n - restored, n);
   return CAIRN_OK;
 }
 

@@ -1,8 +1,21 @@
-/* Where a restore reads from when it is given a directory: the newest
- * usable checkpoint of it, through the latest-checkpoint lookup (with its
- * fallbacks: the state file, then a scan; corrupt files skipped). */
+/* Where a restore reads from when it is given a directory (a cairn
+ * extension: TF's Saver.restore takes a file). A directory means:
+ *   - its newest usable checkpoint, through the latest-checkpoint lookup
+ *     (the state file, then a scan; files marked corrupt skipped);
+ *   - else a TensorFlow bundle in it: "DIR/variables.index" (the prefix
+ *     "DIR/variables") or a SavedModel's "DIR/variables/variables.index";
+ *   - else its one ".safetensors" file (two or more: refused, naming them).
+ * The lookup is one function, cairn__checkpoint_in_dir, so that it can be
+ * pointed at the checkpoint directory object later. */
+#define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 #include "restore_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
@@ -15,4 +28,72 @@ cairn_status cairn__checkpoint_in_dir(const char *dir, char *path, size_t len, c
   if (out) *out = c;
   else cairn_ckpt_close(c);
   return CAIRN_OK;
+}
+
+static int is_file(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+cairn_status cairn__restore_source(const char *fn, const char *path, char *out, size_t len, int *was_dir) {
+  if (was_dir) *was_dir = 0;
+  struct stat sb;
+  if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    if ((size_t)snprintf(out, len, "%s", path) >= len)
+      return cairn__fail(CAIRN_E_LIMIT, "%s: path '%.200s...' is too long", fn, path);
+    return CAIRN_OK;
+  }
+  if (was_dir) *was_dir = 1;
+  cairn_status st = cairn__checkpoint_in_dir(path, out, len, NULL);
+  if (st == CAIRN_OK || st != CAIRN_E_NOT_FOUND) {
+    if (st) return cairn__fail_wrap(st, "%s: '%s' is a directory: ", fn, path);
+    return CAIRN_OK;
+  }
+  char why[1200];
+  snprintf(why, sizeof why, "%s", cairn_errmsg());
+  const char *sep = ends_with(path, "/") ? "" : "/";
+  char cand[4200];
+  snprintf(cand, sizeof cand, "%s%svariables.index", path, sep);
+  if (is_file(cand)) {
+    if ((size_t)snprintf(out, len, "%s%svariables", path, sep) >= len)
+      return cairn__fail(CAIRN_E_LIMIT, "%s: path of '%.200s...' is too long", fn, path);
+    return CAIRN_OK;
+  }
+  snprintf(cand, sizeof cand, "%s%svariables/variables.index", path, sep);
+  if (is_file(cand)) {
+    if ((size_t)snprintf(out, len, "%s%svariables/variables", path, sep) >= len)
+      return cairn__fail(CAIRN_E_LIMIT, "%s: path of '%.200s...' is too long", fn, path);
+    return CAIRN_OK;
+  }
+  DIR *d = opendir(path);
+  if (!d) return cairn__fail(CAIRN_E_IO, "%s: cannot read directory '%s': %s", fn, path, strerror(errno));
+  char first[512] = "", second[512] = "";
+  size_t n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (!ends_with(e->d_name, ".safetensors")) continue;
+    snprintf(cand, sizeof cand, "%s%s%s", path, sep, e->d_name);
+    if (!is_file(cand)) continue;
+    if (n == 0) snprintf(first, sizeof first, "%s", e->d_name);
+    else if (n == 1) snprintf(second, sizeof second, "%s", e->d_name);
+    n++;
+  }
+  closedir(d);
+  if (n == 1) {
+    if ((size_t)snprintf(out, len, "%s%s%s", path, sep, first) >= len)
+      return cairn__fail(CAIRN_E_LIMIT, "%s: path of '%.200s...' is too long", fn, path);
+    return CAIRN_OK;
+  }
+  if (n > 1)
+    return cairn__fail(CAIRN_E_INVALID, "%s: '%s' is a directory with no checkpoint state and %zu .safetensors "
+                       "files ('%s', '%s'%s): name the file to restore", fn, path, n, first, second,
+                       n > 2 ? ", ..." : "");
+  return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is a directory with nothing to restore: no checkpoint (%s), no "
+                     "TensorFlow bundle 'variables.index' and no .safetensors file in it",
+                     fn, path, why);
 }

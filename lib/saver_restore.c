@@ -749,6 +749,13 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   if (opts) o = *opts;
   cairn_status st = check_options(fn, &o);
   if (st) return st;
+  /* A directory: its newest checkpoint, or the TF bundle or the one
+     safetensors file in it (restore_source.c). */
+  char src[4096];
+  if (!dir) {
+    if ((st = cairn__restore_source(fn, path, src, sizeof src, NULL))) return st;
+    path = src;
+  }
 
   size_t n = cairn_saver_count(s);
   cairn_restore_report *r = calloc(1, sizeof *r);

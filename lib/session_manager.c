@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "session_impl.h"
 #include "ckpt_backend.h" /* cairn__ckpt_open_in */
+#include "restore_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -334,6 +335,14 @@ static cairn_status restore_file(cairn_session_manager *sm, cairn_saver *saver, 
                                  const char *path, const cairn_restore_options *ropts, int init_rest,
                                  cairn_saver_meta **meta) {
   if (meta) *meta = NULL;
+  char src[4096];
+  if (!d) { /* a path the caller gave may be a directory (restore_source.c) */
+    int was_dir = 0;
+    cairn_status rs = cairn__restore_source("prepare_session", path, src, sizeof src, &was_dir);
+    if (rs) return sm_keep(sm, rs);
+    if (was_dir) cairn_env_log(sm->env, CAIRN_LOG_INFO, "'%s' is a directory: restoring %s from it", path, src);
+    path = src;
+  }
   cairn_env_log(sm->env, CAIRN_LOG_INFO, "Restoring parameters from %s", path);
   if (!ropts) {
     cairn_status st = cairn__saver_restore_in(saver, d, path, NULL, NULL, meta);

@@ -3457,3 +3457,87 @@ Test(strict_restore, tf2_bundle_restores_with_one_rule) {
   cairn_saver_free(sa);
   cairn_registry_free(m.r);
 }
+
+/* A directory where a checkpoint path goes: its newest checkpoint; a
+ * directory holding a TF bundle "variables.index" or one .safetensors
+ * file: that. */
+static void write_layer(int tf, const char *path, float kernel) {
+  int64_t shape[1] = {3};
+  cairn_tensor *t;
+  OK(cairn_tensor_new(CAIRN_DTYPE_F32, 1, shape, &t));
+  float *d = t->data;
+  if (tf) {
+    cairn_tfbundle_writer *w;
+    OK(cairn_tfbundle_writer_open(path, &w));
+    for (int j = 0; j < 3; j++) d[j] = kernel;
+    OK(cairn_tfbundle_writer_add(w, "dense/kernel", t));
+    OK(cairn_tfbundle_writer_commit(w));
+  } else {
+    cairn_safetensors_writer *w;
+    OK(cairn_safetensors_writer_open(path, &w));
+    for (int j = 0; j < 3; j++) d[j] = kernel;
+    OK(cairn_safetensors_writer_add(w, "dense/kernel", t));
+    OK(cairn_safetensors_writer_commit(w));
+  }
+  cairn_tensor_free(t);
+}
+
+Test(strict_restore, directories_are_accepted_where_a_checkpoint_is) {
+  pretrained_dense(); /* P("pretrained")/model.ckpt-0 */
+  dense_model m = new_dense();
+  cairn_saver *sv = mk_saver_list(&m.kernel, 1);
+  /* cairn_saver_restore / _partial */
+  OK(cairn_saver_restore(sv, P("pretrained"), NULL));
+  cr_assert_eq(val(m.kernel), 5.0f);
+  /* a SavedModel-style directory: DIR/variables.index + data */
+  mkdir(P("saved_model"), 0700);
+  char prefix[700];
+  snprintf(prefix, sizeof prefix, "%s/variables", P("saved_model"));
+  write_layer(1, prefix, 21);
+  OK(cairn_saver_restore_partial(sv, P("saved_model"), NULL, NULL, NULL));
+  cr_assert_eq(val(m.kernel), 21.0f);
+  /* one .safetensors file */
+  mkdir(P("st"), 0700);
+  snprintf(prefix, sizeof prefix, "%s/model.safetensors", P("st"));
+  write_layer(0, prefix, 22);
+  OK(cairn_saver_restore(sv, P("st"), NULL));
+  cr_assert_eq(val(m.kernel), 22.0f);
+  /* nothing there */
+  mkdir(P("empty"), 0700);
+  cr_assert_eq(cairn_saver_restore(sv, P("empty"), NULL), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "is a directory with nothing to restore");
+  HAS(cairn_errmsg(), "no TensorFlow bundle 'variables.index' and no .safetensors file in it");
+  /* the restore op (the log names the file the directory meant) */
+  cairn_op *op;
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.env = &ENV;
+  OK(cairn_op_new_restore("warm_start", P("pretrained"), &m.kernel, 1, &ro, NULL, &op));
+  cairn_session *s;
+  OK(cairn_session_new(m.r, 0, &s));
+  OK(cairn_op_init_fn(NULL, s, op));
+  cr_assert_eq(val(m.kernel), 5.0f);
+  char want[800];
+  snprintf(want, sizeof want, "warm_start: Restored 1 variable from %s/model.ckpt-0", P("pretrained"));
+  cr_assert(logged(want), "%s", F.log);
+  cairn_session_free(s);
+  cairn_op_free(op);
+  cairn_saver_free(sv);
+  cairn_registry_free(m.r);
+  /* the Scaffold's warm_start_path */
+  m = new_dense();
+  cairn_scaffold_options so = cairn_scaffold_options_default();
+  so.warm_start_path = P("st");
+  const char *k[] = {"dense/kernel"};
+  ro.include = k;
+  ro.n_include = 1;
+  so.warm_start = &ro;
+  cairn_scaffold *sc;
+  OK(cairn_scaffold_new(m.r, &so, &sc));
+  OK(chief_create(sc, P("train"), NULL, &s, NULL));
+  cr_assert_eq(val(m.kernel), 22.0f);
+  snprintf(want, sizeof want, "'%s' is a directory: restoring %s/model.safetensors from it", P("st"), P("st"));
+  cr_assert(logged(want), "%s", F.log);
+  cairn_session_free(s);
+  cairn_scaffold_free(sc);
+  cairn_registry_free(m.r);
+}
