@@ -541,7 +541,7 @@ static cairn_status check_patterns(const char *fn, const char *path, const cairn
   *fatal = 0;
   save_names sn = {s, o};
   size_t ns = cairn_saver_count(s), nk = c ? cairn_ckpt_count(c) : 0;
-  const char *filter = o->collections ? " (in the collections of the `collections` filter)" : "";
+  const char *filter = o->collections ? " (of those the `collections` filter keeps)" : "";
   char hint[700], note[2800];
   for (size_t i = 0; i < o->n_include; i++) {
     if (save_set_has(s, o, o->include[i], NULL, NULL)) continue;
