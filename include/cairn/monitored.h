@@ -391,9 +391,15 @@ typedef struct cairn_monitored_training_session_options {
      session. */
   const struct cairn_checkpoint_listener *checkpoint_listeners;
   size_t n_checkpoint_listeners;
-  /* The chief restores this file instead of checkpoint_dir's newest
-     (ChiefSessionCreator's checkpoint_filename_with_path: a warm start
-     whose saves still go to checkpoint_dir). NULL: checkpoint_dir's. */
+  /* A pretrained checkpoint (file or directory) the chief restores while
+     checkpoint_dir holds no checkpoint (cairn's extension: TF's MTS has no
+     such option); the run saves into checkpoint_dir. A restart whose
+     checkpoint_dir holds a checkpoint resumes that one, restored whole
+     with the scaffold's saver (or checkpoint_saver), not this file nor
+     the scaffold's `restore` options, which say how to read this file;
+     an INFO line names both paths at each session creation.
+     (ChiefSessionCreator and the SessionManager keep TF's rule: both
+     paths at once is an error there.) NULL: checkpoint_dir's newest. */
   const char *checkpoint_filename_with_path;
   /* The CheckpointSaverHook's saver (borrowed), when the scaffold's saver
      restores only part of the model (a warm start's). NULL: the scaffold's. */

@@ -365,6 +365,11 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_state(const cairn_saver_
 
 /* TF's Saver.restore, strict: every variable of the save set must be in
  * the checkpoint file `path` under its name with the same dtype and shape.
+ * path may also be a directory (a cairn extension): its newest usable
+ * checkpoint (cairn_latest_checkpoint), else the TensorFlow bundle
+ * "path/variables" (or a SavedModel's "path/variables/variables"), else its
+ * one .safetensors file; a directory with none of these is
+ * CAIRN_E_NOT_FOUND "... is a directory with nothing to restore: ...".
  * All problems are found before anything is written: the index is
  * compared first, then every tensor is read and checked without a
  * destination (every CRC; extra memory: a few chunk buffers, not a copy of
@@ -493,9 +498,16 @@ typedef struct cairn_restore_report cairn_restore_report;
  * missing or mismatched variables — else NULL. The report lists are in
  * save-set order (UNUSED: checkpoint name order). meta as in
  * cairn_saver_restore.
- * Errors: those of cairn_saver_restore, and CAIRN_E_INVALID (bad rename
- * rules: one side ends with '/' and the other not; two rules for the same
- * model name or prefix; a NULL pattern). */
+ * Patterns: in a strict restore every include pattern and rename rule must
+ * match (see `lenient` above): one that matches nothing fails the call with
+ * CAIRN_E_NOT_FOUND, changing nothing, and is listed in the report as
+ * UNMATCHED. The call logs nothing at INFO (its callers do: the
+ * SessionManager, the restore op); WARNINGs go to opts->env.
+ * Errors: those of cairn_saver_restore, CAIRN_E_NOT_FOUND (a pattern that
+ * matches nothing, above), and CAIRN_E_INVALID (bad rename rules: one side
+ * ends with '/' and the other not; two rules for the same model name or
+ * prefix; a NULL pattern; unknown bits in collections; tf2_names not 0 or
+ * 1). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_restore_partial(cairn_saver *s, const char *path,
                                                                 const cairn_restore_options *opts,
                                                                 cairn_restore_report **report,
@@ -512,13 +524,21 @@ CAIRN_API void cairn_restore_report_free(cairn_restore_report *r);
  * checkpoint_dir). opts NULL: the strict restore (cairn_saver_restore);
  * else cairn_saver_restore_partial with opts (include / exclude / rename /
  * lenient). The list and path are copied; opts and the arrays it points to
- * are borrowed (they must outlive the op). When report is not NULL, *report
+ * are borrowed (they must outlive the op). A strict opts is checked here
+ * against vars: an include pattern or a rename's model side that names none
+ * of them fails at once with CAIRN_E_NOT_FOUND ("op_new_restore: 1 pattern
+ * of the restore options matches no variable of the list ...: include
+ * pattern 'dense/kernal' ... (did you mean 'dense/kernel'?)"). path may be a
+ * directory (as cairn_saver_restore; looked up at each run). Each run that
+ * succeeds logs at INFO "<name>: Restored N variables from <file> (...)"
+ * (to opts->env, else stderr). When report is not NULL, *report
  * is the last run's restore report (owned by the op: valid until the next
  * run or until the op is freed; NULL before the first run and for a strict
  * restore). A run fails with the restore's status and the message
  * "<name>: <the restore's message>".
  * Errors: those of cairn_saver_new_list (CAIRN_E_EXISTS, CAIRN_E_NULL ...),
- * CAIRN_E_NULL (path), CAIRN_E_NOMEM. */
+ * CAIRN_E_NOT_FOUND (a pattern that names none of vars, above),
+ * CAIRN_E_INVALID (bad options), CAIRN_E_NULL (path), CAIRN_E_NOMEM. */
 typedef struct cairn_op cairn_op;
 typedef struct cairn_session cairn_session;
 typedef struct cairn_scaffold cairn_scaffold;

@@ -53,12 +53,18 @@ typedef struct cairn_scaffold_options {
 
   /* cairn's first-class partial restore (TF has no equivalent; see
      cairn_prepare_options for the exact semantics): */
-  const cairn_restore_options *restore; /* restore from checkpoint_dir partially,
-                                           initialize the other GLOBAL variables */
-  const char *warm_start_path;          /* chief, nothing restored: after init_op,
-                                           restore from this checkpoint file... */
+  const cairn_restore_options *restore; /* restore from checkpoint_dir (or the
+                                           checkpoint_filename_with_path) partially,
+                                           initialize the other GLOBAL variables. A
+                                           MonitoredTrainingSession given both paths
+                                           resumes checkpoint_dir's own checkpoint whole
+                                           when it holds one (cairn/monitored.h) */
+  const char *warm_start_path;          /* chief, nothing restored (checkpoint_dir holds
+                                           no checkpoint): after init_op, restore from
+                                           this checkpoint file or directory... */
   const cairn_restore_options *warm_start; /* ...the variables these options select
-                                              (NULL: the whole save set, strict) */
+                                              (NULL: the whole save set, strict; a
+                                              pattern that matches nothing fails) */
 } cairn_scaffold_options;
 
 /* Every field 0/NULL (a zero-filled struct is the same). */

@@ -158,7 +158,9 @@ CAIRN_API size_t cairn_registry_list(const cairn_registry *r, unsigned mask, cai
  * slot "dense/kernel/Adam" alike). TF users write this list as a comprehension
  * over tf.global_variables(); it is the var_list of a Saver
  * (cairn_saver_new_list) or of a restore op (cairn_op_new_restore). NULL
- * patterns are skipped. */
+ * patterns are skipped. A pattern that matches no variable of mask is
+ * logged as a WARNING (stderr): use cairn_registry_list_vars_checked to
+ * fail for a misspelled include pattern. */
 CAIRN_API size_t cairn_registry_list_vars(const cairn_registry *r, unsigned mask, const char *const *include,
                                           size_t n_include, const char *const *exclude, size_t n_exclude,
                                           cairn_var **out, size_t cap);
