@@ -169,6 +169,24 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
 
   cairn_hook **all = NULL;
   if (!o->is_chief) {
+    /* Under MPI a TF-style worker cannot work: the global variables are
+       not shared (no parameter server), so it would wait in
+       wait_for_session for a chief that never initializes its copy, while
+       rank 0 waits in the broadcast until the collective's deadline and
+       then blames a rank that "stopped answering". Refuse before anything
+       starts. */
+    for (size_t i = 0; i < o->n_hooks; i++) {
+      const char *name = cairn_hook_name(o->hooks[i]);
+      if (name && strcmp(name, "BroadcastGlobalVariablesHook") == 0) {
+        st = cairn__fail(CAIRN_E_INVALID,
+                         "monitored_training_session_new: is_chief = 0 with BroadcastGlobalVariablesHook: in the "
+                         "data-parallel recipe every rank is a chief (is_chief = 1 on every rank; checkpoint_dir "
+                         "only on rank 0, cairn_mpi_checkpoint_dir; the hook then copies rank 0's variables to the "
+                         "others). A non-chief would wait for a model no chief initializes for it, while rank 0 "
+                         "waits in the broadcast (doc/session-semantics.md, \"Chief, workers and MPI ranks\")");
+        goto fail;
+      }
+    }
     /* A worker: waits for the chief's model; only the user's hooks. */
     cairn_worker_session_creator_options wo = cairn_worker_session_creator_options_default();
     wo.registry = r;

@@ -4009,3 +4009,28 @@ Test(monitored_training_session, restart_resumes_own_checkpoint_not_the_pretrain
   }
   cr_assert(first_log, "the first run logged that it restores the pretrained file");
 }
+
+/* Under MPI every rank is a chief: a worker (is_chief = 0) with the
+ * broadcast hook is refused at once, saying so, instead of waiting in
+ * wait_for_session while rank 0 waits in the broadcast. (The hook is
+ * recognized by its name, so this runs without MPI too.) */
+Test(monitored_training_session, non_chief_with_broadcast_hook_is_refused_at_once) {
+  graph g;
+  graph_new(&g);
+  static const cairn_hook_vtable vt = {.name = "BroadcastGlobalVariablesHook"};
+  cairn_hook *h;
+  OK(cairn_hook_new(&vt, NULL, &h));
+  cairn_monitored_training_session_options o = mts_opts(&g);
+  o.is_chief = 0;
+  o.hooks = &h;
+  o.n_hooks = 1;
+  o.max_wait_secs = 60;
+  cairn_monitored_session *ms = NULL;
+  cr_assert_eq(cairn_monitored_training_session_new(&o, &ms), CAIRN_E_INVALID);
+  cr_assert_null(ms);
+  HAS(cairn_errmsg(), "is_chief = 0 with BroadcastGlobalVariablesHook: in the data-parallel recipe every rank is a "
+                      "chief");
+  cr_assert_eq(F.sleeps, 0, "no wait");
+  cairn_hook_free(h);
+  graph_free(&g);
+}

@@ -169,7 +169,10 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_broadcast_variables(cairn_mpi *
  * after_create_session runs cairn_mpi_broadcast_variables on the session's
  * registry. Put it in every rank's hook list (after the chief-only hooks,
  * as MonitoredTrainingSession orders them, so rank 0's first checkpoint is
- * written before). c is borrowed and must outlive the hook.
+ * written before). Every rank is a chief (is_chief = 1): a
+ * MonitoredTrainingSession with is_chief = 0 and this hook is refused at
+ * once (CAIRN_E_INVALID), as a worker would wait for a model nobody
+ * shares with it. c is borrowed and must outlive the hook.
  * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (root), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_broadcast_hook_new(cairn_mpi *c, int root, cairn_hook **out);
 
