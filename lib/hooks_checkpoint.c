@@ -142,11 +142,21 @@ static cairn_status ckpt_prologue(ckpt_hook *h, cairn_session *s, int64_t step, 
 /* What comes once the checkpoint `path` of `step` is committed: a CHECKPOINT
    session log and after_save of every listener (all of them, even after
    one asked to stop). *stop = 1 if one did. */
+/* TF's "Saving checkpoints for N" comes before the write; this line comes
+   after the commit (for an asynchronous save, when the hook sees the
+   background write finished), so that after a kill the log never claims a
+   checkpoint that is not on disk. */
+static void log_committed(ckpt_hook *h, cairn_saver *saver, int64_t step, const char *path) {
+  if (cairn_saver_last_save_unchanged(saver))
+    cairn_env_log(h->env, CAIRN_LOG_INFO, "%s already holds exactly these values: not rewritten.", path);
+  else
+    cairn_env_log(h->env, CAIRN_LOG_INFO, "Checkpoint for %" PRId64 " committed: %s", step, path);
+}
+
 static cairn_status ckpt_epilogue(ckpt_hook *h, cairn_session *s, cairn_saver *saver, int64_t step, const char *path,
                                   int *stop) {
   cairn_status st;
-  if (cairn_saver_last_save_unchanged(saver))
-    cairn_env_log(h->env, CAIRN_LOG_INFO, "%s already holds exactly these values: not rewritten.", path);
+  log_committed(h, saver, step, path);
   /* TF logs the prefix as checkpoint_path; the file actually written is
      more useful and is what cairn logs. */
   if (h->writer && h->writer->session_log &&
@@ -176,7 +186,10 @@ static cairn_status ckpt_poll(ckpt_hook *h, cairn_session *s, int wait, int *sto
   if (busy) return CAIRN_OK;
   h->pending = 0;
   if (st != CAIRN_OK) return st;
-  if (!s) return CAIRN_OK; /* no session to tell (closed after a failed recovery) */
+  if (!s) { /* no session to tell (closed after a failed recovery) */
+    log_committed(h, h->pending_saver, h->pending_step, h->pending_path);
+    return CAIRN_OK;
+  }
   return ckpt_epilogue(h, s, h->pending_saver, h->pending_step, h->pending_path, stop);
 }
 

@@ -180,12 +180,17 @@ static cairn_status no_checkpoint(cairn_session_manager *sm, const cairn_prepare
                                   const char *next) {
   if (!o->checkpoint_dir) return CAIRN_OK;
   struct stat sb;
-  int exists = stat(o->checkpoint_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+  int found = stat(o->checkpoint_dir, &sb) == 0;
+  int exists = found && S_ISDIR(sb.st_mode);
   char waited[96] = "";
   if (o->wait_for_checkpoint)
     snprintf(waited, sizeof waited, ", after waiting up to max_wait_secs %g s", o->max_wait_secs);
   const char *why = !o->saver ? "no saver to restore with"
                   : exists    ? "the directory has no state file 'checkpoint'"
+                  : found && S_ISREG(sb.st_mode) ? "it is a regular file, not a directory: checkpoint_dir names "
+                                                   "the directory the checkpoints go to (to restore one file, pass "
+                                                   "it as checkpoint_filename_with_path)"
+                  : found     ? "it is not a directory"
                               : "the directory does not exist";
   if (sm->require_checkpoint)
     return sm_fail(sm, CAIRN_E_NOT_FOUND,

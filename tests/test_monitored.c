@@ -4034,3 +4034,33 @@ Test(monitored_training_session, non_chief_with_broadcast_hook_is_refused_at_onc
   cairn_hook_free(h);
   graph_free(&g);
 }
+
+/* "Saving checkpoints for N" (TF's line, before the write) is followed by
+ * a line once the file is committed, for synchronous and asynchronous
+ * saves alike, so that the log never overstates what is on disk. */
+Test(monitored_training_session, committed_line_follows_each_save) {
+  for (int async = 0; async < 2; async++) {
+    graph g;
+    graph_new(&g);
+    cairn_monitored_training_session_options o = mts_opts(&g);
+    o.checkpoint_dir = P(async ? "async" : "sync");
+    o.save_checkpoint_steps = 2;
+    o.async_checkpoints = async;
+    F.log[0] = '\0';
+    cairn_monitored_session *ms = mts_new(&o);
+    for (int i = 0; i < 2; i++) run_step(ms, &g);
+    OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+    cairn_monitored_session_free(ms);
+    char want[900];
+    snprintf(want, sizeof want, "Saving checkpoints for 2 into %s/model.ckpt.", o.checkpoint_dir);
+    const char *saving = strstr(F.log, want);
+    cr_assert_not_null(saving, "%s", F.log);
+    snprintf(want, sizeof want, "Checkpoint for 2 committed: %s/model.ckpt-2", o.checkpoint_dir);
+    const char *committed = strstr(F.log, want);
+    cr_assert_not_null(committed, "async %d: %s", async, F.log);
+    cr_assert_gt(committed, saving, "after the Saving line");
+    snprintf(want, sizeof want, "Checkpoint for 0 committed: %s/model.ckpt-0", o.checkpoint_dir);
+    cr_assert(logged(want), "%s", F.log);
+    graph_free(&g);
+  }
+}

@@ -3541,3 +3541,32 @@ Test(strict_restore, directories_are_accepted_where_a_checkpoint_is) {
   cairn_scaffold_free(sc);
   cairn_registry_free(m.r);
 }
+
+/* A checkpoint_dir that is a regular file is reported as one, not as a
+ * directory that does not exist. */
+Test(session_manager, checkpoint_dir_that_is_a_file_is_named_as_such) {
+  cairn_registry *r = new_reg();
+  cairn_var *v = mkvar(r, "v", 3, CAIRN_COLL_GLOBAL);
+  cairn_op *init = op_init_coll(r, "init", CAIRN_COLL_GLOBAL);
+  cairn_saver *sv = mk_saver(r);
+  FILE *f = fopen(P("model.ckpt-5"), "w");
+  cr_assert_not_null(f);
+  fputs("not a directory", f);
+  fclose(f);
+  cairn_session_manager_options o = cairn_session_manager_options_default();
+  o.env = &ENV;
+  o.require_checkpoint = 1;
+  cairn_session_manager *sm;
+  OK(cairn_session_manager_new(r, &o, &sm));
+  cairn_prepare_options po = popts(init, sv, P("model.ckpt-5"));
+  cairn_session *s = NULL;
+  cr_assert_eq(cairn_session_manager_prepare_session(sm, &po, &s), CAIRN_E_NOT_FOUND);
+  HAS(cairn_errmsg(), "it is a regular file, not a directory");
+  HAS(cairn_errmsg(), "checkpoint_filename_with_path");
+  cr_assert_null(strstr(cairn_errmsg(), "does not exist"), "%s", cairn_errmsg());
+  cr_assert_not(inited(v));
+  cairn_session_manager_free(sm);
+  cairn_op_free(init);
+  cairn_saver_free(sv);
+  cairn_registry_free(r);
+}

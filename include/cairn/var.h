@@ -15,7 +15,7 @@
  * philox(counter = (i low, i high, attempt, kind), key = seed ^ hash(name)),
  * so values depend only on the registry seed, the name, the shape and the
  * initializer — not on the thread count or on the order in which variables
- * were created (lib/var_init.c details the sampling).
+ * were created.
  *
  * Threads: create variables from one thread, before sessions start (the
  * Scaffold then finalizes the registry). After that, the initialized flags
