@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -250,9 +251,39 @@ cairn_status cairn__ck_pread(int fd, void *buf, size_t len, uint64_t off, const 
 const char *const cairn__ck_recover_hint = "the file is incomplete (a save that did not finish?); "
                                            "'ckpt-inspect recover' can salvage the tensors that were written completely";
 
+/* The length of the TF bundle prefix of a data shard's path
+ * "<prefix>.data-NNNNN-of-NNNNN", or 0 when path is not named so. */
+static size_t shard_prefix_len(const char *path) {
+  const char *d = strstr(path, ".data-");
+  while (d) {
+    const char *p = d + 6;
+    size_t a = strspn(p, "0123456789");
+    if (a && strncmp(p + a, "-of-", 4) == 0) {
+      size_t b = strspn(p + a + 4, "0123456789");
+      if (b && p[a + 4 + b] == '\0') return (size_t)(d - path);
+    }
+    d = strstr(d + 1, ".data-");
+  }
+  return 0;
+}
+
 cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, size_t avail, uint64_t max_chunk,
                                    ck_super *sb) {
   size_t m = avail < 8 ? avail : 8;
+  size_t pl = memcmp(buf, CK_MAGIC, m) != 0 ? shard_prefix_len(path) : 0;
+  if (pl) {
+    /* A TensorFlow bundle's data shard named instead of its prefix. */
+    char index[4200];
+    snprintf(index, sizeof index, "%.*s.index", (int)(pl < 4000 ? pl : 4000), path);
+    struct stat ist;
+    int has_index = stat(index, &ist) == 0 && S_ISREG(ist.st_mode);
+    return cairn__fail(CAIRN_E_FORMAT,
+                       "'%s' is the data shard of a TensorFlow bundle, not a checkpoint by itself: %s '%.*s'%s", path,
+                       has_index ? "open the bundle by its prefix" : "its index is missing, so the bundle",
+                       (int)pl, path,
+                       has_index ? "" : " cannot be read (a bundle is PREFIX.index plus its PREFIX.data-* shards: "
+                                        "copy the .index file too)");
+  }
   if (memcmp(buf, CK_MAGIC, m) != 0)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' is not a cairn checkpoint (bad magic at offset 0)", path);
   if (avail < CK_SUPER_SIZE)

@@ -27,6 +27,7 @@
 #include <zlib.h>
 
 #include "cairn/interop.h"
+#include "ckpt_backend.h"
 #include "ckpt_write_impl.h"
 #include "internal.h"
 
@@ -343,6 +344,33 @@ static cairn_status zip_open_error(const char *path, int zerr, int fd_dup) {
   return s;
 }
 
+/* A file that is not a ZIP may be a checkpoint of another format given to
+ * the .npz reader (ckpt-inspect import tries it last): name the format
+ * found, and for a foreign checkpoint that does not open (a safetensors
+ * file cut short), its own reader's error, so that a truncated file is
+ * reported as truncated, not as "not a ZIP". `zip_st` is the ZIP check's
+ * error, returned as it was otherwise. */
+static cairn_status other_format(int fd, const char *path, cairn_status zip_st) {
+  unsigned char head[4];
+  if (pread_all(fd, head, sizeof head, 0) == 0 && head[0] == 0x89 && head[1] == 'C' && head[2] == 'R' &&
+      head[3] == 'N') {
+    char zip_msg[600];
+    snprintf(zip_msg, sizeof zip_msg, "%s", cairn_errmsg());
+    return cairn__fail(zip_st, "npz_reader_open: %s: a cairn checkpoint, not a ZIP (.npz) file (%s)", path, zip_msg);
+  }
+  const ck_backend *b = cairn__ck_detect(NULL, path, -1);
+  if (!b) return zip_st;
+  cairn_ckpt *c = NULL;
+  cairn_status st = cairn_ckpt_open(path, NULL, &c);
+  const char *what = strcmp(b->name, "tf") == 0 ? "a TensorFlow checkpoint" : "a safetensors file";
+  if (st)
+    return cairn__fail_wrap(st, "npz_reader_open: %s: %s, not a ZIP (.npz) file, and it %s: ", path, what,
+                            st == CAIRN_E_TRUNCATED ? "is truncated (cut short)" : "does not open");
+  cairn_ckpt_close(c);
+  return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: %s, not a ZIP (.npz) file: open it with cairn_ckpt_open "
+                     "(ckpt-inspect import reads it as such)", path, what);
+}
+
 cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "npz_reader_open: out is NULL");
   *out = NULL;
@@ -365,6 +393,7 @@ cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
   }
   cairn_status s = check_end_records(fd, path, (uint64_t)st.st_size);
   if (s) {
+    s = other_format(fd, path, s);
     close(fd);
     return s;
   }

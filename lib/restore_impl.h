@@ -35,4 +35,9 @@ cairn_status cairn__checkpoint_in_dir(const char *dir, char *path, size_t len, s
  * lookup's other errors, CAIRN_E_IO. restore_source.c */
 cairn_status cairn__restore_source(const char *fn, const char *path, char *out, size_t len, int *was_dir);
 
+/* " (did you mean 'model.ckpt-100'?)" naming the entries of path's
+ * directory closest to its last component (a TF bundle by its prefix), or
+ * "" in hint[0..len). restore_source.c */
+void cairn__near_files(const char *path, char *hint, size_t len);
+
 #endif

@@ -10,10 +10,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 #include "restore_impl.h"
+#include "suggest_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -96,4 +98,51 @@ cairn_status cairn__restore_source(const char *fn, const char *path, char *out, 
   return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is a directory with nothing to restore: no checkpoint (%s), no "
                      "TensorFlow bundle 'variables.index' and no .safetensors file in it",
                      fn, path, why);
+}
+
+/* The entries of one directory as suggestion candidates: "x.index" counts
+ * as the TF prefix "x". */
+typedef struct dir_names {
+  char **v;
+  size_t n;
+} dir_names;
+
+static const char *dir_name_at(const void *ctx, size_t i) { return ((const dir_names *)ctx)->v[i]; }
+
+void cairn__near_files(const char *path, char *hint, size_t len) {
+  if (len) hint[0] = '\0';
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  const char *base = path;
+  if (slash) {
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
+    base = slash + 1;
+  } else {
+    snprintf(dir, sizeof dir, ".");
+  }
+  DIR *d = opendir(dir);
+  if (!d) return;
+  dir_names dn = {NULL, 0};
+  size_t cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && dn.n < 10000) {
+    if (e->d_name[0] == '.') continue;
+    if (dn.n == cap) {
+      size_t nc = cap ? 2 * cap : 64;
+      char **nv = realloc(dn.v, nc * sizeof *nv);
+      if (!nv) break;
+      dn.v = nv;
+      cap = nc;
+    }
+    char *name = cairn__strdup(e->d_name);
+    if (!name) break;
+    if (ends_with(name, ".index")) name[strlen(name) - 6] = '\0';
+    dn.v[dn.n++] = name;
+  }
+  closedir(d);
+  char found[1200];
+  if (cairn__suggest(base, dir_name_at, &dn, dn.n, 3, found, sizeof found))
+    snprintf(hint, len, "%s", found);
+  for (size_t i = 0; i < dn.n; i++) free(dn.v[i]);
+  free(dn.v);
 }

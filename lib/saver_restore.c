@@ -769,7 +769,9 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   struct stat sb;
   if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(dir, path, -1)) { /* a TF prefix is no file */
     cairn_restore_report_free(r);
-    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file", fn, path);
+    char near[1400];
+    cairn__near_files(path, near, sizeof near);
+    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file%s", fn, path, near);
   }
   cairn_ckpt *c = NULL;
   if ((st = cairn__ckpt_open_in(dir, path, NULL, &c))) {

@@ -21,6 +21,7 @@
 #include <omp.h>
 #endif
 
+#include "cairn/env.h"
 #include "cairn/runtime.h"
 
 typedef unsigned long long ull;
@@ -203,6 +204,7 @@ typedef struct collect {
   size_t n, cap;
   char *names;
   size_t nlen, ncap;
+  int object_graph; /* _CHECKPOINTABLE_OBJECT_GRAPH was seen (and left out) */
 } collect;
 
 static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
@@ -278,8 +280,10 @@ static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
   /* TensorFlow 2's object-based checkpoints all carry this serialized
    * object graph as a string scalar: metadata about Python objects, not a
    * variable. Left out, so that their variables can be read. */
-  if (r->dtype == TF_DT_STRING && kv->klen == 28 && memcmp(kv->key, "_CHECKPOINTABLE_OBJECT_GRAPH", 28) == 0)
+  if (r->dtype == TF_DT_STRING && kv->klen == 28 && memcmp(kv->key, "_CHECKPOINTABLE_OBJECT_GRAPH", 28) == 0) {
+    c->object_graph = 1;
     return CAIRN_OK;
+  }
   if (r->dtype == TF_DT_STRING)
     return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s': '%s' is a string tensor (DT_STRING); cairn has no string tensors",
                        c->index, nm);
@@ -407,6 +411,13 @@ static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_c
     }
   }
   if (st) goto out;
+  if (c.n == 0 && c.object_graph)
+    /* Otherwise it would just list "0 tensors", without a word of why. */
+    cairn_env_log(NULL, CAIRN_LOG_WARN,
+                  "'%s': this TensorFlow bundle holds no numeric tensor, only _CHECKPOINTABLE_OBJECT_GRAPH (the "
+                  "object graph of a TensorFlow 2 checkpoint, a string that cairn leaves out): the object it saved "
+                  "had no variables (a Keras model saved before it was built?), so there is nothing to read or restore",
+                  index);
   v->names = c.names ? c.names : malloc(1);
   c.names = NULL;
   v->ents = c.ents ? c.ents : calloc(1, sizeof *v->ents);

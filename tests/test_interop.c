@@ -1044,3 +1044,116 @@ Test(tfbundle, undecodable_snappy_block_is_corrupt_with_its_offset) {
                 !strstr(cairn_errmsg(), "checksum"),
             "%s", cairn_errmsg());
 }
+
+/* ---- format-aware advice ------------------------------------------------------------------
+ * Every message names the format it found and gives advice that works for
+ * it: recover is for cairn files only; a TF bundle is opened by its
+ * prefix; a missing .index is named; a truncated safetensors file is
+ * reported as truncated by the .npz import too; a bundle with no numeric
+ * tensor says why it lists 0. */
+TestSuite(advice, .init = setup, .fini = teardown);
+
+/* Runs fn with stderr going to a file; returns what it wrote (static). */
+static const char *stderr_of(void (*fn)(void)) {
+  static char buf[8192];
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *f = fopen(P("stderr.txt"), "w+");
+  cr_assert_not_null(f);
+  dup2(fileno(f), 2);
+  fn();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static void write_small_bundle(const char *prefix) {
+  cairn_tfbundle_writer *w;
+  int64_t shape[1] = {4};
+  cairn_tensor *t;
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 1, shape, &t), CAIRN_OK);
+  cr_assert_eq(cairn_tfbundle_writer_open(prefix, &w), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_tfbundle_writer_add(w, "dense/kernel", t), CAIRN_OK);
+  cr_assert_eq(cairn_tfbundle_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_tensor_free(t);
+}
+
+Test(advice, tf_data_shard_named_instead_of_the_prefix) {
+  char prefix[600], shard[700];
+  snprintf(prefix, sizeof prefix, "%s", P("tfb"));
+  write_small_bundle(prefix);
+  snprintf(shard, sizeof shard, "%s.data-00000-of-00001", prefix);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(shard, NULL, &c), CAIRN_E_FORMAT);
+  cr_assert(strstr(cairn_errmsg(), "is the data shard of a TensorFlow bundle, not a checkpoint by itself: open the "
+                                   "bundle by its prefix"), "%s", cairn_errmsg());
+  cr_assert_null(strstr(cairn_errmsg(), "bad magic"));
+  /* following the advice works */
+  cr_assert_eq(cairn_ckpt_open(prefix, NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_ckpt_close(c);
+  /* the index gone: named as missing */
+  char index[700];
+  snprintf(index, sizeof index, "%s.index", prefix);
+  cr_assert_eq(unlink(index), 0);
+  cr_assert_eq(cairn_ckpt_open(shard, NULL, &c), CAIRN_E_FORMAT);
+  cr_assert(strstr(cairn_errmsg(), "its index is missing, so the bundle"), "%s", cairn_errmsg());
+  cr_assert(strstr(cairn_errmsg(), "copy the .index file too"), "%s", cairn_errmsg());
+}
+
+Test(advice, truncated_safetensors_is_truncated_in_the_npz_import_too) {
+  int64_t shape[1] = {64};
+  cairn_tensor *t;
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 1, shape, &t), CAIRN_OK);
+  cairn_safetensors_writer *w;
+  cr_assert_eq(cairn_safetensors_writer_open(P("m.safetensors"), &w), CAIRN_OK);
+  cr_assert_eq(cairn_safetensors_writer_add(w, "w", t), CAIRN_OK);
+  cr_assert_eq(cairn_safetensors_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_tensor_free(t);
+  cr_assert_eq(truncate(P("m.safetensors"), 100), 0);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("m.safetensors"), NULL, &c), CAIRN_E_TRUNCATED);
+  cr_assert(strstr(cairn_errmsg(), "ckpt-inspect recover does not apply"), "%s", cairn_errmsg());
+  cairn_npz_reader *r;
+  cr_assert_eq(cairn_npz_reader_open(P("m.safetensors"), &r), CAIRN_E_TRUNCATED, "%s", cairn_errmsg());
+  cr_assert(strstr(cairn_errmsg(), "a safetensors file, not a ZIP (.npz) file, and it is truncated"), "%s",
+            cairn_errmsg());
+  cr_assert_null(strstr(cairn_errmsg(), "no end-of-central-directory"), "%s", cairn_errmsg());
+}
+
+Test(advice, restore_of_a_misspelled_prefix_names_the_bundle) {
+  write_small_bundle(P("model"));
+  cairn_registry *reg;
+  cairn_var *v;
+  int64_t shape[1] = {4};
+  cr_assert_eq(cairn_registry_new(1, &reg), CAIRN_OK);
+  cr_assert_eq(cairn_var_create(reg, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_MODEL,
+                                &v), CAIRN_OK);
+  cairn_saver *s;
+  cr_assert_eq(cairn_saver_new(reg, NULL, &s), CAIRN_OK);
+  cr_assert_eq(cairn_saver_restore(s, P("modl"), NULL), CAIRN_E_NOT_FOUND);
+  cr_assert(strstr(cairn_errmsg(), "no such file (did you mean 'model'?)"), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_saver_restore(s, P("model"), NULL), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_saver_free(s);
+  cairn_registry_free(reg);
+}
+
+static void open_object_graph_only(void) {
+  unsigned char str[3] = {2, 'h', 'i'};
+  hent e[] = {{"_CHECKPOINTABLE_OBJECT_GRAPH", 7, 0, {0}, 0, 0, 3, ck_mask(cairn_crc32c(0, str, 3)), NULL, 0}};
+  write_index(P("g"), 1, e, 1, 0);
+  write_shard(P("g"), 0, 1, str, 3);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("g"), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_count(c), 0);
+  cairn_ckpt_close(c);
+}
+
+Test(advice, bundle_with_only_the_object_graph_says_why_it_lists_nothing) {
+  const char *err = stderr_of(open_object_graph_only);
+  cr_assert(strstr(err, "holds no numeric tensor, only _CHECKPOINTABLE_OBJECT_GRAPH"), "stderr: %s", err);
+}

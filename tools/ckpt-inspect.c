@@ -481,7 +481,15 @@ static void explain_missing(const char *arg) {
     }
     closedir(d);
   }
-  if (nfound == 0) {
+  /* A TensorFlow prefix whose .index is gone: only its data shards are
+     left, and no one of them is a checkpoint by itself. */
+  size_t shards = 0;
+  for (size_t i = 0; i < nfound; i++) shards += strncmp(found[i] + blen, ".data-", 6) == 0;
+  if (nfound && shards == nfound) {
+    errorf("%s: a TensorFlow bundle whose index '%s.index' is missing (only its %zu data shard%s left): a bundle is "
+           "PREFIX.index plus its PREFIX.data-* shards; copy the .index file too",
+           arg, arg, shards, shards == 1 ? " is" : "s are");
+  } else if (nfound == 0) {
     errorf("%s: no such file or directory", arg);
   } else {
     qsort(found, nfound, sizeof *found, cmp_str);
