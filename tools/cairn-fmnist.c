@@ -802,7 +802,14 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
       /* Every GLOBAL variable but the hidden layers (their names hold no
          glob characters: each excludes itself alone). */
       cairn_var *rest[256];
-      size_t n_rest = cairn_registry_list_vars(m.reg, CAIRN_COLL_GLOBAL, NULL, 0, include, w.n, rest, 256);
+      size_t n_rest = 0;
+      /* Checked, as every pattern list of a restore: the names come from
+         the model itself, so one that matches nothing is a bug, logged. */
+      if ((st = cairn_registry_list_vars_checked(m.reg, CAIRN_COLL_GLOBAL, NULL, 0, include, w.n, rest, 256, &n_rest,
+                                                 NULL)) != CAIRN_OK) {
+        ret = report_error("local_init_op recipe", st, NULL);
+        goto out;
+      }
       if (n_rest > 256) n_rest = 256;
       if ((st = cairn_saver_new_list(w.vars, w.n, &so, &partial)) != CAIRN_OK ||
           (st = cairn_saver_new(m.reg, &so, &full)) != CAIRN_OK ||
