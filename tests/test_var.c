@@ -976,3 +976,38 @@ Test(var, list_vars_by_glob) {
   cr_assert_eq(cairn_registry_list_vars(NULL, CAIRN_COLL_ALL, NULL, 0, NULL, 0, v, 8), 0);
   cairn_registry_free(r);
 }
+
+/* The checked form: an include pattern that matches nothing fails, naming
+ * the closest variable; an exclude one is listed (and logged), not fatal. */
+Test(var, list_vars_checked_reports_unmatched_patterns) {
+  cairn_registry *r = new_registry(1);
+  mkvec(r, "dense/kernel", 2, CAIRN_COLL_MODEL);
+  mkvec(r, "dense/bias", 2, CAIRN_COLL_MODEL);
+  mkvec(r, "dense/kernel/Adam", 2, CAIRN_COLL_GLOBAL);
+  cairn_var *v[8];
+  size_t n = 0;
+  cairn_names *um;
+  cr_assert_eq(cairn_names_new(&um), CAIRN_OK);
+  const char *ok[] = {"dense/*"};
+  const char *slots[] = {"*/Adam", "*/Momentum"};
+  cr_assert_eq(cairn_registry_list_vars_checked(r, CAIRN_COLL_GLOBAL, ok, 1, slots, 2, v, 8, &n, um), CAIRN_OK,
+               "%s", cairn_errmsg());
+  cr_assert_eq(n, 2);
+  cr_assert_eq(cairn_names_count(um), 1);
+  cr_assert_str_eq(cairn_names_at(um, 0), "*/Momentum");
+  const char *typo[] = {"dense/kernal", "dense/bias"};
+  cr_assert_eq(cairn_registry_list_vars_checked(r, CAIRN_COLL_GLOBAL, typo, 2, NULL, 0, v, 8, &n, um),
+               CAIRN_E_NOT_FOUND);
+  cr_assert_eq(n, 1, "the list is filled anyway");
+  cr_assert_eq(cairn_names_count(um), 1, "cleared first");
+  cr_assert_str_eq(cairn_names_at(um, 0), "dense/kernal");
+  cr_assert(strstr(cairn_errmsg(), "'dense/kernal' (did you mean 'dense/kernel'?)"), "%s", cairn_errmsg());
+  /* the trainable mask: a slot pattern matches nothing there */
+  const char *slot[] = {"dense/kernel/Adam"};
+  cr_assert_eq(cairn_registry_list_vars_checked(r, CAIRN_COLL_TRAINABLE, slot, 1, NULL, 0, v, 8, &n, NULL),
+               CAIRN_E_NOT_FOUND);
+  cr_assert_eq(cairn_registry_list_vars_checked(r, CAIRN_COLL_GLOBAL, NULL, 0, NULL, 0, v, 8, NULL, NULL),
+               CAIRN_E_NULL);
+  cairn_names_free(um);
+  cairn_registry_free(r);
+}
