@@ -413,8 +413,10 @@ static cairn_status check_options(const char *fn, const cairn_restore_options *o
 }
 
 /* TF2's object-based checkpoints store a variable's value under its object
- * path followed by this (tensorflow/python/training/saving/
- * saveable_object_util.py, trackable's VARIABLE_VALUE_KEY). */
+ * path followed by this: ".ATTRIBUTES" and "VARIABLE_VALUE" are constants
+ * of TF's trackable checkpoint code (tensorflow/python/training/
+ * checkpointable/util.py in the TF 1.x releases that introduced it,
+ * tensorflow/python/trackable/ in current TF). */
 #define TF2_SUFFIX "/.ATTRIBUTES/VARIABLE_VALUE"
 
 static char *with_suffix(char *s, int tf2) {
