@@ -86,8 +86,8 @@ typedef struct cairn__kernel_table {
 } cairn__kernel_table;
 
 /* Per thread: nonzero while a kernel's caller writes an output larger than
- * the last-level cache (see cairn__stream_min_bytes); the AVX2 map loops
- * then use streaming stores for outputs that are not also inputs. The ref
+ * the last-level cache (see cairn__stream_min_bytes); the AVX2 and AVX-512
+ * map loops then use streaming stores for outputs that are not also inputs. The ref
  * kernels ignore it. Set it around a call and clear it after. */
 extern _Thread_local int cairn__kernels_stream;
 /* Output size from which streaming stores pay: the last-level cache
