@@ -182,6 +182,7 @@ static void context(const bench_opts *o) {
   json_str(stdout, cs ? cs : "");
   printf(", \"openblas_threads\": %d, \"gemm_engine\": \"%s\", \"runtime\": ", blas_threads, cairn_gemm_engine_name());
   json_str(stdout, info);
+  printf(", \"peak_gflops_fma_256\": %.1f, \"peak_gflops_fma_512\": %.1f", bench_fma_peak_256, bench_fma_peak_512);
   printf(", \"peak_gflops_fma\": %.1f, \"triad_gbs\": %.1f, \"inplace_update_gbs\": %.1f, \"l3_bytes\": %zu, "
          "\"bandwidth_array_bytes\": %zu, \"repeats\": %d, \"quick\": %s}}\n",
          bench_mach.peak_gflops, bench_mach.triad_gbs, bench_mach.inplace_gbs, bench_mach.l3_bytes,
@@ -190,8 +191,9 @@ static void context(const bench_opts *o) {
   fprintf(stderr, "== %s: %s; %ld cores; %d thread(s); isa %s; OpenBLAS core %s, %d thread(s); gemm engine %s\n",
           suite_name, model, cores, o->threads, cairn_isa_name(), core, blas_threads, cairn_gemm_engine_name());
   if (o->machine)
-    fprintf(stderr, "   measured: FMA peak %.1f GFLOP/s, triad %.1f GB/s, in-place update %.1f GB/s\n",
-            bench_mach.peak_gflops, bench_mach.triad_gbs, bench_mach.inplace_gbs);
+    fprintf(stderr,
+            "   measured: FMA peak %.1f GFLOP/s (256-bit %.1f, 512-bit %.1f), triad %.1f GB/s, in-place update %.1f GB/s\n",
+            bench_mach.peak_gflops, bench_fma_peak_256, bench_fma_peak_512, bench_mach.triad_gbs, bench_mach.inplace_gbs);
 }
 
 int bench_begin(const char *suite, int *argc, char **argv, bench_opts *o) {

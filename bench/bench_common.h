@@ -66,6 +66,9 @@ void bench_section(const char *title);
 /* bench_fma.c: GFLOP/s of an FMA loop run by `threads` threads, the wider
  * of AVX2 and AVX-512 (0 if this build or CPU has no AVX2+FMA). */
 double bench_fma_peak(int threads);
+/* The two loops' own figures of the last bench_fma_peak call (0: not run):
+ * a CPU that runs 512-bit FMAs in two halves shows about the same for both. */
+extern double bench_fma_peak_256, bench_fma_peak_512;
 /* bench_fma.c: elements [lo, hi) of the triad a = b + s·c (BENCH_TRIAD) or
  * of the in-place update b += s·c (BENCH_INPLACE), vectorized. */
 enum { BENCH_TRIAD, BENCH_INPLACE };

@@ -1,5 +1,6 @@
 /* bench_kernels: every elementwise kernel of the private kernel table, the
- * scalar reference next to AVX2, in GB/s of explicit reads + writes and as
+ * scalar reference next to the AVX2 and AVX-512 tables (those this build
+ * and CPU have; --isa picks one), in GB/s of explicit reads + writes and as
  * a fraction of this machine's in-place-update bandwidth, measured on the
  * same arrays in the same rounds (median of the per-round ratios).
  * Buffers are preallocated and touched; n floats per array, each array at
@@ -7,17 +8,22 @@
  * memory, as the bandwidth loops do; 4 M floats with --quick, which may sit
  * in a large L3); each thread runs the kernel on its own
  * contiguous part, as lib/parallel.c does. Rows (softmax, cross-entropy)
- * are 1000 long. Rounds interleave ref and AVX2.
+ * are 1000 long. Rounds interleave the tables. The fused Adam update
+ * (the optimizer kernel, 28 bytes per parameter: w, m, v read and written,
+ * g read) is listed as "adam".
  *
  * --torch: after each kernel, the same function in PyTorch on the same
  * sizes and thread count (bench/torch_kernels.py run by /usr/bin/python3,
  * or the script given with --torch-script), emitted as "<kernel>/torch"
- * with ratio = PyTorch time / AVX2 time (> 1: cairn is faster). Needs
+ * with ratio = PyTorch time / the best vector table's time (> 1: cairn is faster). Needs
  * Debian's python3-torch; without it, says so and skips the PyTorch rows.
  * --n N: floats per array (default: beyond the last-level cache);
- * --only a,b: only these kernels; --no-ref: skip the reference table.
+ * --only a,b: only these kernels; --no-ref: skip the reference table;
+ * --isa avx2|avx512: only that vector table (default: every one this build
+ * and CPU have, so that the tiers are compared in the same rounds; the
+ * AVX-512 rows then carry "speedup_vs_avx2").
  *
- *   bench_kernels [--threads T] [--repeats R] [--quick] [--no-machine]
+ *   bench_kernels [--threads T] [--repeats R] [--quick] [--no-machine] [--isa avx2|avx512]
  *                 [--n N] [--only k1,k2] [--no-ref] [--torch] [--torch-script PATH]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -33,7 +39,7 @@
 #define ROW 1000
 
 typedef enum { K_UNARY, K_UNARY_A, K_BINARY, K_BINARY_A, K_ROW, K_ROW_BWD, K_SPARSE_XENT, K_XENT_ROW,
-               K_LOSS2, K_SUM, K_ADD, K_SCALE, K_INPLACE_REF } kshape;
+               K_LOSS2, K_SUM, K_ADD, K_SCALE, K_ADAM, K_INPLACE_REF } kshape;
 
 typedef struct kdesc {
   const char *name;
@@ -57,6 +63,7 @@ static const kdesc kernels[] = {
     K(sigmoid_xent, K_LOSS2, 12),     K(mse, K_LOSS2, 12),
     K(sum, K_SUM, 4),                 K(sumsq, K_SUM, 4),
     K(add, K_ADD, 12),                K(scale, K_SCALE, 8),
+    K(adam, K_ADAM, 28),
 };
 
 /* The in-place update Y += s·X over the same arrays (bench_common's
@@ -74,8 +81,9 @@ typedef double (*xent_fn)(const float *, const float *, float *, size_t, float);
 typedef double (*sum_fn)(const float *, size_t);
 typedef void (*add_fn)(const float *, float *, size_t);
 typedef void (*scale_fn)(float, float *, size_t);
+typedef void (*adam_fn)(float *, float *, float *, const float *, size_t, float, float, float, float, float);
 
-static float *X, *Y, *Z;
+static float *X, *Y, *Z, *V; /* V: Adam's second moment (allocated only for adam) */
 static size_t N;
 
 /* Runs kernel k of table t over [lo, hi) (whole rows for row kernels). */
@@ -105,6 +113,8 @@ static double run_part(const cairn__kernel_table *t, const kdesc *k, size_t lo, 
     case K_SUM: s = ((sum_fn)fp)(X + lo, n); break;
     case K_ADD: ((add_fn)fp)(X + lo, Y + lo, n); break;
     case K_SCALE: ((scale_fn)fp)(1.0f, Y + lo, n); break;
+    /* w = Y, m = Z, v = V, g = X; tiny steps keep the values in range */
+    case K_ADAM: ((adam_fn)fp)(Y + lo, Z + lo, V + lo, X + lo, n, 1e-7f, 0.9f, 0.999f, 1e-7f, 0.0f); break;
     case K_INPLACE_REF: bench_stream_part(BENCH_INPLACE, NULL, Y, X, 1e-6f, lo, hi); break;
   }
   return s;
@@ -178,18 +188,20 @@ static double timed(const cairn__kernel_table *t, const kdesc *k, int threads) {
   return dt;
 }
 
+#define MAXT 3
+
 int main(int argc, char **argv) {
   bench_opts o;
   if (bench_begin("kernels", &argc, argv, &o)) return 2;
-  const cairn__kernel_table *ref = cairn__kernels_ref(), *avx = cairn__kernels_avx2();
-  if (avx && !cairn__cpu_has_avx2_fma()) avx = NULL;
-  const char *only = NULL, *script = BENCH_TORCH_KERNELS;
+  const cairn__kernel_table *ref = cairn__kernels_ref();
+  const char *only = NULL, *script = BENCH_TORCH_KERNELS, *isa = NULL;
   int no_ref = 0, torch = 0;
   size_t n_opt = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--n") && i + 1 < argc) n_opt = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--no-ref")) no_ref = 1;
+    else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa = argv[++i];
     else if (!strcmp(argv[i], "--torch")) torch = 1;
     else if (!strcmp(argv[i], "--torch-script") && i + 1 < argc) script = argv[++i], torch = 1;
     else {
@@ -197,8 +209,21 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (no_ref && !avx) {
-    fprintf(stderr, "bench_kernels: --no-ref needs the AVX2 kernels (this build or CPU has none)\n");
+  /* the vector tables to measure, in rising order: tab[0..nv) */
+  const cairn__kernel_table *tab[MAXT];
+  int nv = 0;
+  if (isa && strcmp(isa, "avx2") && strcmp(isa, "avx512")) {
+    fprintf(stderr, "bench_kernels: --isa takes avx2 or avx512, not '%s'\n", isa);
+    return 2;
+  }
+  if ((!isa || !strcmp(isa, "avx2")) && cairn__kernels_avx2()) tab[nv++] = cairn__kernels_avx2();
+  if ((!isa || !strcmp(isa, "avx512")) && cairn__kernels_avx512()) tab[nv++] = cairn__kernels_avx512();
+  if (isa && nv == 0) {
+    fprintf(stderr, "bench_kernels: --isa %s: this build or CPU has no %s kernels\n", isa, isa);
+    return 2;
+  }
+  if (no_ref && nv == 0) {
+    fprintf(stderr, "bench_kernels: --no-ref needs vector kernels (this build or CPU has none)\n");
     return 2;
   }
   if (torch && system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
@@ -216,67 +241,77 @@ int main(int argc, char **argv) {
     X[i] = 4.0f * (cairn_rng_uniform(&r) - 0.5f);
     Z[i] = cairn_rng_uniform(&r);
   }
-  /* log wants positive inputs: |x| + tiny keeps the same range of work */
   bench_section("elementwise kernels, GB/s (explicit bytes); ratio = fraction of the in-place-update bandwidth "
                 "measured in the same rounds on the same arrays");
-  char params[240];
+  char params[320];
   for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
     const kdesc *k = &kernels[i];
     if (!listed(only, k->name)) continue;
+    /* log wants positive inputs: |x| + tiny keeps the same range of work */
     if (k->shape == K_UNARY && !strcmp(k->name, "log"))
       for (size_t j = 0; j < N; j++) X[j] = X[j] < 0 ? -X[j] + 1e-3f : X[j] + 1e-3f;
-    double gr[BENCH_MAX_REPEATS], ga[BENCH_MAX_REPEATS], sp[BENCH_MAX_REPEATS], gi[BENCH_MAX_REPEATS],
-        rr[BENCH_MAX_REPEATS], ra[BENCH_MAX_REPEATS];
-    if (!no_ref) timed(ref, k, o.threads);
-    if (avx) timed(avx, k, o.threads);
-    double tav[BENCH_MAX_REPEATS];
+    if (k->shape == K_ADAM && !V) {
+      V = bench_alloc(N * sizeof(float));
+      for (size_t j = 0; j < N; j++) V[j] = 1e-3f * cairn_rng_uniform(&r);
+    }
+    /* all[0] = ref (NULL with --no-ref), all[1..] = the vector tables */
+    const cairn__kernel_table *all[MAXT + 1];
+    int nt = 0;
+    all[nt++] = no_ref ? NULL : ref;
+    for (int v = 0; v < nv; v++) all[nt++] = tab[v];
+    for (int t = 0; t < nt; t++)
+      if (all[t]) timed(all[t], k, o.threads); /* warm-up */
+    double g[MAXT + 1][BENCH_MAX_REPEATS], rat[MAXT + 1][BENCH_MAX_REPEATS], tm[MAXT + 1][BENCH_MAX_REPEATS],
+        sp[MAXT + 1][BENCH_MAX_REPEATS], sv[MAXT + 1][BENCH_MAX_REPEATS], gi[BENCH_MAX_REPEATS];
     for (int rep = 0; rep < o.repeats; rep++) {
       gi[rep] = inplace_ref.bytes * (double)N / timed(NULL, &inplace_ref, o.threads) * 1e-9;
-      double ta = avx ? timed(avx, k, o.threads) : 0.0;
-      double tr = no_ref ? ta : timed(ref, k, o.threads);
-      if (!avx) ta = tr;
-      tav[rep] = ta;
-      gr[rep] = k->bytes * (double)N / tr * 1e-9;
-      ga[rep] = k->bytes * (double)N / ta * 1e-9;
-      sp[rep] = tr / ta;
-      rr[rep] = gr[rep] / gi[rep];
-      ra[rep] = ga[rep] / gi[rep];
+      /* rotate the order each round so no table always runs first */
+      for (int q = 0; q < nt; q++) {
+        const int t = (q + rep) % nt;
+        if (!all[t]) continue;
+        tm[t][rep] = timed(all[t], k, o.threads);
+      }
+      for (int t = 0; t < nt; t++) {
+        if (!all[t]) continue;
+        g[t][rep] = k->bytes * (double)N / tm[t][rep] * 1e-9;
+        rat[t][rep] = g[t][rep] / gi[rep];
+        sp[t][rep] = all[0] ? tm[0][rep] / tm[t][rep] : 0.0;
+        sv[t][rep] = t >= 2 ? tm[1][rep] / tm[t][rep] : 0.0;
+      }
     }
-    bench_stats sr = bench_stats_of(gr, o.repeats), sa = bench_stats_of(ga, o.repeats),
-                ss = bench_stats_of(sp, o.repeats), si = bench_stats_of(gi, o.repeats),
-                srr = bench_stats_of(rr, o.repeats), sra = bench_stats_of(ra, o.repeats);
-    snprintf(params, sizeof params,
-             "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"ref\", \"inplace_gbs_same_rounds\": %.1f", N, k->bytes,
-             si.median);
-    char name[64];
-    snprintf(name, sizeof name, "%s/ref", k->name);
-    if (!no_ref) bench_emit(name, params, sr, "GB/s", srr.median, "inplace_update_gbs_same_rounds");
-    if (avx) {
-      if (no_ref)
-        snprintf(params, sizeof params,
-                 "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"avx2\", \"inplace_gbs_same_rounds\": %.1f", N,
-                 k->bytes, si.median);
-      else
-        snprintf(params, sizeof params,
-                 "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"avx2\", \"speedup_vs_ref\": %.2f, "
-                 "\"inplace_gbs_same_rounds\": %.1f",
-                 N, k->bytes, ss.median, si.median);
-      snprintf(name, sizeof name, "%s/avx2", k->name);
-      bench_emit(name, params, sa, "GB/s", sra.median, "inplace_update_gbs_same_rounds");
+    const bench_stats si = bench_stats_of(gi, o.repeats);
+    for (int t = 0; t < nt; t++) {
+      if (!all[t]) continue;
+      const bench_stats st = bench_stats_of(g[t], o.repeats), sr = bench_stats_of(rat[t], o.repeats);
+      int len = snprintf(params, sizeof params, "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"%s\"", N, k->bytes,
+                         all[t]->isa);
+      if (t > 0 && all[0])
+        len += snprintf(params + len, sizeof params - (size_t)len, ", \"speedup_vs_ref\": %.2f",
+                        bench_stats_of(sp[t], o.repeats).median);
+      if (t >= 2)
+        len += snprintf(params + len, sizeof params - (size_t)len, ", \"speedup_vs_%s\": %.2f", all[1]->isa,
+                        bench_stats_of(sv[t], o.repeats).median);
+      snprintf(params + len, sizeof params - (size_t)len, ", \"inplace_gbs_same_rounds\": %.1f", si.median);
+      char name[64];
+      snprintf(name, sizeof name, "%s/%s", k->name, all[t]->isa);
+      bench_emit(name, params, st, "GB/s", sr.median, "inplace_update_gbs_same_rounds");
     }
     double tmed, tmin, tri;
-    if (torch && avx && strcmp(k->name, "add") && strcmp(k->name, "scale") && strncmp(k->name, "relu", 4) &&
-        strncmp(k->name, "leaky", 5)) {
+    if (torch && nv > 0 && k->shape != K_ADAM && strcmp(k->name, "add") && strcmp(k->name, "scale") &&
+        strncmp(k->name, "relu", 4) && strncmp(k->name, "leaky", 5)) {
+      const int best = nt - 1;
       if (torch_run(script, k->name, o.threads, o.repeats, &tmed, &tmin, &tri) == 0) {
-        const double ta = bench_stats_of(tav, o.repeats).median;
+        const double ta = bench_stats_of(tm[best], o.repeats).median;
         const bench_stats st = {k->bytes * (double)N / tmed * 1e-9, k->bytes * (double)N / tmed * 1e-9,
                                 k->bytes * (double)N / tmin * 1e-9, o.repeats};
         snprintf(params, sizeof params,
                  "\"n\": %zu, \"bytes_per_elem\": %g, \"isa\": \"torch\", \"torch_ratio_to_inplace\": %.3f, "
-                 "\"avx2_ratio_to_inplace\": %.3f",
-                 N, k->bytes, tri, sra.median);
+                 "\"%s_ratio_to_inplace\": %.3f",
+                 N, k->bytes, tri, all[best]->isa, bench_stats_of(rat[best], o.repeats).median);
+        char name[64], unit[64];
         snprintf(name, sizeof name, "%s/torch", k->name);
-        bench_emit(name, params, st, "GB/s", tmed / ta, "avx2_speedup_over_torch");
+        snprintf(unit, sizeof unit, "%s_speedup_over_torch", all[best]->isa);
+        bench_emit(name, params, st, "GB/s", tmed / ta, unit);
       } else {
         fprintf(stderr, "bench_kernels: %s failed for %s\n", script, k->name);
       }
@@ -287,5 +322,6 @@ int main(int argc, char **argv) {
   cairn_free(X);
   cairn_free(Y);
   cairn_free(Z);
+  if (V) cairn_free(V);
   return 0;
 }

@@ -141,11 +141,14 @@ char *cairn_runtime_info(char *buf, size_t len) {
 #else
   const char *omp = "no";
 #endif
+  /* CAIRN_ISA naming an ISA this CPU or build lacks: the next best ran */
+  const char *fb = cairn__kernels_fallback();
   snprintf(buf, len,
-           "cairn %s; isa %s (cpu avx2+fma: %s%s%s); openmp %s; threads %d; blas OpenBLAS core %s, "
+           "cairn %s; isa %s (cpu avx2+fma: %s, avx512: %s%s%s%s); openmp %s; threads %d; blas OpenBLAS core %s, "
            "parallel %s",
            cairn_version_string(), isa, cairn__cpu_has_avx2_fma() ? "yes" : "no",
-           want ? ", CAIRN_ISA=" : "", want ? want : "", omp, cairn_get_num_threads(), core, par);
+           cairn__cpu_has_avx512() ? "yes" : "no", want && *want ? ", CAIRN_ISA=" : "", want && *want ? want : "",
+           fb ? " not available, next best" : "", omp, cairn_get_num_threads(), core, par);
   size_t used = strlen(buf);
   /* the engine cairn's GEMM blocks run on, and why (gemm.c) */
   const char *asked = getenv("CAIRN_GEMM_ENGINE");

@@ -1,10 +1,11 @@
-/* Kernel tests: every AVX2 kernel against its scalar reference (all the
- * lengths around the vector width, aligned and unaligned pointers, in place,
- * guard floats after the end), special inputs, dense sweeps that assert the
- * ulp bounds stated in doc/kernels.md, and both tables against a long-double
- * reference for the accuracy contract (sigmoid, softmax, log-softmax and the
- * losses within 1e-6 relative). The optimizer kernels are tested in
- * tests/test_optim.c. */
+/* Kernel tests: every AVX2 and AVX-512 kernel against its scalar reference
+ * (all the lengths around both vector widths, aligned and unaligned
+ * pointers, in place, guard floats around the output), special inputs (one
+ * in each lane of a vector), dense sweeps that assert the ulp bounds stated
+ * in doc/kernels.md, and every table against a long-double reference for
+ * the accuracy contract (sigmoid, softmax, log-softmax and the losses within
+ * 1e-6 relative). A vector tier this build or CPU lacks skips its tests with
+ * the reason. The optimizer kernels are tested in tests/test_optim.c. */
 #include "config.h"
 
 #include <criterion/criterion.h>
@@ -19,7 +20,7 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1000};
+static const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65, 1000};
 #define NLENS (sizeof lens / sizeof lens[0])
 #define MAXN 1000
 #define GUARD 16
@@ -41,8 +42,8 @@ static const float specials[] = {0.0f,   -0.0f,  1e-8f,   -1e-8f, 20.0f,   -20.0
                                  -9.1f,  14.99f, -15.0f,  1e-30f, -1e-30f, 0.75f,   -0.75f};
 #define NSPECIALS (sizeof specials / sizeof specials[0])
 
-/* A buffer of n floats at offset `off` floats from a 32-byte boundary, with
- * GUARD sentinel floats on each side. */
+/* A buffer of n floats at offset `off` floats (0..15) from a 64-byte
+ * boundary, with at least GUARD sentinel floats on each side. */
 typedef struct {
   float *mem, *p;
   size_t n;
@@ -50,12 +51,12 @@ typedef struct {
 
 static buf buf_new(size_t n, size_t off) {
   buf b;
-  const size_t bytes = (sizeof(float) * (n + 2 * GUARD + 8) + 31) / 32 * 32;
-  b.mem = aligned_alloc(32, bytes);
+  const size_t bytes = (sizeof(float) * (n + 2 * GUARD + 16) + 63) / 64 * 64;
+  b.mem = aligned_alloc(64, bytes);
   cr_assert_not_null(b.mem);
   b.p = b.mem + GUARD + off;
   b.n = n;
-  for (size_t i = 0; i < n + 2 * GUARD + 8; i++) memcpy(b.mem + i, &guard_bits, 4);
+  for (size_t i = 0; i < n + 2 * GUARD + 16; i++) memcpy(b.mem + i, &guard_bits, 4);
   return b;
 }
 static int guards_ok(const buf *b) {
@@ -87,6 +88,14 @@ static int close_ulps(float a, float r, double k, double scale) {
 static const cairn__kernel_table *avx2_or_skip(void) {
   const cairn__kernel_table *a = cairn__kernels_avx2();
   if (!a) cr_skip_test("AVX2+FMA kernels not compiled in or not supported by this CPU");
+  return a;
+}
+static const cairn__kernel_table *avx512_or_skip(void) {
+  const cairn__kernel_table *a = cairn__kernels_avx512();
+#ifndef CAIRN_HAVE_AVX512
+  cr_skip_test("AVX-512 kernels not compiled in (configure --disable-avx512, or the compiler lacks the flags)");
+#endif
+  if (!a) cr_skip_test("AVX-512 kernels: this CPU or OS lacks AVX-512 F+DQ+BW+VL with ZMM state");
   return a;
 }
 
@@ -198,10 +207,11 @@ static const kcase kcases[] = {
      scale_log_softmax_bwd},
 };
 
-/* Runs case c on length n at offset off: ref and AVX2 out of place, then
- * AVX2 in place (y = x, or dx = dy), which must give the same bits. */
-static void run_case(const kcase *c, size_t n, size_t off, uint64_t *seed) {
-  const cairn__kernel_table *R = cairn__kernels_ref(), *A = cairn__kernels_avx2();
+/* Runs case c of table A on length n at offset off: ref and A out of
+ * place, then A in place (y = x, or dx = dy), which must give the same
+ * bits. */
+static void run_case(const cairn__kernel_table *A, const kcase *c, size_t n, size_t off, uint64_t *seed) {
+  const cairn__kernel_table *R = cairn__kernels_ref();
   buf a = buf_new(n, off), b = buf_new(n, off), yr = buf_new(n, off), ya = buf_new(n, off),
       yi = buf_new(n, off);
   c->gen(a.p, c->arity == 2 ? b.p : NULL, n, seed);
@@ -226,12 +236,12 @@ static void run_case(const kcase *c, size_t n, size_t off, uint64_t *seed) {
   }
   cr_assert(memcmp(a0, a.p, n * sizeof(float)) == 0 && memcmp(b0, b.p, n * sizeof(float)) == 0,
             "%s n=%zu: input modified", c->name, n);
-  cr_assert(guards_ok(&yr) && guards_ok(&ya) && guards_ok(&yi), "%s n=%zu off=%zu: wrote past the end",
-            c->name, n, off);
+  cr_assert(guards_ok(&yr) && guards_ok(&ya) && guards_ok(&yi), "%s %s n=%zu off=%zu: wrote outside the output",
+            A->isa, c->name, n, off);
   for (size_t i = 0; i < n; i++) {
     const double sc = c->scale ? c->scale(a.p[i], b.p[i], info) : 0.0;
     cr_assert(close_ulps(ya.p[i], yr.p[i], c->ulps, sc),
-              "%s n=%zu off=%zu i=%zu: in %.9g %.9g, avx2 %.9g, ref %.9g (bound %g ulp)", c->name, n, off, i,
+              "%s %s n=%zu off=%zu i=%zu: in %.9g %.9g, got %.9g, ref %.9g (bound %g ulp)", A->isa, c->name, n, off, i,
               (double)a.p[i], (double)b.p[i], (double)ya.p[i], (double)yr.p[i], c->ulps);
     cr_assert(memcmp(&yi.p[i], &ya.p[i], 4) == 0, "%s n=%zu i=%zu: in place %.9g, out of place %.9g", c->name,
               n, i, (double)yi.p[i], (double)ya.p[i]);
@@ -241,16 +251,21 @@ static void run_case(const kcase *c, size_t n, size_t off, uint64_t *seed) {
 
 TestSuite(kernels, .timeout = 60);
 
-Test(kernels, avx2_matches_ref_all_lengths) {
-  avx2_or_skip();
+/* element offsets from a 64-byte boundary: aligned, one float off, and the
+ * far end of a 16-lane vector */
+static const size_t offs3[] = {0, 1, 15};
+
+static void matches_ref_all_lengths(const cairn__kernel_table *A) {
   uint64_t seed = 42;
   for (size_t k = 0; k < sizeof kcases / sizeof kcases[0]; k++)
     for (size_t l = 0; l < NLENS; l++)
-      for (size_t off = 0; off < 2; off++) run_case(&kcases[k], lens[l], off, &seed);
+      for (size_t o = 0; o < 3; o++) run_case(A, &kcases[k], lens[l], offs3[o], &seed);
 }
+Test(kernels, avx2_matches_ref_all_lengths) { matches_ref_all_lengths(avx2_or_skip()); }
+Test(kernels, avx512_matches_ref_all_lengths) { matches_ref_all_lengths(avx512_or_skip()); }
 
-Test(kernels, avx2_leaky_relu_matches_ref) {
-  const cairn__kernel_table *A = avx2_or_skip(), *R = cairn__kernels_ref();
+static void leaky_relu_matches_ref(const cairn__kernel_table *A) {
+  const cairn__kernel_table *R = cairn__kernels_ref();
   uint64_t seed = 7;
   for (size_t l = 0; l < NLENS; l++) {
     const size_t n = lens[l];
@@ -270,21 +285,22 @@ Test(kernels, avx2_leaky_relu_matches_ref) {
     buf_free(&x), buf_free(&dy), buf_free(&yr), buf_free(&ya);
   }
 }
+Test(kernels, avx2_leaky_relu_matches_ref) { leaky_relu_matches_ref(avx2_or_skip()); }
+Test(kernels, avx512_leaky_relu_matches_ref) { leaky_relu_matches_ref(avx512_or_skip()); }
 
 /* Streaming stores (outputs larger than the cache) change how y is
  * written, never what: same bits as ordinary stores for every kernel, at
  * every alignment of y, with nothing written outside y; in place (where
  * streaming is not used) still right. */
-Test(kernels, avx2_streaming_stores_same_bits) {
-  const cairn__kernel_table *A = avx2_or_skip();
+static void streaming_stores_same_bits(const cairn__kernel_table *A, size_t lanes) {
   static const size_t slens[] = {63, 64, 65, 71, 100, 1000};
   uint64_t seed = 11;
   for (size_t k = 0; k < sizeof kcases / sizeof kcases[0]; k++) {
     const kcase *c = &kcases[k];
     for (size_t l = 0; l < sizeof slens / sizeof slens[0]; l++)
-      for (size_t off = 0; off < 8; off++) {
+      for (size_t off = 0; off < lanes; off++) {
         const size_t n = slens[l];
-        buf a = buf_new(n, (off * 3) % 8), b = buf_new(n, off), y0 = buf_new(n, off), y1 = buf_new(n, off);
+        buf a = buf_new(n, (off * 3) % lanes), b = buf_new(n, off), y0 = buf_new(n, off), y1 = buf_new(n, off);
         c->gen(a.p, c->arity == 2 ? b.p : NULL, n, &seed);
         for (int stream = 0; stream < 2; stream++) {
           cairn__kernels_stream = stream;
@@ -306,36 +322,39 @@ Test(kernels, avx2_streaming_stores_same_bits) {
       }
   }
 }
+Test(kernels, avx2_streaming_stores_same_bits) { streaming_stores_same_bits(avx2_or_skip(), 8); }
+Test(kernels, avx512_streaming_stores_same_bits) { streaming_stores_same_bits(avx512_or_skip(), 16); }
 
 /* The value computed for an element must not depend on where it sits
  * (vector body or masked tail) nor on n. */
-Test(kernels, avx2_value_independent_of_position) {
-  const cairn__kernel_table *A = avx2_or_skip();
+static void value_independent_of_position(const cairn__kernel_table *A) {
   static const size_t offs[] = {
       offsetof(cairn__kernel_table, sigmoid_fwd), offsetof(cairn__kernel_table, tanh_fwd),
       offsetof(cairn__kernel_table, gelu_fwd),    offsetof(cairn__kernel_table, gelu_tanh_fwd),
       offsetof(cairn__kernel_table, exp),         offsetof(cairn__kernel_table, log)};
-  float x[24], y[24], one;
+  float x[40], y[40], one;
   uint64_t seed = 3;
   for (size_t f = 0; f < sizeof offs / sizeof offs[0]; f++)
     for (int t = 0; t < 50; t++) {
-      for (size_t i = 0; i < 24; i++) x[i] = unif(&seed, 0.01f, 12.0f) * (i % 2 ? -1.0f : 1.0f);
+      for (size_t i = 0; i < 40; i++) x[i] = unif(&seed, 0.01f, 12.0f) * (i % 2 ? -1.0f : 1.0f);
       if (offs[f] == offsetof(cairn__kernel_table, log))
-        for (size_t i = 0; i < 24; i++) x[i] = fabsf(x[i]);
-      const size_t n = 1 + rng_next(&seed) % 24;
+        for (size_t i = 0; i < 40; i++) x[i] = fabsf(x[i]);
+      const size_t n = 1 + rng_next(&seed) % 40;
       FN(A, un_fn, offs[f])(x, y, n);
       for (size_t i = 0; i < n; i++) {
         FN(A, un_fn, offs[f])(&x[i], &one, 1);
-        cr_assert(memcmp(&one, &y[i], 4) == 0, "kernel %zu: x=%.9g at %zu of %zu gives %.9g alone %.9g", f,
-                  (double)x[i], i, n, (double)y[i], (double)one);
+        cr_assert(memcmp(&one, &y[i], 4) == 0, "%s kernel %zu: x=%.9g at %zu of %zu gives %.9g alone %.9g", A->isa,
+                  f, (double)x[i], i, n, (double)y[i], (double)one);
       }
     }
 }
+Test(kernels, avx2_value_independent_of_position) { value_independent_of_position(avx2_or_skip()); }
+Test(kernels, avx512_value_independent_of_position) { value_independent_of_position(avx512_or_skip()); }
 
 /* Dense sweeps over float bit patterns: the ulp bounds of doc/kernels.md. */
-static void sweep(const char *name, size_t off, int arity, float lo, float hi, double ulps,
-                  double (*scale)(float, float, rowinfo)) {
-  const cairn__kernel_table *A = avx2_or_skip(), *R = cairn__kernels_ref();
+static void sweep(const cairn__kernel_table *A, const char *name, size_t off, int arity, float lo, float hi,
+                  double ulps, double (*scale)(float, float, rowinfo)) {
+  const cairn__kernel_table *R = cairn__kernels_ref();
   enum { B = 4096 };
   float x[B], ones[B], ya[B], yr[B];
   for (size_t i = 0; i < B; i++) ones[i] = 1.0f;
@@ -362,9 +381,9 @@ static void sweep(const char *name, size_t off, int arity, float lo, float hi, d
         for (size_t i = 0; i < k; i++) {
           const rowinfo none = {0, 0};
           const double sc = scale ? scale(x[i], 1.0f, none) : 0.0;
-          cr_assert(close_ulps(ya[i], yr[i], ulps, sc), "%s(%.9g): avx2 %.9g ref %.9g (bound %g ulp)", name,
+          cr_assert(close_ulps(ya[i], yr[i], ulps, sc), "%s %s(%.9g): %.9g ref %.9g (bound %g ulp)", A->isa, name,
                     (double)x[i], (double)ya[i], (double)yr[i], ulps);
-          cr_assert(!isnan(ya[i]) || isnan(yr[i]), "%s(%.9g) is NaN", name, (double)x[i]);
+          cr_assert(!isnan(ya[i]) || isnan(yr[i]), "%s %s(%.9g) is NaN", A->isa, name, (double)x[i]);
           if (!isnan(yr[i]) && ya[i] != yr[i]) {
             const double e = fabs((double)ya[i] - yr[i]) / ulpf(fmax(fabs(yr[i]), sc));
             if (e > worst) worst = e;
@@ -376,30 +395,34 @@ static void sweep(const char *name, size_t off, int arity, float lo, float hi, d
     }
   }
   cr_assert_gt(count, 390000);
-  cr_log_info("%s: %zu points, max |avx2 - ref| = %.2f ulp", name, count, worst);
+  cr_log_info("%s %s: %zu points, max |%s - ref| = %.2f ulp", A->isa, name, count, A->isa, worst);
 }
 
-Test(kernels, sweep_exp) { sweep("exp", offsetof(cairn__kernel_table, exp), 1, -110.0f, 95.0f, 1, NULL); }
-Test(kernels, sweep_log) { sweep("log", offsetof(cairn__kernel_table, log), 1, 0.0f, FLT_MAX, 1, NULL); }
-Test(kernels, sweep_sigmoid) {
-  sweep("sigmoid", offsetof(cairn__kernel_table, sigmoid_fwd), 1, -110.0f, 110.0f, 3, NULL);
-}
-Test(kernels, sweep_tanh) {
-  sweep("tanh", offsetof(cairn__kernel_table, tanh_fwd), 1, -FLT_MAX, FLT_MAX, 2, NULL);
-}
-Test(kernels, sweep_gelu) {
-  sweep("gelu", offsetof(cairn__kernel_table, gelu_fwd), 1, -FLT_MAX, FLT_MAX, 3, NULL);
-}
-Test(kernels, sweep_gelu_tanh) {
-  sweep("gelu_tanh", offsetof(cairn__kernel_table, gelu_tanh_fwd), 1, -FLT_MAX, FLT_MAX, 4, NULL);
-}
-Test(kernels, sweep_gelu_bwd) {
-  sweep("gelu_bwd", offsetof(cairn__kernel_table, gelu_bwd), 2, -30.0f, 30.0f, 4, scale_gelu_bwd);
-}
-Test(kernels, sweep_gelu_tanh_bwd) {
-  sweep("gelu_tanh_bwd", offsetof(cairn__kernel_table, gelu_tanh_bwd), 2, -30.0f, 30.0f, 6,
-        scale_gelu_tanh_bwd);
-}
+/* The sweeps of one table, each against the bounds of doc/kernels.md. */
+#define SWEEPS(isa, T)                                                                             \
+  Test(kernels, sweep_exp##isa) { sweep(T, "exp", offsetof(cairn__kernel_table, exp), 1, -110.0f, 95.0f, 1, NULL); } \
+  Test(kernels, sweep_log##isa) { sweep(T, "log", offsetof(cairn__kernel_table, log), 1, 0.0f, FLT_MAX, 1, NULL); } \
+  Test(kernels, sweep_sigmoid##isa) {                                                              \
+    sweep(T, "sigmoid", offsetof(cairn__kernel_table, sigmoid_fwd), 1, -110.0f, 110.0f, 3, NULL);   \
+  }                                                                                                \
+  Test(kernels, sweep_tanh##isa) {                                                                 \
+    sweep(T, "tanh", offsetof(cairn__kernel_table, tanh_fwd), 1, -FLT_MAX, FLT_MAX, 2, NULL);       \
+  }                                                                                                \
+  Test(kernels, sweep_gelu##isa) {                                                                 \
+    sweep(T, "gelu", offsetof(cairn__kernel_table, gelu_fwd), 1, -FLT_MAX, FLT_MAX, 3, NULL);       \
+  }                                                                                                \
+  Test(kernels, sweep_gelu_tanh##isa) {                                                            \
+    sweep(T, "gelu_tanh", offsetof(cairn__kernel_table, gelu_tanh_fwd), 1, -FLT_MAX, FLT_MAX, 4, NULL); \
+  }                                                                                                \
+  Test(kernels, sweep_gelu_bwd##isa) {                                                             \
+    sweep(T, "gelu_bwd", offsetof(cairn__kernel_table, gelu_bwd), 2, -30.0f, 30.0f, 4, scale_gelu_bwd); \
+  }                                                                                                \
+  Test(kernels, sweep_gelu_tanh_bwd##isa) {                                                        \
+    sweep(T, "gelu_tanh_bwd", offsetof(cairn__kernel_table, gelu_tanh_bwd), 2, -30.0f, 30.0f, 6,    \
+          scale_gelu_tanh_bwd);                                                                    \
+  }
+SWEEPS(, avx2_or_skip())
+SWEEPS(_avx512, avx512_or_skip())
 
 /* ---- special inputs --------------------------------------------------------- */
 
@@ -500,41 +523,100 @@ static void check_signed_zero_nan(const cairn__kernel_table *T) {
   T->tanh_fwd(xs, y, 4);
   cr_assert(y[0] == 0.0f && signbit(y[0]) && isnan(y[2]) && isnan(y[3]), "%s: tanh(-0, NaN, -NaN)", T->isa);
 }
-/* The AVX2 log takes its fast path only when all eight lanes of a vector
- * are positive normal floats: one special value in any lane (and in the
- * masked tail) must still get its special result, and its seven normal
- * neighbours the same values as without it. */
-Test(kernels, log_special_in_each_lane) {
-  const cairn__kernel_table *T = avx2_or_skip();
-  const float sp[] = {0.0f, -0.0f, -1.0f, INFINITY, NAN, 1e-40f, 0x1p-126f, FLT_MAX};
-  float x[9], y[9], y0[9];
-  for (int i = 0; i < 9; i++) x[i] = 0.75f + 0.37f * (float)i;
-  T->log(x, y0, 9);
+/* A special value (±0, −1, inf, NaN, a subnormal, the smallest normal,
+ * FLT_MAX) in each lane of a 16-lane vector and of the masked tail after
+ * it, next to normal floats: its special result, and the neighbours' bits
+ * unchanged. The AVX2 log takes a fast path only when all eight lanes of a
+ * vector are positive normal floats; the AVX-512 log fixes the special
+ * lanes up with VFIXUPIMMPS: either would fail here if a lane's result
+ * depended on another lane. */
+static void log_special_in_each_lane(const cairn__kernel_table *T) {
+  const float sp[] = {0.0f, -0.0f, -1.0f, INFINITY, NAN, 1e-40f, 0x1p-126f, FLT_MAX, -INFINITY, 1e-45f};
+  enum { L = 19 };
+  float x[L], y[L], y0[L];
+  for (int i = 0; i < L; i++) x[i] = 0.75f + 0.37f * (float)i;
+  T->log(x, y0, L);
   for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++)
-    for (int p = 0; p < 9; p++) {
-      float xs[9];
+    for (int p = 0; p < L; p++) {
+      float xs[L];
       memcpy(xs, x, sizeof xs);
       xs[p] = sp[k];
-      T->log(xs, y, 9);
-      for (int i = 0; i < 9; i++) {
+      T->log(xs, y, L);
+      for (int i = 0; i < L; i++) {
         if (i != p) {
-          cr_assert(y[i] == y0[i], "log: lane %d changed by %g in lane %d", i, (double)sp[k], p);
+          cr_assert(y[i] == y0[i], "%s log: lane %d changed by %g in lane %d", T->isa, i, (double)sp[k], p);
           continue;
         }
         const double r = log((double)sp[k]);
-        if (isnan(r)) cr_assert(isnan(y[i]), "log(%g) in lane %d = %g, want NaN", (double)sp[k], p, (double)y[i]);
-        else if (isinf(r)) cr_assert(y[i] == (float)r, "log(%g) in lane %d = %g", (double)sp[k], p, (double)y[i]);
-        else cr_assert(close_ulps(y[i], (float)r, 1, 0), "log(%g) in lane %d = %.9g, want %.9g", (double)sp[k], p,
-                       (double)y[i], r);
+        if (isnan(r)) cr_assert(isnan(y[i]), "%s log(%g) in lane %d = %g, want NaN", T->isa, (double)sp[k], p, (double)y[i]);
+        else if (isinf(r)) cr_assert(y[i] == (float)r, "%s log(%g) in lane %d = %g", T->isa, (double)sp[k], p, (double)y[i]);
+        else cr_assert(close_ulps(y[i], (float)r, 1, 0), "%s log(%g) in lane %d = %.9g, want %.9g", T->isa, (double)sp[k],
+                       p, (double)y[i], r);
       }
     }
 }
+Test(kernels, log_special_in_each_lane) { log_special_in_each_lane(avx2_or_skip()); }
+Test(kernels, avx512_log_special_in_each_lane) { log_special_in_each_lane(avx512_or_skip()); }
+
+/* The same for every elementwise kernel of kcases: each special input in
+ * each of 19 lanes (a whole 16-lane vector and a masked tail; two and a
+ * bit 8-lane vectors), the other lanes normal. The special lane must match
+ * the reference within the kernel's bound (NaN for NaN, the same infinity,
+ * the same zero), and no other lane may change. */
+static void specials_in_each_lane(const cairn__kernel_table *T) {
+  const cairn__kernel_table *R = cairn__kernels_ref();
+  const float sp[] = {0.0f,      -0.0f,    INFINITY, -INFINITY, NAN,    -NAN,   1e-40f, -1e-40f,
+                      0x1p-126f, FLT_MAX,  -FLT_MAX, 88.8f,     -104.f, 14.99f, -15.0f, -0.75f};
+  enum { L = 19 };
+  for (size_t c = 0; c < sizeof kcases / sizeof kcases[0]; c++) {
+    const kcase *kc = &kcases[c];
+    if (kc->gen == gen_row || kc->gen == gen_softmax_y || kc->gen == gen_log_softmax_y) continue; /* rows */
+    float x[L], b[L], y0[L], y[L], yr[L];
+    for (int i = 0; i < L; i++) x[i] = (i % 2 ? -0.6f : 0.45f) * (float)(i + 1) / 4.0f, b[i] = 1.0f - 0.03f * (float)i;
+    if (kc->gen == gen_log)
+      for (int i = 0; i < L; i++) x[i] = fabsf(x[i]) + 0.1f;
+    if (kc->arity == 1) FN(T, un_fn, kc->off)(x, y0, L);
+    else FN(T, bin_fn, kc->off)(x, b, y0, L);
+    for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++)
+      for (int p = 0; p < L; p++) {
+        float xs[L];
+        memcpy(xs, x, sizeof xs);
+        xs[p] = sp[k];
+        if (kc->arity == 1) {
+          FN(T, un_fn, kc->off)(xs, y, L);
+          FN(R, un_fn, kc->off)(xs, yr, L);
+        } else {
+          FN(T, bin_fn, kc->off)(xs, b, y, L);
+          FN(R, bin_fn, kc->off)(xs, b, yr, L);
+        }
+        for (int i = 0; i < L; i++) {
+          if (i != p) {
+            cr_assert(memcmp(&y[i], &y0[i], 4) == 0, "%s %s: lane %d changed by %g in lane %d", T->isa, kc->name, i,
+                      (double)sp[k], p);
+            continue;
+          }
+          const rowinfo none = {0, 0};
+          const double sc = kc->scale ? kc->scale(xs[i], b[i], none) : 0.0;
+          cr_assert(close_ulps(y[i], yr[i], kc->ulps, isnan(sc) ? 0.0 : sc),
+                    "%s %s(%g) in lane %d = %.9g, ref %.9g", T->isa, kc->name, (double)sp[k], p, (double)y[i],
+                    (double)yr[i]);
+          if (y[i] == 0.0f && yr[i] == 0.0f && kc->ulps == 0)
+            cr_assert(signbit(y[i]) == signbit(yr[i]), "%s %s(%g): zero of the wrong sign", T->isa, kc->name,
+                      (double)sp[k]);
+        }
+      }
+  }
+}
+Test(kernels, avx2_specials_in_each_lane) { specials_in_each_lane(avx2_or_skip()); }
+Test(kernels, avx512_specials_in_each_lane) { specials_in_each_lane(avx512_or_skip()); }
 
 Test(kernels, signed_zero_nan_ref) { check_signed_zero_nan(cairn__kernels_ref()); }
 Test(kernels, signed_zero_nan_avx2) { check_signed_zero_nan(avx2_or_skip()); }
+Test(kernels, signed_zero_nan_avx512) { check_signed_zero_nan(avx512_or_skip()); }
 
 Test(kernels, specials_ref) { check_specials(cairn__kernels_ref()); }
 Test(kernels, specials_avx2) { check_specials(avx2_or_skip()); }
+Test(kernels, specials_avx512) { check_specials(avx512_or_skip()); }
 
 /* ---- the accuracy contract against long double ------------------------------- */
 
@@ -558,6 +640,7 @@ static void contract_sigmoid(const cairn__kernel_table *T) {
 }
 Test(kernels, contract_sigmoid_ref) { contract_sigmoid(cairn__kernels_ref()); }
 Test(kernels, contract_sigmoid_avx2) { contract_sigmoid(avx2_or_skip()); }
+Test(kernels, contract_sigmoid_avx512) { contract_sigmoid(avx512_or_skip()); }
 
 /* Long-double softmax pieces: m, S − 1 over all but the first maximum. */
 static void lse_ld(const float *x, size_t n, long double *m, long double *sm1) {
@@ -603,6 +686,7 @@ static void contract_softmax(const cairn__kernel_table *T) {
 }
 Test(kernels, contract_softmax_ref) { contract_softmax(cairn__kernels_ref()); }
 Test(kernels, contract_softmax_avx2) { contract_softmax(avx2_or_skip()); }
+Test(kernels, contract_softmax_avx512) { contract_softmax(avx512_or_skip()); }
 
 /* Losses and their gradients. Loss values: 1e-6 relative (floor 1e-30).
  * Gradients: 1e-6 relative where the formula has no cancellation (sparse
@@ -700,6 +784,7 @@ static void contract_losses(const cairn__kernel_table *T) {
 }
 Test(kernels, contract_losses_ref) { contract_losses(cairn__kernels_ref()); }
 Test(kernels, contract_losses_avx2) { contract_losses(avx2_or_skip()); }
+Test(kernels, contract_losses_avx512) { contract_losses(avx512_or_skip()); }
 
 /* A dominant logit: the loss ~e^−40 and the label gradient −(S−1)/S must
  * keep their relative accuracy (log(1 + tiny) and p − 1 would give 0). */
@@ -718,15 +803,16 @@ static void dominant(const cairn__kernel_table *T) {
 }
 Test(kernels, dominant_logit_ref) { dominant(cairn__kernels_ref()); }
 Test(kernels, dominant_logit_avx2) { dominant(avx2_or_skip()); }
+Test(kernels, dominant_logit_avx512) { dominant(avx512_or_skip()); }
 
 /* ---- losses: AVX2 against ref, lengths, offsets, NULL dx, aliasing, guards ---- */
 
-Test(kernels, avx2_losses_match_ref) {
-  const cairn__kernel_table *A = avx2_or_skip(), *R = cairn__kernels_ref();
+static void losses_match_ref(const cairn__kernel_table *A) {
+  const cairn__kernel_table *R = cairn__kernels_ref();
   uint64_t seed = 13;
   for (size_t li = 0; li < NLENS; li++)
-    for (size_t off = 0; off < 2; off++) {
-      const size_t n = lens[li];
+    for (size_t o = 0; o < 3; o++) {
+      const size_t n = lens[li], off = offs3[o];
       buf x = buf_new(n, off), z = buf_new(n, off), dr = buf_new(n, off), da = buf_new(n, off),
           xi = buf_new(n, off);
       for (int which = 0; which < 4; which++) {
@@ -769,7 +855,7 @@ Test(kernels, avx2_losses_match_ref) {
             break;
         }
         cr_assert(isfinite(lr) && isfinite(la), "loss %d n=%zu: %g %g", which, n, lr, la);
-        cr_assert(rel_ok(la, lr, 1e-6, 1e-30), "loss %d n=%zu off=%zu: avx2 %.17g ref %.17g", which, n, off,
+        cr_assert(rel_ok(la, lr, 1e-6, 1e-30), "%s loss %d n=%zu off=%zu: %.17g ref %.17g", A->isa, which, n, off,
                   la, lr);
         cr_assert(ln == la && li_ == la, "loss %d n=%zu: NULL dx %.17g / in place %.17g / %.17g", which, n,
                   ln, li_, la);
@@ -778,29 +864,30 @@ Test(kernels, avx2_losses_match_ref) {
            * the formula subtracts it (soft xent, sigmoid xent; see contract_losses) */
           const double t = fabs(dr.p[i]) + sc * ((which == 1 || which == 2) ? fabs(z.p[i]) : 0.0) + 1e-37;
           cr_assert(fabs((double)da.p[i] - dr.p[i]) <= 4 * 0x1p-24 * t || (isnan(da.p[i]) && isnan(dr.p[i])),
-                    "loss %d dx n=%zu i=%zu: avx2 %.9g ref %.9g", which, n, i, (double)da.p[i],
+                    "%s loss %d dx n=%zu i=%zu: %.9g ref %.9g", A->isa, which, n, i, (double)da.p[i],
                     (double)dr.p[i]);
           cr_assert(memcmp(&xi.p[i], &da.p[i], 4) == 0, "loss %d n=%zu i=%zu: in place differs", which, n, i);
         }
         if (which == 3)
           cr_assert(memcmp(da.p, dr.p, n * sizeof(float)) == 0, "mse dp must match bit for bit");
-        cr_assert(guards_ok(&dr) && guards_ok(&da) && guards_ok(&xi), "loss %d n=%zu: wrote past the end",
-                  which, n);
+        cr_assert(guards_ok(&dr) && guards_ok(&da) && guards_ok(&xi), "%s loss %d n=%zu: wrote outside dx",
+                  A->isa, which, n);
       }
       buf_free(&x), buf_free(&z), buf_free(&dr), buf_free(&da), buf_free(&xi);
     }
 }
+Test(kernels, avx2_losses_match_ref) { losses_match_ref(avx2_or_skip()); }
+Test(kernels, avx512_losses_match_ref) { losses_match_ref(avx512_or_skip()); }
 
 /* dx aliasing the labels z (allowed, kernels.h): the AVX2 soft-label xent
  * keeps e^(x − m) in dx between its passes except in this case, where it
  * recomputes them; both must give the bits of the out-of-place call, at
  * every length of the loop and tail split and at an unaligned offset. */
-Test(kernels, avx2_losses_dx_aliases_labels) {
-  const cairn__kernel_table *A = avx2_or_skip();
+static void losses_dx_aliases_labels(const cairn__kernel_table *A) {
   uint64_t seed = 29;
   for (size_t li = 0; li < NLENS; li++)
-    for (size_t off = 0; off < 2; off++) {
-      const size_t n = lens[li];
+    for (size_t o = 0; o < 3; o++) {
+      const size_t n = lens[li], off = offs3[o];
       buf x = buf_new(n, off), z = buf_new(n, off), zi = buf_new(n, off), d = buf_new(n, off);
       for (int which = 0; which < 2; which++) {
         gen_row(x.p, z.p, n, &seed);
@@ -816,20 +903,22 @@ Test(kernels, avx2_losses_dx_aliases_labels) {
                   which ? "sigmoid_xent" : "xent_row", n, off, la, l);
         cr_assert(memcmp(zi.p, d.p, n * sizeof(float)) == 0, "%s n=%zu off=%zu: dx == z differs from out of place",
                   which ? "sigmoid_xent" : "xent_row", n, off);
-        cr_assert(guards_ok(&zi) && guards_ok(&d), "n=%zu: wrote past the end", n);
+        cr_assert(guards_ok(&zi) && guards_ok(&d), "%s n=%zu: wrote outside dx", A->isa, n);
       }
       buf_free(&x), buf_free(&z), buf_free(&zi), buf_free(&d);
     }
 }
+Test(kernels, avx2_losses_dx_aliases_labels) { losses_dx_aliases_labels(avx2_or_skip()); }
+Test(kernels, avx512_losses_dx_aliases_labels) { losses_dx_aliases_labels(avx512_or_skip()); }
 
 /* ---- vector helpers --------------------------------------------------------- */
 
-Test(kernels, avx2_sum_sumsq_add_scale) {
-  const cairn__kernel_table *A = avx2_or_skip(), *R = cairn__kernels_ref();
+static void sum_sumsq_add_scale(const cairn__kernel_table *A) {
+  const cairn__kernel_table *R = cairn__kernels_ref();
   uint64_t seed = 17;
   for (size_t li = 0; li < NLENS; li++) {
     const size_t n = lens[li];
-    buf x = buf_new(n, 0), xu = buf_new(n, 1), yr = buf_new(n, 1), ya = buf_new(n, 1);
+    buf x = buf_new(n, 0), xu = buf_new(n, 1), yr = buf_new(n, 15), ya = buf_new(n, 15);
     double sabs = 0, ssq = 0;
     for (size_t i = 0; i < n; i++) {
       x.p[i] = unif(&seed, -1.0f, 1.0f) * (i % 7 == 0 ? 1e6f : 1.0f);
@@ -853,10 +942,12 @@ Test(kernels, avx2_sum_sumsq_add_scale) {
     cr_assert(memcmp(yr.p, ya.p, n * sizeof(float)) == 0, "scale n=%zu", n);
     A->add(ya.p, ya.p, n); /* y += y in place */
     for (size_t i = 0; i < n; i++) cr_assert(ya.p[i] == 2.0f * yr.p[i]);
-    cr_assert(guards_ok(&yr) && guards_ok(&ya), "add/scale n=%zu wrote past the end", n);
+    cr_assert(guards_ok(&yr) && guards_ok(&ya), "%s add/scale n=%zu wrote outside y", A->isa, n);
     buf_free(&x), buf_free(&xu), buf_free(&yr), buf_free(&ya);
   }
 }
+Test(kernels, avx2_sum_sumsq_add_scale) { sum_sumsq_add_scale(avx2_or_skip()); }
+Test(kernels, avx512_sum_sumsq_add_scale) { sum_sumsq_add_scale(avx512_or_skip()); }
 
 /* The reference's own spot checks, so that the CAIRN_ISA=ref run and a
  * machine without AVX2 still test something beyond the contract. */
@@ -898,11 +989,11 @@ Test(kernels, ref_elementwise_values) {
   cr_assert(R->sum(x, 5) == -2.0 + -0.5 + 0 + 0.5 + 3.0 && R->sumsq(x, 5) == 4 + 0.25 + 0 + 0.25 + 9);
 }
 
-/* Every entry of the one kernel list is filled in both tables, each with
+/* Every entry of the one kernel list is filled in every table, each with
  * its own ISA's function (a designated initializer left out would be a
  * NULL pointer found only when that kernel is first called). */
-Test(kernels, every_listed_kernel_is_in_both_tables) {
-  const cairn__kernel_table *R = cairn__kernels_ref(), *A = cairn__kernels_avx2();
+Test(kernels, every_listed_kernel_is_in_every_table) {
+  const cairn__kernel_table *R = cairn__kernels_ref(), *A = cairn__kernels_avx2(), *Z = cairn__kernels_avx512();
   size_t n = 0;
 #define CHECK_REF(ret, name, params) \
   cr_assert(R->name == cairn_##name##_ref, "ref table: " #name);                    \
@@ -910,6 +1001,16 @@ Test(kernels, every_listed_kernel_is_in_both_tables) {
   CAIRN__KERNELS(CHECK_REF)
 #undef CHECK_REF
   cr_assert_eq(n, (sizeof *R - sizeof R->isa) / sizeof(void (*)(void)), "the list has every member of the table");
+#ifdef CAIRN_HAVE_AVX512
+  if (Z) {
+    cr_assert_str_eq(Z->isa, "avx512");
+#define CHECK_AVX512(ret, name, params) cr_assert(Z->name == cairn_##name##_avx512, "avx512 table: " #name);
+    CAIRN__KERNELS(CHECK_AVX512)
+#undef CHECK_AVX512
+  }
+#else
+  cr_assert_null(Z, "no AVX-512 table in a build without it");
+#endif
   if (!A) cr_skip_test("AVX2+FMA kernels not compiled in or not supported by this CPU");
 #ifdef CAIRN_HAVE_AVX2
 #define CHECK_AVX2(ret, name, params) cr_assert(A->name == cairn_##name##_avx2, "avx2 table: " #name);

@@ -768,7 +768,7 @@ Test(optim_threads, adam_bits_do_not_depend_on_threads) {
 
 TestSuite(optim_kernels, .timeout = 60);
 
-static const size_t klens[] = {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000};
+static const size_t klens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1000};
 #define GUARD 16
 #define SENTINEL (-12345.0f)
 
@@ -783,15 +783,20 @@ static int ulp_close(float a, float b, float k) {
   return fabsf(a - b) <= k * FLT_EPSILON * m;
 }
 
-/* One buffer per array, offset by one float from the 64-byte allocation
- * (unaligned) with GUARD sentinels after n. */
+/* One buffer per array, one float past a 64-byte boundary (unaligned for
+ * both vector widths) with a sentinel before and GUARD sentinels after n. */
 typedef struct kbuf {
   float *base, *p;
 } kbuf;
 
+static float *kbuf_alloc(size_t n) {
+  float *p = aligned_alloc(64, ((n + GUARD + 1) * sizeof(float) + 63) / 64 * 64);
+  cr_assert_not_null(p);
+  return p;
+}
+
 static void kbuf_new(kbuf *b, size_t n, int salt, float lo, float hi) {
-  b->base = malloc((n + GUARD + 1) * sizeof(float));
-  cr_assert_not_null(b->base);
+  b->base = kbuf_alloc(n);
   b->p = b->base + 1;
   for (size_t i = 0; i < n; i++) b->p[i] = lo + (hi - lo) * (big_val(i, salt) + 0.5f);
   for (size_t i = 0; i < GUARD; i++) b->p[n + i] = SENTINEL;
@@ -799,8 +804,7 @@ static void kbuf_new(kbuf *b, size_t n, int salt, float lo, float hi) {
 }
 
 static void kbuf_copy(kbuf *dst, const kbuf *src, size_t n) {
-  dst->base = malloc((n + GUARD + 1) * sizeof(float));
-  cr_assert_not_null(dst->base);
+  dst->base = kbuf_alloc(n);
   memcpy(dst->base, src->base, (n + GUARD + 1) * sizeof(float));
   dst->p = dst->base + 1;
 }
@@ -810,7 +814,7 @@ static void kbuf_check(const kbuf *ref, const kbuf *got, size_t n, const char *w
   for (size_t i = 0; i < GUARD; i++)
     cr_assert_eq(got->p[n + i], SENTINEL, "%s: write past n=%zu at +%zu", what, n, i);
   for (size_t i = 0; i < n; i++)
-    cr_assert(ulp_close(got->p[i], ref->p[i], ulps), "%s[%zu] (n=%zu): avx2 %.9g, ref %.9g", what, i, n,
+    cr_assert(ulp_close(got->p[i], ref->p[i], ulps), "%s[%zu] (n=%zu): vector %.9g, ref %.9g", what, i, n,
               got->p[i], ref->p[i]);
 }
 
@@ -840,11 +844,11 @@ static void slot_ranges(int which, float r[4]) {
   r[0] = lo0, r[1] = hi0, r[2] = lo1, r[3] = hi1;
 }
 
-Test(optim_kernels, avx2_matches_ref) {
-  const cairn__kernel_table *ref = cairn__kernels_ref(), *avx = cairn__kernels_avx2();
+/* Table avx (AVX2 or AVX-512) against the reference: three steps at every
+ * length of klens, guards untouched, g unchanged. */
+static void vector_matches_ref(const cairn__kernel_table *avx) {
+  const cairn__kernel_table *ref = cairn__kernels_ref();
   cr_assert_not_null(ref);
-  if (!avx) cr_skip_test("AVX2+FMA kernels not built or not supported by this CPU");
-  cr_assert_str_eq(avx->isa, "avx2");
   for (int which = 0; which < K_COUNT; which++)
     for (size_t li = 0; li < sizeof klens / sizeof klens[0]; li++) {
       size_t n = klens[li];
@@ -873,14 +877,59 @@ Test(optim_kernels, avx2_matches_ref) {
     }
 }
 
+Test(optim_kernels, avx2_matches_ref) {
+  const cairn__kernel_table *avx = cairn__kernels_avx2();
+  if (!avx) cr_skip_test("AVX2+FMA kernels not built or not supported by this CPU");
+  cr_assert_str_eq(avx->isa, "avx2");
+  vector_matches_ref(avx);
+}
+
+Test(optim_kernels, avx512_matches_ref) {
+  const cairn__kernel_table *avx = cairn__kernels_avx512();
+  if (!avx) cr_skip_test("AVX-512 kernels not built (--disable-avx512) or not supported by this CPU");
+  cr_assert_str_eq(avx->isa, "avx512");
+  vector_matches_ref(avx);
+}
+
+/* The two vector tiers do the same float operations in the same order (the
+ * same FMA contractions, exact square roots and divisions): the same bits
+ * after three steps, at every length of klens. */
+Test(optim_kernels, avx512_same_bits_as_avx2) {
+  const cairn__kernel_table *a2 = cairn__kernels_avx2(), *a5 = cairn__kernels_avx512();
+  if (!a2 || !a5) cr_skip_test("needs both the AVX2 and the AVX-512 kernels (build and CPU)");
+  for (int which = 0; which < K_COUNT; which++)
+    for (size_t li = 0; li < sizeof klens / sizeof klens[0]; li++) {
+      const size_t n = klens[li];
+      float rg[4];
+      slot_ranges(which, rg);
+      kbuf w, s0, s1, g, w2, s02, s12;
+      kbuf_new(&w, n, 11, -1.0f, 1.0f);
+      kbuf_new(&s0, n, 12, rg[0], rg[1]);
+      kbuf_new(&s1, n, 13, rg[2], rg[3]);
+      kbuf_new(&g, n, 14 + which, -1.0f, 1.0f);
+      kbuf_copy(&w2, &w, n);
+      kbuf_copy(&s02, &s0, n);
+      kbuf_copy(&s12, &s1, n);
+      for (int step = 0; step < 3; step++) {
+        run_kernel(a2, which, w.p, s0.p, s1.p, g.p, n);
+        run_kernel(a5, which, w2.p, s02.p, s12.p, g.p, n);
+      }
+      cr_assert_eq(memcmp(w.base, w2.base, (n + GUARD + 1) * sizeof(float)), 0, "%s n=%zu: w", kname[which], n);
+      cr_assert_eq(memcmp(s0.base, s02.base, (n + GUARD + 1) * sizeof(float)), 0, "%s n=%zu: slot 0", kname[which], n);
+      cr_assert_eq(memcmp(s1.base, s12.base, (n + GUARD + 1) * sizeof(float)), 0, "%s n=%zu: slot 1", kname[which], n);
+      kbuf *all[] = {&w, &s0, &s1, &g, &w2, &s02, &s12};
+      for (size_t q = 0; q < sizeof all / sizeof all[0]; q++) free(all[q]->base);
+    }
+}
+
 /* An element's result does not depend on where it sits: the whole array in
  * one call equals element-by-element calls (main loop vs masked tail), for
  * both tables. */
 Test(optim_kernels, result_independent_of_position) {
-  const cairn__kernel_table *tabs[2] = {cairn__kernels_ref(), cairn__kernels_avx2()};
-  const size_t n = 37;
+  const cairn__kernel_table *tabs[3] = {cairn__kernels_ref(), cairn__kernels_avx2(), cairn__kernels_avx512()};
+  const size_t n = 37; /* two 16-lane vectors and a tail of 5; four 8-lane vectors and a tail of 5 */
   int tested = 0;
-  for (int ti = 0; ti < 2; ti++) {
+  for (int ti = 0; ti < 3; ti++) {
     if (!tabs[ti]) continue;
     tested++;
     for (int which = 0; which < K_COUNT; which++) {

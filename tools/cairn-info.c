@@ -10,7 +10,7 @@
 int main(int argc, char **argv) {
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: cairn-info [--version | --blas-coretype]\n"
-           "Prints cairn's run-time configuration: kernel ISA (CAIRN_ISA=ref|avx2 forces one),\n"
+           "Prints cairn's run-time configuration: kernel ISA (CAIRN_ISA=ref|avx2|avx512 forces one),\n"
            "OpenBLAS core and threading, and the thread budget (CAIRN_NUM_THREADS, OMP_NUM_THREADS);\n"
            "then \"mpi: yes\" or \"mpi: no\": whether this cairn has MPI (cairn-fmnist train --distributed).\n"
            "--blas-coretype prints the OPENBLAS_CORETYPE this CPU needs when OpenBLAS fell back to\n"

@@ -5,8 +5,8 @@
 #                                 Fashion-MNIST, interrupt it (SIGKILL), resume,
 #                                 evaluate, list the checkpoint with ckpt-inspect
 #   sh tools/quickstart.sh test   install what is missing, build, run every test:
-#                                 make check (each Criterion test under the default
-#                                 ISA and CAIRN_ISA=ref), a build with
+#                                 make check (each Criterion test under each
+#                                 ISA the CPU has: avx512, avx2, ref), a build with
 #                                 --disable-openmp and its make check, a build
 #                                 with --without-mpi (what the demo builds on a
 #                                 machine without Open MPI), its make check and
@@ -136,7 +136,7 @@ check() { # dir label [VAR=value... for make check: on its command line, so TEST
   fi
 }
 
-echo "== make check (default ISA and CAIRN_ISA=ref)"
+echo "== make check (each kernel ISA this CPU has: CAIRN_ISA=avx512, avx2, ref)"
 check _build "make check"
 
 echo "== --disable-openmp build"
@@ -151,7 +151,7 @@ echo "== --without-mpi build (what the demo builds where Open MPI is not install
 # Its make check runs every test once more without MPI (fmnist.sh's
 # "built without MPI" error included), the Criterion programs under the
 # default kernels only (CAIRN_TEST_ISAS=default: the kernels are the same
-# as the first build's, whose make check ran them under both); then the
+# as the first build's, whose make check ran them under each ISA); then the
 # demo's steps in short, on
 # the Fashion-MNIST files with a small model: train until a checkpoint
 # past step 0 exists, SIGKILL, the same command resumes and ends at step

@@ -1,9 +1,10 @@
 /* cairn/runtime.h — version, kernel ISA and the thread budget.
  *
- * Kernels are chosen once, on first use, from cpuid + XGETBV: AVX2+FMA when
- * the CPU and the OS support it, the scalar reference otherwise. The
- * environment variable CAIRN_ISA=ref|avx2 forces a choice (avx2 on a CPU
- * without it falls back to ref, and cairn_runtime_info says so).
+ * Kernels are chosen once, on first use, from cpuid + XGETBV: AVX-512
+ * (F, DQ, BW, VL) when the CPU and the OS support it, else AVX2+FMA, else
+ * the scalar reference. The environment variable CAIRN_ISA=ref|avx2|avx512
+ * forces a choice; an ISA the CPU or the build lacks gives the next best
+ * below it, with a warning in the log, and cairn_runtime_info says so.
  *
  * Threads: one budget for cairn's OpenMP loops and OpenBLAS. The default is
  * CAIRN_NUM_THREADS, else OMP_NUM_THREADS, else the number of cores.
@@ -27,7 +28,7 @@ extern "C" {
  * name. */
 CAIRN_API const char *cairn_version(void);
 CAIRN_API const char *cairn_version_string(void);
-/* "avx2" or "ref": the kernel path in use (selects it if not yet done). */
+/* "avx512", "avx2" or "ref": the kernel path in use (selects it if not yet done). */
 CAIRN_API const char *cairn_isa_name(void);
 /* "openblas", "onednn" or "blis": the engine cairn's GEMMs (the dense
  * layers' products) run on. oneDNN matmul primitives where the CPU has
@@ -52,7 +53,7 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_set_num_threads(int n);
 CAIRN_API int cairn_get_num_threads(void);
 
 /* One line describing the run-time configuration, e.g.
- * "cairn 0.1.0; isa avx2 (cpu: avx2+fma); openmp yes; threads 2;
+ * "cairn 0.1.0; isa avx2 (cpu avx2+fma: yes, avx512: no); openmp yes; threads 2;
  *  blas OpenBLAS core Haswell, parallel openmp"
  * Writes at most len bytes (NUL-terminated); returns buf. */
 CAIRN_API char *cairn_runtime_info(char *buf, size_t len);

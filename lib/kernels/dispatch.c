@@ -1,6 +1,9 @@
-/* Kernel selection: the reference table, overwritten by the AVX2 one when
- * cpuid says AVX2+FMA and XGETBV says the OS saves YMM state; chosen once
- * (pthread_once), CAIRN_ISA=ref|avx2 forces a choice. */
+/* Kernel selection: the best table this build and CPU have — AVX-512 when
+ * cpuid says F+DQ+BW+VL and XGETBV says the OS saves the ZMM and mask
+ * state, else AVX2 when cpuid says AVX2+FMA and the OS saves YMM state,
+ * else the reference; chosen once (pthread_once). CAIRN_ISA=ref|avx2|avx512
+ * forces a choice; an ISA this build or CPU lacks gives the next best
+ * below it, with a warning in the log and in cairn_runtime_info. */
 #include "config.h"
 
 #include <limits.h>
@@ -9,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cairn/env.h"
 #include "internal.h"
 #include "kernels/kernels.h"
 
@@ -19,10 +23,14 @@
 /* One designated initializer per entry of CAIRN__KERNELS. */
 #define KERNEL_REF(ret, name, params) .name = cairn_##name##_ref,
 #define KERNEL_AVX2(ret, name, params) .name = cairn_##name##_avx2,
+#define KERNEL_AVX512(ret, name, params) .name = cairn_##name##_avx512,
 
 static const cairn__kernel_table table_ref = {.isa = "ref", CAIRN__KERNELS(KERNEL_REF)};
 #ifdef CAIRN_HAVE_AVX2
 static const cairn__kernel_table table_avx2 = {.isa = "avx2", CAIRN__KERNELS(KERNEL_AVX2)};
+#endif
+#ifdef CAIRN_HAVE_AVX512
+static const cairn__kernel_table table_avx512 = {.isa = "avx512", CAIRN__KERNELS(KERNEL_AVX512)};
 #endif
 
 const cairn__kernel_table *cairn__kernels_ref(void) { return &table_ref; }
@@ -30,6 +38,14 @@ const cairn__kernel_table *cairn__kernels_ref(void) { return &table_ref; }
 const cairn__kernel_table *cairn__kernels_avx2(void) {
 #ifdef CAIRN_HAVE_AVX2
   return cairn__cpu_has_avx2_fma() ? &table_avx2 : NULL;
+#else
+  return NULL;
+#endif
+}
+
+const cairn__kernel_table *cairn__kernels_avx512(void) {
+#ifdef CAIRN_HAVE_AVX512
+  return cairn__cpu_has_avx512() ? &table_avx512 : NULL;
 #else
   return NULL;
 #endif
@@ -84,14 +100,45 @@ size_t cairn__stream_min_bytes(void) {
   return m;
 }
 
+static const char *fallback; /* CAIRN_ISA's value when it could not be followed */
+
+/* The best table at or below `cap` (0 ref, 1 avx2, 2 avx512). */
+static const cairn__kernel_table *best_up_to(int cap) {
+  const cairn__kernel_table *t;
+  if (cap >= 2 && (t = cairn__kernels_avx512())) return t;
+  if (cap >= 1 && (t = cairn__kernels_avx2())) return t;
+  return &table_ref;
+}
+
 static void choose(void) {
   const char *want = getenv("CAIRN_ISA");
-  const cairn__kernel_table *avx2 = cairn__kernels_avx2();
-  if (want && strcmp(want, "ref") == 0) return;
-  if (avx2) chosen = avx2;
+  int cap = 2;
+  if (want && *want) {
+    if (!strcmp(want, "ref")) cap = 0;
+    else if (!strcmp(want, "avx2")) cap = 1;
+    else if (!strcmp(want, "avx512")) cap = 2;
+    else {
+      cairn_env_log(NULL, CAIRN_LOG_WARN, "CAIRN_ISA=%.40s is not one of ref, avx2, avx512: ignored", want);
+      want = NULL;
+    }
+  }
+  chosen = best_up_to(cap);
+  if (want && *want && strcmp(want, chosen->isa) != 0) {
+    fallback = want;
+    cairn_env_log(NULL, CAIRN_LOG_WARN,
+                  "CAIRN_ISA=%s: this %s has no %s kernels; using %s, the best it has", want,
+                  (cap == 2 && !cairn__cpu_has_avx512()) || (cap == 1 && !cairn__cpu_has_avx2_fma()) ? "CPU"
+                                                                                                    : "build",
+                  want, chosen->isa);
+  }
 }
 
 const cairn__kernel_table *cairn__kernels(void) {
   pthread_once(&chosen_once, choose);
   return chosen;
+}
+
+const char *cairn__kernels_fallback(void) {
+  pthread_once(&chosen_once, choose);
+  return fallback;
 }

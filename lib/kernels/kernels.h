@@ -1,8 +1,9 @@
 /* The kernel table: every elementwise and reduction kernel, in a scalar
- * reference version (lib/kernels/ref, the specification) and an AVX2+FMA
- * version (lib/kernels/avx2, the only files built with -mavx2 -mfma).
- * cairn__kernels() returns the table chosen once, thread-safely, from
- * cpuid + XGETBV and CAIRN_ISA (lib/kernels/dispatch.c).
+ * reference version (lib/kernels/ref, the specification), an AVX2+FMA
+ * version (lib/kernels/avx2, the only files built with -mavx2 -mfma) and an
+ * AVX-512 version (lib/kernels/avx512, the only files built with the
+ * AVX-512 flags). cairn__kernels() returns the table chosen once,
+ * thread-safely, from cpuid + XGETBV and CAIRN_ISA (lib/kernels/dispatch.c).
  *
  * Conventions: n is an element count and may be 0; pointers need no
  * particular alignment; outputs may alias inputs where marked "in place
@@ -19,7 +20,7 @@
  * generates the table's members, the declarations of each ISA's
  * cairn_<name>_<isa> functions and the table each ISA fills
  * (lib/kernels/dispatch.c), so adding a kernel is one line here plus its
- * ref and avx2 definitions. */
+ * ref, avx2 and avx512 definitions. */
 #define CAIRN__KERNELS(X)                                                                          \
   /* ---- activations (in place ok: y may be x, dx may be dy) ---- */                              \
   X(void, relu_fwd, (const float *x, float *y, size_t n))                                          \
@@ -80,13 +81,13 @@
 #define CAIRN__KERNEL_MEMBER(ret, name, params) ret(*name) params;
 
 typedef struct cairn__kernel_table {
-  const char *isa; /* "ref" or "avx2" */
+  const char *isa; /* "ref", "avx2" or "avx512" */
   CAIRN__KERNELS(CAIRN__KERNEL_MEMBER)
 } cairn__kernel_table;
 
 /* Per thread: nonzero while a kernel's caller writes an output larger than
- * the last-level cache (see cairn__stream_min_bytes); the AVX2 map loops
- * then use streaming stores for outputs that are not also inputs. The ref
+ * the last-level cache (see cairn__stream_min_bytes); the AVX2 and AVX-512
+ * map loops then use streaming stores for outputs that are not also inputs. The ref
  * kernels ignore it. Set it around a call and clear it after. */
 extern _Thread_local int cairn__kernels_stream;
 /* Output size from which streaming stores pay: the last-level cache
@@ -95,20 +96,28 @@ size_t cairn__stream_min_bytes(void);
 
 /* The chosen table (never NULL). */
 const cairn__kernel_table *cairn__kernels(void);
-/* The reference table and, if compiled in, the AVX2 one (NULL otherwise):
- * for tests that compare the two. */
+/* The reference table and, if compiled in and supported by this CPU, the
+ * AVX2 and AVX-512 ones (NULL otherwise): for tests and benches that
+ * compare them. */
 const cairn__kernel_table *cairn__kernels_ref(void);
 const cairn__kernel_table *cairn__kernels_avx2(void);
+const cairn__kernel_table *cairn__kernels_avx512(void);
+/* What CAIRN_ISA asked for when the chosen table is not that ISA (the CPU
+ * or the build lacks it: the next best was taken), NULL otherwise; for
+ * cairn_runtime_info. Selects the table if not yet done. */
+const char *cairn__kernels_fallback(void);
 /* 1 if this CPU and OS can run the AVX2+FMA kernels. */
 int cairn__cpu_has_avx2_fma(void);
 /* AVX-512 F+DQ+BW+VL with the OS saving ZMM state (OpenBLAS's SkylakeX kernels) */
 int cairn__cpu_has_avx512(void);
 
-/* Each ISA's kernels, defined under lib/kernels/<isa>/: cairn_<name>_ref
- * and cairn_<name>_avx2. */
+/* Each ISA's kernels, defined under lib/kernels/<isa>/: cairn_<name>_ref,
+ * cairn_<name>_avx2 and cairn_<name>_avx512. */
 #define CAIRN__KERNEL_DECL_REF(ret, name, params) ret cairn_##name##_ref params;
 #define CAIRN__KERNEL_DECL_AVX2(ret, name, params) ret cairn_##name##_avx2 params;
+#define CAIRN__KERNEL_DECL_AVX512(ret, name, params) ret cairn_##name##_avx512 params;
 CAIRN__KERNELS(CAIRN__KERNEL_DECL_REF)
 CAIRN__KERNELS(CAIRN__KERNEL_DECL_AVX2)
+CAIRN__KERNELS(CAIRN__KERNEL_DECL_AVX512)
 
 #endif
