@@ -5,11 +5,13 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"
+#include "checkpoint_dir_impl.h"
 #include "saver_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 #include "cairn/ckpt.h"
 #include "cairn/runtime.h"
 #include "cairn/saver.h"
-#include "cairn/session.h" /* cairn_env_log: a recovered path rotation will not delete */
+#include "cairn/env.h" /* cairn_env_log: a recovered path rotation will not delete */
 #include "saver_impl.h"
 
 #define CKPT_NAME_MAX 1024
@@ -241,6 +243,89 @@ void cairn_saver_free(cairn_saver *s) {
 size_t cairn_saver_count(const cairn_saver *s) { return s ? s->n : 0; }
 const char *cairn_saver_name_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->names[i] : NULL; }
 cairn_var *cairn_saver_var_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->vars[i] : NULL; }
+
+/* ---- the save in flight ----------------------------------------------------------
+ * The slot (cairn__saver_async, saver_impl.h) is the saver's: here it is
+ * waited for, its error taken, its thread stopped and its memory freed;
+ * saver_async.c creates it and fills in each job. */
+
+void cairn__saver_meta_free(cairn__meta_item *m, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(m[i].key);
+    free(m[i].bytes);
+  }
+  free(m);
+}
+
+void cairn__saver_async_idle(const cairn_saver *s) {
+  cairn__saver_async *a = s ? s->async : NULL;
+  if (!a) return;
+  pthread_mutex_lock(&a->mu);
+  while (a->busy) pthread_cond_wait(&a->cv_done, &a->mu);
+  pthread_mutex_unlock(&a->mu);
+}
+
+/* Takes the error of the last job (under a->mu). */
+static cairn_status take_error(cairn__saver_async *a, const char *fn) {
+  cairn_status st = a->err;
+  if (!st) return CAIRN_OK;
+  a->err = CAIRN_OK;
+  return cairn__fail(st, "%s: the asynchronous save failed: %s", fn, a->msg);
+}
+
+cairn_status cairn__saver_async_drain(cairn_saver *s, const char *fn) {
+  cairn__saver_async *a = s->async;
+  if (!a) return CAIRN_OK;
+  pthread_mutex_lock(&a->mu);
+  while (a->busy) pthread_cond_wait(&a->cv_done, &a->mu);
+  cairn_status st = take_error(a, fn);
+  pthread_mutex_unlock(&a->mu);
+  return st;
+}
+
+void cairn__saver_async_free(cairn_saver *s) {
+  cairn__saver_async *a = s->async;
+  if (!a) return;
+  pthread_mutex_lock(&a->mu);
+  a->quit = 1;
+  pthread_cond_broadcast(&a->cv_job);
+  pthread_mutex_unlock(&a->mu);
+  if (a->running) pthread_join(a->thread, NULL); /* finishes the save in flight first */
+  if (a->err)
+    cairn_env_log(NULL, CAIRN_LOG_WARN, "saver_free: the asynchronous save failed and nobody asked for its status: %s",
+                  a->msg);
+  pthread_cond_destroy(&a->cv_job);
+  pthread_cond_destroy(&a->cv_done);
+  pthread_mutex_destroy(&a->mu);
+  free(a->file);
+  free(a->dir);
+  cairn__dir_guard_clear(&a->guard);
+  cairn_free(a->slab);
+  free(a->views);
+  free(a->tp);
+  cairn__saver_meta_free(a->meta, a->n_meta);
+  free(a);
+  s->async = NULL;
+}
+
+
+cairn_status cairn_saver_save_wait(cairn_saver *s) {
+  if (!s) return cairn__fail(CAIRN_E_NULL, "saver_save_wait: saver is NULL");
+  return cairn__saver_async_drain(s, "saver_save_wait");
+}
+
+cairn_status cairn_saver_save_status(cairn_saver *s, int *in_flight) {
+  if (in_flight) *in_flight = 0;
+  if (!s) return cairn__fail(CAIRN_E_NULL, "saver_save_status: saver is NULL");
+  cairn__saver_async *a = s->async;
+  if (!a) return CAIRN_OK;
+  pthread_mutex_lock(&a->mu);
+  int busy = a->busy;
+  cairn_status st = busy ? CAIRN_OK : take_error(a, "saver_save_status");
+  pthread_mutex_unlock(&a->mu);
+  if (in_flight) *in_flight = busy;
+  return st;
+}
 
 /* The rotation list and the unchanged flag belong to the save in flight
    until it is done. */
@@ -850,8 +935,9 @@ done:
   return st;
 }
 
-cairn_status cairn__saver_save_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
-                                       size_t len, const cairn__dir_guard *guard) {
+/* A synchronous save; guard (may be NULL) as for cairn__saver_commit. */
+static cairn_status save_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len,
+                                 const cairn__dir_guard *guard) {
   static const char fn[] = "saver_save";
   char *file, *dir;
   int empty;
@@ -872,7 +958,37 @@ cairn_status cairn__saver_save_guarded(cairn_saver *s, const char *prefix, int64
 }
 
 cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len) {
-  return cairn__saver_save_guarded(s, prefix, global_step, path, len, NULL);
+  return save_guarded(s, prefix, global_step, path, len, NULL);
+}
+
+cairn_status cairn__saver_prefix_in(const char *fn, const cairn_checkpoint_dir *d, const char *basename,
+                                    char **prefix) {
+  *prefix = NULL;
+  if (!d) return cairn__fail(CAIRN_E_NULL, "%s: checkpoint directory is NULL", fn);
+  const char *b = basename ? basename : "model.ckpt";
+  size_t n = strlen(b);
+  int dotdot = 0;
+  for (const char *c = b; *c; c = strchr(c, '/') ? strchr(c, '/') + 1 : c + strlen(c))
+    dotdot |= c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0');
+  if (!n || b[0] == '/' || dotdot)
+    return cairn__fail(CAIRN_E_INVALID,
+                       "%s: basename '%s' must name files inside the checkpoint directory (e.g. \"model.ckpt\"): %s",
+                       fn, b, !n ? "it is empty" : b[0] == '/' ? "it is absolute" : "it has a '..' component");
+  const char *dp = cairn_checkpoint_dir_path(d);
+  size_t len = strlen(dp) + 1 + n + 1;
+  if (!(*prefix = malloc(len))) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  snprintf(*prefix, len, "%s/%s", dp, b);
+  return CAIRN_OK;
+}
+
+cairn_status cairn_saver_save_in(cairn_saver *s, cairn_checkpoint_dir *d, const char *basename, int64_t global_step,
+                                 char *path, size_t len) {
+  char *prefix = NULL;
+  cairn_status st = cairn__saver_prefix_in("saver_save", d, basename, &prefix);
+  if (st) return st;
+  st = save_guarded(s, prefix, global_step, path, len, cairn__checkpoint_dir_guard(d));
+  free(prefix);
+  return st;
 }
 
 cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s, const char *const *paths, size_t n) {

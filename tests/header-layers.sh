@@ -28,7 +28,7 @@ layer() {
   tensor.h | rng.h | var.h) echo 1 ;;                         # tensors and variables
   nn.h | optim.h | data.h | model.h) echo 2 ;;                # numerics
   ckpt.h | interop.h) echo 3 ;;                               # checkpoint files
-  saver.h) echo 4 ;;                                          # checkpoint directory and Saver
+  checkpoint_dir.h | saver.h) echo 4 ;;                       # checkpoint directory and Saver
   session.h) echo 5 ;;                                        # sessions and ops
   scaffold.h) echo 6 ;;                                       # Scaffold, SessionManager
   monitored.h) echo 7 ;;                                      # monitored sessions and hooks
