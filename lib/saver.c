@@ -761,43 +761,22 @@ fail:
   return st;
 }
 
-cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,
-                                 int64_t global_step, const cairn_tensor *const *tensors, const meta_item *meta,
-                                 size_t n_meta, const cairn__dir_guard *guard) {
-  cairn_status st = CAIRN_OK;
+/* Step 1 of a commit: the checkpoint file, written under a temporary name
+ * and renamed into place once whole (the rename names the directory by
+ * its path: the guard is checked right before). */
+static cairn_status commit_write_file(cairn_saver *s, const char *fn, const char *file, int64_t global_step,
+                                      const cairn_tensor *const *tensors, const meta_item *meta, size_t n_meta,
+                                      const cairn__dir_guard *guard) {
   cairn_ckpt_writer *w = NULL;
-  last_ckpt *nl = NULL;
-  size_t n_nl = 0, *evicted = NULL, n_ev = 0;
-  const char **all = NULL;
-  struct stat sb;
-  s->last_unchanged = 0;
-  /* An asynchronous save's phase 2 starts a while after its checks. */
-  if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
-    cairn_ckpt_close(s->compare_with);
-    s->compare_with = NULL;
-    return st;
-  }
-  int existed = stat(file, &sb) == 0;
-  int unchanged = 0;
-  if (existed && global_step >= 0 && !s->replace_same_step)
-    st = same_step_check(s, fn, file, global_step, tensors, meta, n_meta, &unchanged);
-  cairn_ckpt_close(s->compare_with); /* the restored checkpoint has served its one comparison */
-  s->compare_with = NULL;
-  if (st) goto done;
-  if (unchanged) goto record; /* the file already holds exactly this: keep it */
-
-  /* 1. the checkpoint file */
-  if ((st = cairn_ckpt_writer_open(file, &s->wopts, &w))) {
-    st = wrap(st, file, "");
-    goto done;
-  }
-  for (size_t i = 0; i < s->n && !st; i++)
+  cairn_status st = cairn_ckpt_writer_open(file, &s->wopts, &w);
+  if (st) return wrap(st, file, "");
+  for (size_t i = 0; i < s->n; i++)
     if ((st = cairn_ckpt_writer_add(w, s->names[i], tensors[i]))) {
       char what[1100];
       snprintf(what, sizeof what, "writing '%s': ", s->names[i]);
       st = wrap(st, file, what);
       cairn_ckpt_writer_abort(w);
-      goto done;
+      return st;
     }
   char producer[64];
   snprintf(producer, sizeof producer, "cairn %s", cairn_version_string());
@@ -815,99 +794,105 @@ cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *fil
   if (st) {
     st = wrap(st, file, "metadata: ");
     cairn_ckpt_writer_abort(w);
-    goto done;
+    return st;
   }
-  /* The rename names the directory by its path: it must still be ours. */
   if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
     cairn_ckpt_writer_abort(w);
-    goto done;
+    return st;
   }
   st = cairn_ckpt_writer_commit(w); /* frees w whatever the outcome */
-  if (st) {
-    st = wrap(st, file, "");
-    goto done;
-  }
+  return st ? wrap(st, file, "") : CAIRN_OK;
+}
 
-  /* 2. the rotation list: drop an old entry of the same path, append */
-record:;
+/* The rotation list a commit builds: s->last without `file`, then `file`
+ * (nl[n_nl - 1], its own copy); entries [0, first) are evicted; all[0..n_all)
+ * the paths the state file lists. */
+typedef struct rotation {
+  last_ckpt *nl;
+  size_t n_nl, first;
+  const char **all;
+  size_t n_all;
+} rotation;
+
+/* Step 2: the rotation list (TF's _RecordLastCheckpoint): drop an old
+ * entry of the same path, append, evict beyond max_to_keep. */
+static cairn_status commit_rotation(cairn_saver *s, const char *fn, const char *file, int existed, rotation *r) {
   double t = now(s);
-  nl = malloc((s->n_last + 1) * sizeof *nl);
-  evicted = malloc((s->n_last + 1) * sizeof *evicted);
-  all = malloc((s->n_last + 1) * sizeof *all);
+  r->nl = malloc((s->n_last + 1) * sizeof *r->nl);
+  r->all = malloc((s->n_last + 1) * sizeof *r->all);
   char *fcopy = cairn__strdup(file);
-  if (!nl || !evicted || !all || !fcopy) {
+  if (!r->nl || !r->all || !fcopy) {
     free(fcopy);
     if (!existed) unlink(file);
-    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory after writing '%s'", fn, file);
-    goto done;
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory after writing '%s'", fn, file);
   }
   for (size_t i = 0; i < s->n_last; i++)
-    if (strcmp(s->last[i].path, file) != 0) nl[n_nl++] = s->last[i]; /* shares the strings for now */
-  nl[n_nl++] = (last_ckpt){fcopy, t, 0};
-  size_t first = 0;
+    if (strcmp(s->last[i].path, file) != 0) r->nl[r->n_nl++] = s->last[i]; /* shares the strings for now */
+  r->nl[r->n_nl++] = (last_ckpt){fcopy, t, 0};
   if (s->max_to_keep > 0)
-    while (n_nl - first > (size_t)s->max_to_keep) evicted[n_ev++] = first++;
+    while (r->n_nl - r->first > (size_t)s->max_to_keep) r->first++;
+  /* max_to_keep 0: TF records nothing and the state file lists only the newest */
+  if (s->max_to_keep > 0)
+    for (size_t i = r->first; i < r->n_nl; i++) r->all[r->n_all++] = r->nl[i].path;
+  return CAIRN_OK;
+}
 
-  /* 3. the state file (max_to_keep 0: TF records nothing and lists only the newest) */
-  size_t n_all = 0;
-  if (s->max_to_keep > 0)
-    for (size_t i = first; i < n_nl; i++) all[n_all++] = nl[i].path;
-  /* Changed since the rename: what is at the path now is not ours; neither
-     write a state file into it nor remove "the new checkpoint" from it. */
-  if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
-    free(fcopy);
-    goto done;
-  }
-  st = cairn_checkpoint_state_write(dir, file, all, n_all, s->wopts.no_fsync);
-  if (st) {
-    const char *inner = cairn__errmsg_copy();
-    if (!existed) unlink(file);
-    st = cairn__fail(st, "save '%s': the checkpoint was written but the state file could not be (%s); %s", file,
+/* Step 3: the state file. Changed since the rename, what is at the path
+ * now is not ours: neither write a state file into it nor remove "the new
+ * checkpoint" from it. */
+static cairn_status commit_state_file(cairn_saver *s, const char *fn, const char *file, const char *dir, int existed,
+                                      const rotation *r, const cairn__dir_guard *guard) {
+  cairn_status st = guard_check(guard, fn, file);
+  if (st != CAIRN_OK) return st;
+  st = cairn_checkpoint_state_write(dir, file, r->all, r->n_all, s->wopts.no_fsync);
+  if (!st) return CAIRN_OK;
+  const char *inner = cairn__errmsg_copy();
+  if (!existed) unlink(file);
+  return cairn__fail(st, "save '%s': the checkpoint was written but the state file could not be (%s); %s", file,
                      inner, existed ? "the new file replaced the old one of that name" : "removed the new checkpoint");
-    free(fcopy);
-    goto done;
-  }
+}
 
-  /* 4. commit the list, then delete what was evicted (TF's _MaybeDeleteOldCheckpoints);
-     not in a directory that replaced ours: its files of those names are someone else's */
+/* Step 4: the list becomes the saver's, and what was evicted is deleted
+ * (TF's _MaybeDeleteOldCheckpoints); not in a directory that replaced
+ * ours: its files of those names are someone else's (the guard's error is
+ * returned, the list committed all the same). */
+static cairn_status commit_list(cairn_saver *s, const char *fn, const char *file, const char *dir, rotation *r,
+                                const cairn__dir_guard *guard) {
   cairn_status lost = guard_check(guard, fn, file);
   for (size_t i = 0; i < s->n_last; i++)
     if (strcmp(s->last[i].path, file) == 0) free(s->last[i].path);
   free(s->last);
   s->last = NULL;
   s->n_last = 0;
-  if (s->max_to_keep > 0) {
-    for (size_t k = 0; k < n_ev; k++) {
-      last_ckpt *e = &nl[evicted[k]];
-      if (e->time > s->next_keep_time) {
-        s->next_keep_time += s->keep_secs; /* kept forever: leaves the list, stays on disk */
-      } else if (lost) {
-        /* not ours to delete any more */
-      } else if (e->recovered) {
-        delete_recovered(e->path, file, dir);
-      } else if (unlink(e->path) != 0 && errno != ENOENT) {
-        /* TF logs and ignores deletion errors; so do we */
-      }
-      free(e->path);
-    }
-    memmove(nl, nl + first, (n_nl - first) * sizeof *nl);
-    s->last = nl;
-    s->n_last = n_nl - first;
-    nl = NULL;
-  } else {
-    /* nothing is recorded */
-    for (size_t i = 0; i < n_nl; i++) free(nl[i].path);
+  if (s->max_to_keep <= 0) { /* nothing is recorded */
+    for (size_t i = 0; i < r->n_nl; i++) free(r->nl[i].path);
+    return lost;
   }
-  s->last_unchanged = unchanged;
-  st = lost;
+  for (size_t k = 0; k < r->first; k++) {
+    last_ckpt *e = &r->nl[k];
+    if (e->time > s->next_keep_time) {
+      s->next_keep_time += s->keep_secs; /* kept forever: leaves the list, stays on disk */
+    } else if (lost) {
+      /* not ours to delete any more */
+    } else if (e->recovered) {
+      delete_recovered(e->path, file, dir);
+    } else if (unlink(e->path) != 0 && errno != ENOENT) {
+      /* TF logs and ignores deletion errors; so do we */
+    }
+    free(e->path);
+  }
+  memmove(r->nl, r->nl + r->first, (r->n_nl - r->first) * sizeof *r->nl);
+  s->last = r->nl;
+  s->n_last = r->n_nl - r->first;
+  r->nl = NULL;
+  return lost;
+}
 
-done:
-  free(nl);
-  free(evicted);
-  free(all);
-  /* A step that failed because the directory went away under it (the
-     rename, the state file: "No such file or directory") is reported as
-     what happened, with its own error after it. */
+/* A step that failed because the directory went away under it (the
+ * rename, the state file: "No such file or directory") is reported as
+ * what happened, with its own error after it. */
+static cairn_status commit_explain(const cairn_saver *s, const char *fn, const char *file,
+                                   const cairn__dir_guard *guard, cairn_status st) {
   const char *how = st && st != CAIRN_E_NOT_FOUND ? cairn__dir_guard_changed(guard) : NULL;
   /* rm -rf still at work: the directory is still there, but a file of
      this save vanished ("No such file or directory" from the rename or the
@@ -924,15 +909,43 @@ done:
     if (!how && s->n_last > 0 && stat(s->last[s->n_last - 1].path, &gone) != 0 && errno == ENOENT)
       how = "being removed (its files vanish)";
   }
-  if (how) {
-    char inner[CAIRN__ERRMSG_LEN / 2];
-    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
-    char at[CAIRN__ERRMSG_LEN / 2];
-    snprintf(at, sizeof at, "%s '%s'", fn, file);
-    cairn_status gs = cairn__dir_guard_fail(guard, at, how);
-    st = cairn__fail(gs, "%s; the save failed with: %s", cairn__errmsg_copy(), inner);
+  if (!how) return st;
+  char inner[CAIRN__ERRMSG_LEN / 2];
+  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  char at[CAIRN__ERRMSG_LEN / 2];
+  snprintf(at, sizeof at, "%s '%s'", fn, file);
+  cairn_status gs = cairn__dir_guard_fail(guard, at, how);
+  return cairn__fail(gs, "%s; the save failed with: %s", cairn__errmsg_copy(), inner);
+}
+
+cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,
+                                 int64_t global_step, const cairn_tensor *const *tensors, const meta_item *meta,
+                                 size_t n_meta, const cairn__dir_guard *guard) {
+  s->last_unchanged = 0;
+  /* An asynchronous save's phase 2 starts a while after its checks. */
+  cairn_status st = guard_check(guard, fn, file);
+  int existed = 0, unchanged = 0;
+  if (!st) {
+    struct stat sb;
+    existed = stat(file, &sb) == 0;
+    if (existed && global_step >= 0 && !s->replace_same_step)
+      st = same_step_check(s, fn, file, global_step, tensors, meta, n_meta, &unchanged);
   }
-  return st;
+  cairn_ckpt_close(s->compare_with); /* the restored checkpoint has served its one comparison */
+  s->compare_with = NULL;
+  /* unchanged: the file already holds exactly this; keep it */
+  if (!st && !unchanged) st = commit_write_file(s, fn, file, global_step, tensors, meta, n_meta, guard);
+  rotation r = {0};
+  if (!st) st = commit_rotation(s, fn, file, existed, &r);
+  if (!st && (st = commit_state_file(s, fn, file, dir, existed, &r, guard)) != CAIRN_OK)
+    free(r.nl[r.n_nl - 1].path); /* the new entry; the others are still s->last's */
+  if (!st) {
+    st = commit_list(s, fn, file, dir, &r, guard);
+    s->last_unchanged = unchanged;
+  }
+  free(r.nl);
+  free(r.all);
+  return commit_explain(s, fn, file, guard, st);
 }
 
 /* A synchronous save; guard (may be NULL) as for cairn__saver_commit. */
