@@ -343,6 +343,40 @@ static cairn_status zip_open_error(const char *path, int zerr, int fd_dup) {
   return s;
 }
 
+/* Directory entry i of the archive: its name (safe), sizes and CRC into
+ * r->m[r->n] (r->n advanced once the name is kept), and the checks of its
+ * encryption, method and sizes. */
+static cairn_status read_member_entry(cairn_npz_reader *r, const char *path, zip_int64_t i) {
+  zip_stat_t zs;
+  const char *name = zip_get_name(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+  if (!name || zip_stat_index(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW, &zs) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %lld: %s", path, (long long)i, zip_strerror(r->za));
+  npz_member *m = &r->m[r->n];
+  if (!(m->name = strdup(name))) return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+  r->n++;
+  m->usize = zs.size;
+  m->csize = zs.comp_size;
+  m->crc = zs.crc;
+  if (!name_is_safe(name, strlen(name)))
+    return cairn__fail(CAIRN_E_FORMAT,
+                       "npz_reader_open: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
+                       "character or invalid UTF-8)",
+                       path, (long long)i);
+  if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE)
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: member '%s' is encrypted", path, name);
+  if (zs.comp_method != ZIP_CM_STORE && zs.comp_method != ZIP_CM_DEFLATE)
+    return cairn__fail(CAIRN_E_UNSUPPORTED,
+                       "npz_reader_open: %s: member '%s' uses compression method %u (only stored and deflate are "
+                       "supported, as numpy.savez and savez_compressed write)",
+                       path, name, (unsigned)zs.comp_method);
+  if (zs.comp_method == ZIP_CM_STORE ? zs.comp_size != zs.size
+                                     : (zs.comp_size == 0 || zs.size / DEFLATE_MAX_RATIO > zs.comp_size))
+    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member '%s' claims %llu bytes from %llu %s bytes: impossible",
+                       path, name, (unsigned long long)zs.size, (unsigned long long)zs.comp_size,
+                       zs.comp_method == ZIP_CM_STORE ? "stored" : "deflated");
+  return CAIRN_OK;
+}
+
 cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "npz_reader_open: out is NULL");
   *out = NULL;
@@ -395,49 +429,8 @@ cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
     cairn_npz_reader_close(r);
     return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
   }
-  for (zip_int64_t i = 0; i < n; i++) {
-    zip_stat_t zs;
-    const char *name = zip_get_name(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
-    if (!name || zip_stat_index(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW, &zs) != 0) {
-      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %lld: %s", path, (long long)i,
-                      zip_strerror(r->za));
-      goto fail;
-    }
-    npz_member *m = &r->m[r->n];
-    if (!(m->name = strdup(name))) {
-      s = cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
-      goto fail;
-    }
-    r->n++;
-    m->usize = zs.size;
-    m->csize = zs.comp_size;
-    m->crc = zs.crc;
-    if (!name_is_safe(name, strlen(name))) {
-      s = cairn__fail(CAIRN_E_FORMAT,
-                      "npz_reader_open: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
-                      "character or invalid UTF-8)",
-                      path, (long long)i);
-      goto fail;
-    }
-    if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE) {
-      s = cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: member '%s' is encrypted", path, name);
-      goto fail;
-    }
-    if (zs.comp_method != ZIP_CM_STORE && zs.comp_method != ZIP_CM_DEFLATE) {
-      s = cairn__fail(CAIRN_E_UNSUPPORTED,
-                      "npz_reader_open: %s: member '%s' uses compression method %u (only stored and deflate are "
-                      "supported, as numpy.savez and savez_compressed write)",
-                      path, name, (unsigned)zs.comp_method);
-      goto fail;
-    }
-    if (zs.comp_method == ZIP_CM_STORE ? zs.comp_size != zs.size
-                                       : (zs.comp_size == 0 || zs.size / DEFLATE_MAX_RATIO > zs.comp_size)) {
-      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member '%s' claims %llu bytes from %llu %s bytes: impossible",
-                      path, name, (unsigned long long)zs.size, (unsigned long long)zs.comp_size,
-                      zs.comp_method == ZIP_CM_STORE ? "stored" : "deflated");
-      goto fail;
-    }
-  }
+  for (zip_int64_t i = 0; i < n; i++)
+    if ((s = read_member_entry(r, path, i)) != CAIRN_OK) goto fail;
   *out = r;
   return CAIRN_OK;
 fail:
