@@ -38,7 +38,12 @@ static double wall_clock(void *ctx) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double now(const cairn_saver *s) { return s->clock(s->clock_ctx); }
+/* The option's clock, else the env's now, else the wall clock. */
+static double now(const cairn_saver *s) {
+  if (s->clock) return s->clock(s->clock_ctx);
+  if (s->env && s->env->now) return s->env->now(s->env->ctx);
+  return wall_clock(NULL);
+}
 
 cairn_saver_options cairn_saver_options_default(void) {
   cairn_saver_options o;
@@ -145,8 +150,9 @@ static cairn_status saver_make(const char *fn, const char *const *names, cairn_v
   s->max_to_keep = o.max_to_keep;
   s->keep_secs = o.keep_checkpoint_every_n_hours * 3600.0;
   s->wopts = o.write;
-  s->clock = o.clock ? o.clock : wall_clock;
+  s->clock = o.clock;
   s->clock_ctx = o.clock ? o.clock_ctx : NULL;
+  s->env = o.env;
   s->next_keep_time = now(s) + s->keep_secs;
   s->replace_same_step = o.replace_same_step;
   *out = s;
@@ -292,7 +298,7 @@ void cairn__saver_async_free(cairn_saver *s) {
   pthread_mutex_unlock(&a->mu);
   if (a->running) pthread_join(a->thread, NULL); /* finishes the save in flight first */
   if (a->err)
-    cairn_env_log(NULL, CAIRN_LOG_WARN, "saver_free: the asynchronous save failed and nobody asked for its status: %s",
+    cairn_env_log(s->env, CAIRN_LOG_WARN, "saver_free: the asynchronous save failed and nobody asked for its status: %s",
                   a->msg);
   pthread_cond_destroy(&a->cv_job);
   pthread_cond_destroy(&a->cv_done);
@@ -467,7 +473,7 @@ cairn_status cairn_saver_set_user_f64(cairn_saver *s, const char *key, double va
  * come from a state file, which anyone who can write one text file in the
  * directory controls; nothing else is deleted, and the unlink goes through
  * a descriptor of that directory so a swapped link cannot lead elsewhere. */
-static void delete_recovered(const char *path, const char *file, const char *dir) {
+static void delete_recovered(const cairn_saver *s, const char *path, const char *file, const char *dir) {
   const char *fb = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
   const char *pb = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   const char *dash = strrchr(fb, '-');
@@ -496,7 +502,7 @@ static void delete_recovered(const char *path, const char *file, const char *dir
   }
   if (dfd >= 0) close(dfd);
   if (why)
-    cairn_env_log(NULL, CAIRN_LOG_WARN, "saver_save '%s': not deleting '%s' (evicted by max_to_keep): %s", file, path,
+    cairn_env_log(s->env, CAIRN_LOG_WARN, "saver_save '%s': not deleting '%s' (evicted by max_to_keep): %s", file, path,
                   why);
 }
 
@@ -875,7 +881,7 @@ static cairn_status commit_list(cairn_saver *s, const char *fn, const char *file
     } else if (lost) {
       /* not ours to delete any more */
     } else if (e->recovered) {
-      delete_recovered(e->path, file, dir);
+      delete_recovered(s, e->path, file, dir);
     } else if (unlink(e->path) != 0 && errno != ENOENT) {
       /* TF logs and ignores deletion errors; so do we */
     }

@@ -67,8 +67,9 @@ struct cairn_saver {
   int max_to_keep;
   double keep_secs;
   cairn_ckpt_write_options wopts;
-  cairn_saver_clock_fn clock;
+  cairn_saver_clock_fn clock; /* the deprecated option, else NULL */
   void *clock_ctx;
+  const cairn_env *env; /* the caller's (log sink; its now is the clock when clock is NULL) */
   double next_keep_time;
 
   /* Written by the commit, which runs on the background writer while an

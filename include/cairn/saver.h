@@ -109,6 +109,7 @@
 
 #include "cairn/checkpoint_dir.h"
 #include "cairn/ckpt.h"
+#include "cairn/env.h"
 #include "cairn/status.h"
 #include "cairn/tensor.h"
 #include "cairn/var.h"
@@ -119,8 +120,10 @@ extern "C" {
 
 /* ---- Options ----------------------------------------------------------------- */
 
-/* Seconds since an arbitrary epoch (the default clock is the wall clock,
- * which recover_last_checkpoints compares with file mtimes). */
+/* Deprecated, kept for one release: the Saver's own clock type. Give the
+ * caller's cairn_env (options.env) instead; its `now` is then the Saver's
+ * clock. Seconds since an arbitrary epoch (the default clock is the wall
+ * clock, which recover_last_checkpoints compares with file mtimes). */
 typedef double (*cairn_saver_clock_fn)(void *ctx);
 
 typedef struct cairn_saver_options {
@@ -130,11 +133,19 @@ typedef struct cairn_saver_options {
                                            restore are then no-ops); else CAIRN_E_INVALID */
   cairn_ckpt_write_options write;       /* passed to the checkpoint writer; write.no_fsync
                                            also skips the fsyncs of the state file */
-  cairn_saver_clock_fn clock;           /* NULL: wall clock; tests inject one */
+  cairn_saver_clock_fn clock;           /* deprecated (one release): use env. Wins over env's
+                                           clock when set */
   void *clock_ctx;
   int replace_same_step;                /* 1: a save of step S replaces an existing checkpoint
                                            "<prefix>-S" whatever it holds (TF); default 0:
                                            see cairn_saver_save */
+  /* The caller's environment (borrowed: it must outlive the saver): the
+     Saver's WARNINGs (a recovered path rotation will not delete, an
+     asynchronous save's error nobody took) go to its log sink, and its
+     `now`, when given, is the Saver's clock (keep_checkpoint_every_n_hours;
+     it must then count wall-clock seconds, which recovered entries' file
+     mtimes are compared with). NULL: stderr and the wall clock. */
+  const cairn_env *env;
 } cairn_saver_options;
 
 /* TF's defaults: max_to_keep 5, keep_checkpoint_every_n_hours 10000, empty
