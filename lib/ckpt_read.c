@@ -10,6 +10,7 @@
 #define _GNU_SOURCE 1
 #include "ckpt_impl.h"
 #include "ckpt_backend.h"
+#include "test_seams.h"
 
 #include <errno.h>
 #include <fcntl.h>

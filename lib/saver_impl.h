@@ -9,7 +9,9 @@
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
-#include "internal.h" /* cairn__dir_guard */
+#include "checkpoint_dir_impl.h" /* cairn__dir_guard, the lookup */
+#include "internal.h"
+#include "test_seams.h"          /* the restore's seam */
 
 #include <pthread.h>
 
@@ -135,6 +137,13 @@ cairn_status cairn__saver_prefix_in(const char *fn, const cairn_checkpoint_dir *
  * newest checkpoint a second time. Closes the one kept before. Training
  * thread only. */
 void cairn__saver_keep_restored(cairn_saver *s, cairn_ckpt *c);
+
+/* cairn_saver_restore (opts NULL) or cairn_saver_restore_partial of a
+ * checkpoint found in directory d: its files are opened with
+ * cairn__open_read(d, ...) (saver_restore.c). */
+cairn_status cairn__saver_restore_in(cairn_saver *s, const cairn__dir *d, const char *path,
+                                     const cairn_restore_options *opts, cairn_restore_report **report,
+                                     cairn_saver_meta **meta);
 
 /* 1 if c's open file is the file at path now, and neither changed since c
  * opened it (device, inode, size and modification time): ckpt_read.c. */

@@ -8,6 +8,7 @@
 #include "session_impl.h"
 #include "ckpt_backend.h" /* cairn__ckpt_open_in */
 #include "checkpoint_dir_impl.h"
+#include "saver_impl.h" /* cairn__saver_restore_in */
 
 #include <errno.h>
 #include <math.h>

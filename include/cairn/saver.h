@@ -507,32 +507,6 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_restore_partial(cairn_saver *
 
 CAIRN_API void cairn_restore_report_free(cairn_restore_report *r);
 
-/* ---- the restore op ----
- * TF's `saver = tf.train.Saver(var_list); init_fn = lambda scaffold, sess:
- * saver.restore(sess, path)` as one call: an op that restores vars[0..n)
- * from the checkpoint file `path`, for a Scaffold's local_init_op or, with
- * cairn_op_init_fn, its init_fn (then the restore happens only when the
- * session was initialized, not when it was restored from its own
- * checkpoint_dir). opts NULL: the strict restore (cairn_saver_restore);
- * else cairn_saver_restore_partial with opts (include / exclude / rename /
- * lenient). The list and path are copied; opts and the arrays it points to
- * are borrowed (they must outlive the op). When report is not NULL, *report
- * is the last run's restore report (owned by the op: valid until the next
- * run or until the op is freed; NULL before the first run and for a strict
- * restore). A run fails with the restore's status and the message
- * "<name>: <the restore's message>".
- * Errors: those of cairn_saver_new_list (CAIRN_E_EXISTS, CAIRN_E_NULL ...),
- * CAIRN_E_NULL (path), CAIRN_E_NOMEM. */
-typedef struct cairn_op cairn_op;
-typedef struct cairn_session cairn_session;
-typedef struct cairn_scaffold cairn_scaffold;
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new_restore(const char *name, const char *path, cairn_var *const *vars,
-                                                         size_t n, const cairn_restore_options *opts,
-                                                         const cairn_restore_report **report, cairn_op **out);
-/* Runs the op `op` (a cairn_op *) on s: any op as a Scaffold init_fn
- * (so.init_fn = cairn_op_init_fn; so.init_fn_user = op; the op is
- * borrowed). Returns the run's status. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_init_fn(cairn_scaffold *sc, cairn_session *s, void *op);
 /* Number of items in list k (0 for an unknown k or r NULL). */
 CAIRN_API size_t cairn_restore_report_count(const cairn_restore_report *r, cairn_restore_kind k);
 /* Item i of list k, owned by r; NULL when out of range. */
@@ -550,5 +524,14 @@ CAIRN_API size_t cairn_restore_report_format(const cairn_restore_report *r, char
 
 #ifdef __cplusplus
 }
+#endif
+
+/* Compatibility, for one release: the restore op (cairn_op_new_restore,
+ * cairn_op_init_fn) moved to cairn/scaffold.h, the header of its layer
+ * (it takes ops, sessions and Scaffolds). Define CAIRN_NO_COMPAT_INCLUDES
+ * to check that a program includes what it uses. (Included from
+ * cairn/session.h, which includes cairn/scaffold.h at its own end.) */
+#if !defined(CAIRN_NO_COMPAT_INCLUDES) && !defined(CAIRN_SESSION_H)
+#include "cairn/scaffold.h"
 #endif
 #endif
