@@ -1,5 +1,6 @@
-/* Which backend reads a checkpoint path: detection by content and the
- * dispatch of cairn_ckpt_open (ckpt_backend.h). Its own file so that the
+/* Which backend reads a checkpoint path (detection by content, the
+ * dispatch of cairn_ckpt_open) and which one writes a format (cairn_ckpt_out):
+ * ckpt_backend.h. Its own file so that the
  * backends' shared helpers (interop_common.c) do not depend on the
  * backends: backend files use the helpers, and only this file and the
  * reader know the backends. */
@@ -57,4 +58,13 @@ const ck_backend *cairn__ck_detect(const cairn__dir *d, const char *path, int fd
     if (r == 0 && b[8] == '{') return &cairn__ck_safetensors;
     return NULL;
   }
+}
+
+const ck_backend *cairn__ck_backend_of(cairn_ckpt_format_id format) {
+  switch (format) {
+  case CAIRN_CKPT_FORMAT_CAIRN: return &cairn__ck_native;
+  case CAIRN_CKPT_FORMAT_TF: return &cairn__ck_tfbundle;
+  case CAIRN_CKPT_FORMAT_SAFETENSORS: return &cairn__ck_safetensors;
+  }
+  return NULL;
 }

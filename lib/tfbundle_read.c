@@ -25,36 +25,6 @@
 
 typedef unsigned long long ull;
 
-static const struct {
-  int tf;
-  cairn_dtype dt;
-} tf_dtypes[] = {
-    {TF_DT_FLOAT, CAIRN_DTYPE_F32},   {TF_DT_DOUBLE, CAIRN_DTYPE_F64}, {TF_DT_HALF, CAIRN_DTYPE_F16},
-    {TF_DT_BFLOAT16, CAIRN_DTYPE_BF16}, {TF_DT_INT8, CAIRN_DTYPE_I8},   {TF_DT_INT16, CAIRN_DTYPE_I16},
-    {TF_DT_INT32, CAIRN_DTYPE_I32},   {TF_DT_INT64, CAIRN_DTYPE_I64},  {TF_DT_UINT8, CAIRN_DTYPE_U8},
-    {TF_DT_UINT16, CAIRN_DTYPE_U16},  {TF_DT_UINT32, CAIRN_DTYPE_U32}, {TF_DT_UINT64, CAIRN_DTYPE_U64},
-    {TF_DT_BOOL, CAIRN_DTYPE_BOOL},
-};
-
-int cairn__tf_dtype_from_cairn(cairn_dtype dt) {
-  for (size_t i = 0; i < sizeof tf_dtypes / sizeof tf_dtypes[0]; i++)
-    if (tf_dtypes[i].dt == dt) return tf_dtypes[i].tf;
-  return 0;
-}
-
-cairn_dtype cairn__tf_dtype_to_cairn(int tf) {
-  for (size_t i = 0; i < sizeof tf_dtypes / sizeof tf_dtypes[0]; i++)
-    if (tf_dtypes[i].tf == tf) return tf_dtypes[i].dt;
-  return (cairn_dtype)0;
-}
-
-char *cairn__tf_shard_name(const char *prefix, uint32_t shard, uint32_t n) {
-  size_t len = strlen(prefix) + 32;
-  char *s = malloc(len);
-  if (s) snprintf(s, len, "%s.data-%05u-of-%05u", prefix, shard, n);
-  return s;
-}
-
 /* ---- protobuf wire format ------------------------------------------------------------- */
 
 typedef struct pb {
@@ -571,4 +541,26 @@ static cairn_status tf_verify(void *p, const ck_entry *ents, size_t n) {
   return st;
 }
 
-const ck_backend cairn__ck_tfbundle = {"tf", tf_open, tf_read, tf_verify, tf_close};
+/* The writer's side of the table (cairn_ckpt_out; tfbundle_write.c). A
+ * bundle has no metadata: wmeta_str is NULL. */
+static cairn_status tf_wopen(const char *path, const cairn_ckpt_write_options *o, void **w) {
+  (void)o;
+  return cairn_tfbundle_writer_open(path, (cairn_tfbundle_writer **)w);
+}
+static cairn_status tf_wadd(void *w, const char *name, const cairn_tensor *t) {
+  return cairn_tfbundle_writer_add(w, name, t);
+}
+static cairn_status tf_wcommit(void *w) { return cairn_tfbundle_writer_commit(w); }
+static void tf_wabort(void *w) { cairn_tfbundle_writer_abort(w); }
+
+const ck_backend cairn__ck_tfbundle = {
+    .name = "tf",
+    .open = tf_open,
+    .read = tf_read,
+    .verify = tf_verify,
+    .close = tf_close,
+    .wopen = tf_wopen,
+    .wadd = tf_wadd,
+    .wcommit = tf_wcommit,
+    .wabort = tf_wabort,
+};
