@@ -462,17 +462,26 @@ static cairn_status walk_finish(cairn_checkpoint_dir *cd, walk *w, char *path, s
   return CAIRN_OK;
 }
 
-cairn_status cairn_checkpoint_dir_latest(cairn_checkpoint_dir *cd, char *path, size_t len, char *note_out,
-                                         size_t note_len, cairn_ckpt **keep) {
-  static const char fn[] = "latest_checkpoint";
+/* The start of a lookup, the object's or the path form's: every output
+ * cleared, then the arguments checked in one order. */
+static cairn_status lookup_begin(const char *fn, const void *dir, char *path, size_t len, char *note_out,
+                                 size_t note_len, cairn_ckpt **keep) {
   cairn__clear_error();
   if (keep) *keep = NULL;
   if (note_out && note_len) note_out[0] = '\0';
-  if (!cd) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
+  if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
   if (!path) return cairn__fail(CAIRN_E_NULL, "%s: path is NULL", fn);
   if (len == 0) return cairn__fail(CAIRN_E_INVALID, "%s: len is 0", fn);
   if (!note_out && note_len) return cairn__fail(CAIRN_E_NULL, "%s: note is NULL, note_len %zu", fn, note_len);
   path[0] = '\0';
+  return CAIRN_OK;
+}
+
+cairn_status cairn_checkpoint_dir_latest(cairn_checkpoint_dir *cd, char *path, size_t len, char *note_out,
+                                         size_t note_len, cairn_ckpt **keep) {
+  static const char fn[] = "latest_checkpoint";
+  cairn_status b = lookup_begin(fn, cd, path, len, note_out, note_len, keep);
+  if (b) return b;
   forget_candidates(cd);
   walk w;
   memset(&w, 0, sizeof w);
@@ -504,16 +513,10 @@ cairn_status cairn_checkpoint_dir_next_intact(cairn_checkpoint_dir *d, const cha
 cairn_status cairn__latest_checkpoint_open(const char *dir, char *path, size_t len, char *note_out, size_t note_len,
                                            cairn_ckpt **keep) {
   static const char fn[] = "latest_checkpoint";
-  cairn__clear_error();
-  if (keep) *keep = NULL;
-  if (note_out && note_len) note_out[0] = '\0';
-  if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
-  if (!path) return cairn__fail(CAIRN_E_NULL, "%s: path is NULL", fn);
-  if (len == 0) return cairn__fail(CAIRN_E_INVALID, "%s: len is 0", fn);
-  if (!note_out && note_len) return cairn__fail(CAIRN_E_NULL, "%s: note is NULL, note_len %zu", fn, note_len);
-  path[0] = '\0';
+  cairn_status s = lookup_begin(fn, dir, path, len, note_out, note_len, keep);
+  if (s) return s;
   cairn_checkpoint_dir *cd = NULL;
-  cairn_status s = cairn__checkpoint_dir_open_as(fn, dir, NULL, &cd);
+  s = cairn__checkpoint_dir_open_as(fn, dir, NULL, &cd);
   if (s == CAIRN_OK) s = cairn_checkpoint_dir_latest(cd, path, len, note_out, note_len, keep);
   cairn_checkpoint_dir_close(cd);
   return s;

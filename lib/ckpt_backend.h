@@ -59,6 +59,17 @@ typedef struct ck_backend {
   void (*wabort)(void *w);
 } ck_backend;
 
+/* The write members add, commit and abort of a format whose writer type
+ * is T, as static functions PFX_wadd, PFX_wcommit, PFX_wabort over its
+ * writer's ADD(T *, name, t), COMMIT(T *) and ABORT(T *): one definition
+ * for the three formats' adapters. */
+#define CK_WRITE_ADAPTERS(PFX, T, ADD, COMMIT, ABORT)                                         \
+  static cairn_status PFX##_wadd(void *w, const char *name, const cairn_tensor *t) {          \
+    return ADD((T *)w, name, t);                                                              \
+  }                                                                                           \
+  static cairn_status PFX##_wcommit(void *w) { return COMMIT((T *)w); }                      \
+  static void PFX##_wabort(void *w) { ABORT((T *)w); }
+
 /* The three formats. cairn's own reader does not go through its table's
  * read members yet (ckpt_read.c parses cairn files inline; they are NULL):
  * only its write members are used. */

@@ -10,20 +10,12 @@
 static cairn_status native_wopen(const char *path, const cairn_ckpt_write_options *o, void **w) {
   return cairn_ckpt_writer_open(path, o, (cairn_ckpt_writer **)w);
 }
-static cairn_status native_wadd(void *w, const char *name, const cairn_tensor *t) {
-  return cairn_ckpt_writer_add(w, name, t);
-}
 static cairn_status native_wmeta(void *w, const char *key, const char *value) {
   return cairn_ckpt_writer_meta_str(w, key, value);
 }
-static cairn_status native_wcommit(void *w) { return cairn_ckpt_writer_commit(w); }
-static void native_wabort(void *w) { cairn_ckpt_writer_abort(w); }
+CK_WRITE_ADAPTERS(native, cairn_ckpt_writer, cairn_ckpt_writer_add, cairn_ckpt_writer_commit, cairn_ckpt_writer_abort)
 
 const ck_backend cairn__ck_native = {
     .name = "cairn",
-    .wopen = native_wopen,
-    .wadd = native_wadd,
-    .wmeta_str = native_wmeta,
-    .wcommit = native_wcommit,
-    .wabort = native_wabort,
-};
+    .wopen = native_wopen, .wadd = native_wadd, .wmeta_str = native_wmeta, .wcommit = native_wcommit,
+    .wabort = native_wabort};

@@ -559,27 +559,15 @@ static cairn_status st_wopen(const char *path, const cairn_ckpt_write_options *o
   (void)o;
   return cairn_safetensors_writer_open(path, (cairn_safetensors_writer **)w);
 }
-static cairn_status st_wadd(void *w, const char *name, const cairn_tensor *t) {
-  return cairn_safetensors_writer_add(w, name, t);
-}
 static cairn_status st_wmeta(void *w, const char *key, const char *value) {
   return cairn_safetensors_writer_meta(w, key, value);
 }
-static cairn_status st_wcommit(void *w) { return cairn_safetensors_writer_commit(w); }
-static void st_wabort(void *w) { cairn_safetensors_writer_abort(w); }
+CK_WRITE_ADAPTERS(st, cairn_safetensors_writer, cairn_safetensors_writer_add, cairn_safetensors_writer_commit,
+                  cairn_safetensors_writer_abort)
 
 const ck_backend cairn__ck_safetensors = {
-    .name = "safetensors",
-    .open = st_open,
-    .read = st_read,
-    .verify = st_verify,
-    .close = st_close,
-    .wopen = st_wopen,
-    .wadd = st_wadd,
-    .wmeta_str = st_wmeta,
-    .wcommit = st_wcommit,
-    .wabort = st_wabort,
-};
+    .name = "safetensors", .open = st_open, .read = st_read, .verify = st_verify, .close = st_close,
+    .wopen = st_wopen, .wadd = st_wadd, .wmeta_str = st_wmeta, .wcommit = st_wcommit, .wabort = st_wabort};
 
 /* ---- writer ------------------------------------------------------------------------ */
 

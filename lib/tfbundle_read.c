@@ -547,20 +547,9 @@ static cairn_status tf_wopen(const char *path, const cairn_ckpt_write_options *o
   (void)o;
   return cairn_tfbundle_writer_open(path, (cairn_tfbundle_writer **)w);
 }
-static cairn_status tf_wadd(void *w, const char *name, const cairn_tensor *t) {
-  return cairn_tfbundle_writer_add(w, name, t);
-}
-static cairn_status tf_wcommit(void *w) { return cairn_tfbundle_writer_commit(w); }
-static void tf_wabort(void *w) { cairn_tfbundle_writer_abort(w); }
+CK_WRITE_ADAPTERS(tf, cairn_tfbundle_writer, cairn_tfbundle_writer_add, cairn_tfbundle_writer_commit,
+                  cairn_tfbundle_writer_abort)
 
 const ck_backend cairn__ck_tfbundle = {
-    .name = "tf",
-    .open = tf_open,
-    .read = tf_read,
-    .verify = tf_verify,
-    .close = tf_close,
-    .wopen = tf_wopen,
-    .wadd = tf_wadd,
-    .wcommit = tf_wcommit,
-    .wabort = tf_wabort,
-};
+    .name = "tf", .open = tf_open, .read = tf_read, .verify = tf_verify, .close = tf_close,
+    .wopen = tf_wopen, .wadd = tf_wadd, .wcommit = tf_wcommit, .wabort = tf_wabort};
