@@ -160,7 +160,9 @@ CAIRN_API const char *cairn_checkpoint_dir_rotation_at(const cairn_checkpoint_di
 
 /* ---- The state file and the latest checkpoint ------------------------------- */
 
-/* TF's get_checkpoint_state: the parsed "<dir>/checkpoint". Paths that are
+/* TF's get_checkpoint_state: the parsed "<dir>/checkpoint" (the path
+ * form; cairn_checkpoint_dir_state answers from an open directory, which
+ * reads it once). Paths that are
  * relative in the file are joined onto dir ("dir/model.ckpt-3"); absolute
  * ones are returned as written. Only entries that name a file directly in
  * dir are kept (see "The state file names files of its own directory" at
@@ -200,6 +202,9 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *
                                                                  int no_fsync);
 
 /* The newest usable checkpoint of `dir`, copied to path[0..len).
+ * A thin wrapper: it opens a cairn_checkpoint_dir for the call and asks
+ * cairn_checkpoint_dir_latest (as do the _note and _open forms below); a
+ * program that asks more than once opens the directory itself.
  *
  * Reads the state file; tries model_checkpoint_path, then the other listed
  * paths newest first, and returns the first that opens as a valid
@@ -284,6 +289,8 @@ CAIRN_API int cairn_checkpoint_is_marked_corrupt(const char *path);
 typedef struct cairn_checkpoint_lock cairn_checkpoint_lock;
 
 /* Takes the lock of dir at once (never waits), for a Saver whose files are
+ * (cairn_checkpoint_dir_open with options.lock takes it through this call
+ * and holds it with the directory, as CheckpointSaverHook does)
  * "<dir>/<prefix>-<step>": prefix is the Saver's prefix relative to dir,
  * the checkpoint_basename of CheckpointSaverHook ("model.ckpt", or
  * "sub/model.ckpt" for files in dir/sub); NULL means "model.ckpt". The
