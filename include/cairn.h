@@ -17,6 +17,7 @@
 #include "cairn/model.h"
 #include "cairn/ckpt.h"
 #include "cairn/interop.h"
+#include "cairn/checkpoint_dir.h"
 #include "cairn/saver.h"
 #include "cairn/session.h"
 #include "cairn/scaffold.h"

@@ -11,6 +11,7 @@
  * (an atomic rename over the corrupt one) is a different file and usable. */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
+#include "checkpoint_dir_impl.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"
+#include "checkpoint_dir_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,8 +30,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cairn/saver.h"
-#include "cairn/session.h" /* cairn_env_log */
+#include "cairn/checkpoint_dir.h"
+#include "cairn/env.h" /* cairn_env_log */
 
 #define LOCK_NAME ".cairn.lock"
 #define STATE_NAME "checkpoint"
@@ -173,7 +174,8 @@ static cairn_status split_prefix(const char *fn, const char *prefix, char *sub, 
   return CAIRN_OK;
 }
 
-cairn_status cairn_checkpoint_lock_new_prefix(const char *dir, const char *prefix, cairn_checkpoint_lock **out) {
+cairn_status cairn__checkpoint_lock_new_env(const char *dir, const char *prefix, const cairn_env *env,
+                                            cairn_checkpoint_lock **out) {
   static const char fn[] = "checkpoint_lock_new";
   if (out) *out = NULL;
   if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
@@ -218,7 +220,7 @@ cairn_status cairn_checkpoint_lock_new_prefix(const char *dir, const char *prefi
     } else if (cannot_lock(e)) {
       /* Training on a file system without locks still works, unguarded
          (the directory's identity is still checked before each save). */
-      cairn_env_log(NULL, CAIRN_LOG_WARN,
+      cairn_env_log(env, CAIRN_LOG_WARN,
                     "checkpoint directory '%s': cannot lock '%s' (%s); continuing without the one-writer check and "
                     "without removing temporary files", dir, l->path, strerror(e));
       close(l->fd);
@@ -244,6 +246,10 @@ cairn_status cairn_checkpoint_lock_new_prefix(const char *dir, const char *prefi
   remove_temps(l, sub, base);
   *out = l;
   return CAIRN_OK;
+}
+
+cairn_status cairn_checkpoint_lock_new_prefix(const char *dir, const char *prefix, cairn_checkpoint_lock **out) {
+  return cairn__checkpoint_lock_new_env(dir, prefix, NULL, out);
 }
 
 /* Deprecated (kept one release): the default prefix's temporaries only. */

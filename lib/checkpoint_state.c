@@ -638,7 +638,98 @@ static int confine(cairn_checkpoint_state *st, const char *dir, const char *file
   return ok;
 }
 
-cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state **out) {
+/* The text of "<dir>/checkpoint" into *text (malloc'd, n bytes and a NUL
+ * spare), opened in the directory dd (NULL: opened here). */
+static cairn_status read_text(const char *fn, const cairn__dir *dd, const char *dir, const char *file, char **text,
+                              size_t *n_out) {
+  *text = NULL;
+  /* Named by the directory, so opened in it: a FIFO is refused at once
+     (a blocking open would wait for a writer forever), and so is a link
+     that leads out of the directory. */
+  cairn__dir own;
+  char why[800];
+  struct stat sb;
+  int fd = -1;
+  if (!dd && cairn__dir_open(dir, &own) != 0) {
+    snprintf(why, sizeof why, "%s", strerror(errno));
+  } else {
+    fd = cairn__open_read(dd ? dd : &own, file, &sb, why, sizeof why);
+    if (!dd) cairn__dir_close(&own);
+  }
+  if (fd < 0) {
+    int e = errno;
+    return cairn__fail(e == ENOENT || e == ENOTDIR ? CAIRN_E_NOT_FOUND : CAIRN_E_IO, "%s: cannot open '%s': %s", fn,
+                       file, why);
+  }
+  if ((uint64_t)sb.st_size > STATE_MAX_BYTES) {
+    close(fd);
+    return cairn__fail(CAIRN_E_LIMIT, "%s: '%s' is %lld bytes, more than the %u allowed for a state file", fn, file,
+                       (long long)sb.st_size, STATE_MAX_BYTES);
+  }
+  size_t cap = (size_t)sb.st_size + 1, n = 0;
+  char *t = malloc(cap);
+  if (!t) {
+    close(fd);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  }
+  cairn_status s = CAIRN_OK;
+  for (;;) {
+    ssize_t r = read(fd, t + n, cap - n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      s = cairn__fail(CAIRN_E_IO, "%s: reading '%s': %s", fn, file, strerror(errno));
+      break;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+    if (n == cap) { /* the file grew while we read it: refuse rather than chase it */
+      s = cairn__fail(CAIRN_E_FORMAT, "%s: '%s' changed while it was read", fn, file);
+      break;
+    }
+  }
+  close(fd);
+  if (s) {
+    free(t);
+    return s;
+  }
+  *text = t;
+  *n_out = n;
+  return CAIRN_OK;
+}
+
+/* Parses text[0..n) into st and applies the directory's rules (a model
+ * path, no empty path, the confinement of entries, paths joined onto
+ * dir). */
+static cairn_status parse_text(const char *fn, const char *dir, const char *file, const char *text, size_t n,
+                               cairn_checkpoint_state *st) {
+  if (memchr(text, '\0', n))
+    return cairn__fail(CAIRN_E_FORMAT, "%s: '%s' is not a text file (contains NUL bytes)", fn, file);
+  parser ps = {text, text + n, 1, NULL};
+  if (!parse_state(&ps, st))
+    return cairn__fail(strcmp(ps.err, "out of memory") == 0 ? CAIRN_E_NOMEM : CAIRN_E_FORMAT,
+                       "%s: '%s' line %d: %s", fn, file, ps.line, ps.err);
+  if (!st->model || !st->model[0])
+    return cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': no model_checkpoint_path",
+                       fn, dir);
+  for (size_t i = 0; i < st->n; i++)
+    if (!st->paths[i][0])
+      return cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': empty path", fn, dir);
+  int no_model = 0;
+  if (!confine(st, dir, file, &no_model)) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  if (no_model)
+    return cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': none of its %zu paths names a "
+                       "file in the directory", fn, dir, st->n_ignored);
+  st->model = complete_path(dir, st->model);
+  int oom = !st->model;
+  for (size_t i = 0; i < st->n; i++) {
+    st->paths[i] = complete_path(dir, st->paths[i]);
+    oom |= !st->paths[i];
+  }
+  if (oom) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  return CAIRN_OK;
+}
+
+cairn_status cairn__checkpoint_state_read_in(const cairn__dir *dd, const char *dir, cairn_checkpoint_state **out) {
   static const char fn[] = "checkpoint_state_read";
   if (out) *out = NULL;
   if (!dir) return cairn__fail(CAIRN_E_NULL, "%s: dir is NULL", fn);
@@ -646,111 +737,23 @@ cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state
   if (!dir[0]) dir = ".";
   char *file = cairn__path_join(dir, CAIRN__STATE_NAME);
   if (!file) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-
-  cairn_status s = CAIRN_OK;
   char *text = NULL;
+  size_t n = 0;
   cairn_checkpoint_state *st = NULL;
-  /* Named by the directory, so opened in it: a FIFO is refused at once
-     (a blocking open would wait for a writer forever), and so is a link
-     that leads out of the directory. */
-  cairn__dir dd;
-  char why[800];
-  struct stat sb;
-  int fd = -1;
-  if (cairn__dir_open(dir, &dd) != 0) {
-    snprintf(why, sizeof why, "%s", strerror(errno));
-  } else {
-    fd = cairn__open_read(&dd, file, &sb, why, sizeof why);
-    cairn__dir_close(&dd);
+  cairn_status s = read_text(fn, dd, dir, file, &text, &n);
+  if (s == CAIRN_OK && !(st = calloc(1, sizeof *st))) s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  if (s == CAIRN_OK) s = parse_text(fn, dir, file, text, n, st);
+  if (s == CAIRN_OK) {
+    *out = st;
+    st = NULL;
   }
-  if (fd < 0) {
-    int e = errno;
-    s = cairn__fail(e == ENOENT || e == ENOTDIR ? CAIRN_E_NOT_FOUND : CAIRN_E_IO, "%s: cannot open '%s': %s", fn,
-                    file, why);
-    goto done;
-  }
-  if ((uint64_t)sb.st_size > STATE_MAX_BYTES) {
-    close(fd);
-    s = cairn__fail(CAIRN_E_LIMIT, "%s: '%s' is %lld bytes, more than the %u allowed for a state file", fn, file,
-                    (long long)sb.st_size, STATE_MAX_BYTES);
-    goto done;
-  }
-  size_t cap = (size_t)sb.st_size + 1, n = 0;
-  text = malloc(cap);
-  if (!text) {
-    close(fd);
-    s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-    goto done;
-  }
-  for (;;) {
-    ssize_t r = read(fd, text + n, cap - n);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      close(fd);
-      s = cairn__fail(CAIRN_E_IO, "%s: reading '%s': %s", fn, file, strerror(e));
-      goto done;
-    }
-    if (r == 0) break;
-    n += (size_t)r;
-    if (n == cap) { /* the file grew while we read it: refuse rather than chase it */
-      close(fd);
-      s = cairn__fail(CAIRN_E_FORMAT, "%s: '%s' changed while it was read", fn, file);
-      goto done;
-    }
-  }
-  close(fd);
-
-  st = calloc(1, sizeof *st);
-  if (!st) {
-    s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-    goto done;
-  }
-  if (memchr(text, '\0', n)) {
-    s = cairn__fail(CAIRN_E_FORMAT, "%s: '%s' is not a text file (contains NUL bytes)", fn, file);
-    goto done;
-  }
-  parser ps = {text, text + n, 1, NULL};
-  if (!parse_state(&ps, st)) {
-    s = cairn__fail(strcmp(ps.err, "out of memory") == 0 ? CAIRN_E_NOMEM : CAIRN_E_FORMAT,
-                    "%s: '%s' line %d: %s", fn, file, ps.line, ps.err);
-    goto done;
-  }
-  if (!st->model || !st->model[0]) {
-    s = cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': no model_checkpoint_path", fn,
-                    dir);
-    goto done;
-  }
-  for (size_t i = 0; i < st->n; i++)
-    if (!st->paths[i][0]) {
-      s = cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': empty path", fn, dir);
-      goto done;
-    }
-  int no_model = 0;
-  if (!confine(st, dir, file, &no_model)) {
-    s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-    goto done;
-  }
-  if (no_model) {
-    s = cairn__fail(CAIRN_E_FORMAT, "%s: invalid checkpoint state loaded from '%s': none of its %zu paths names a "
-                    "file in the directory", fn, dir, st->n_ignored);
-    goto done;
-  }
-  st->model = complete_path(dir, st->model);
-  int oom = !st->model;
-  for (size_t i = 0; i < st->n; i++) {
-    st->paths[i] = complete_path(dir, st->paths[i]);
-    oom |= !st->paths[i];
-  }
-  if (oom) {
-    s = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-    goto done;
-  }
-  *out = st;
-  st = NULL;
-done:
   cairn_checkpoint_state_free(st); /* NULL holes complete_path may leave are fine */
   free(text);
   free(file);
   return s;
+}
+
+/* The path form: the directory is opened for this one read. */
+cairn_status cairn_checkpoint_state_read(const char *dir, cairn_checkpoint_state **out) {
+  return cairn__checkpoint_state_read_in(NULL, dir, out);
 }

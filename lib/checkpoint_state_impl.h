@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "cairn/status.h"
+
 #define CAIRN__STATE_NAME "checkpoint"
 
 /* A NUL-terminated string that grows; oom set (and the text frozen) when an
@@ -24,6 +26,12 @@ void cairn__state_put_escaped(cairn__sbuf *b, const char *s);
 /* 1 when `entry` names a file directly in dir (rdir: realpath of dir);
  * else 0 and why in why[0..len). */
 int cairn__names_file_in_dir(const char *dir, const char *rdir, const char *entry, char *why, size_t len);
+/* cairn_checkpoint_state_read with the state file opened in the directory
+ * dd already open (NULL: opened for this read). checkpoint_state.c. */
+struct cairn__dir;
+struct cairn_checkpoint_state;
+cairn_status cairn__checkpoint_state_read_in(const struct cairn__dir *dd, const char *dir,
+                                             struct cairn_checkpoint_state **out);
 /* Logs msg as a WARNING once per process. */
 void cairn__warn_once(const char *msg);
 

@@ -11,7 +11,9 @@
  * reading a tensor's bytes and verifying go back to the backend.
  *
  * Backends: lib/safetensors.c, lib/tfbundle_read.c (tfbundle_write.c and
- * safetensors.c hold the writers, public in cairn/interop.h). */
+ * safetensors.c hold the writers, public in cairn/interop.h), and cairn's
+ * own format (lib/ckpt_out.c: its table's write members). Detection and
+ * the choice of a backend by format: lib/ckpt_detect.c. */
 #ifndef CAIRN_CKPT_BACKEND_H
 #define CAIRN_CKPT_BACKEND_H
 
@@ -32,7 +34,7 @@ typedef struct ck_view {
 } ck_view;
 
 typedef struct ck_backend {
-  const char *name; /* "tf" or "safetensors": cairn_ckpt_format */
+  const char *name; /* "cairn", "tf" or "safetensors": cairn_ckpt_format */
   /* Validates everything but the tensor bytes; limits are filled in. On
    * error the backend has freed what it allocated, *state included. Every
    * file is opened with cairn__open_read(d, ...): d is the checkpoint
@@ -45,10 +47,39 @@ typedef struct ck_backend {
   /* Every rule and checksum of the whole checkpoint, tensor data included. */
   cairn_status (*verify)(void *state, const ck_entry *ents, size_t n);
   void (*close)(void *state); /* NULL is a no-op */
+
+  /* Writing (cairn_ckpt_out, cairn/interop.h): a writer that becomes
+   * `path` on commit (for a TF bundle, path is the prefix); o: cairn's
+   * writer options (the other formats have none). */
+  cairn_status (*wopen)(const char *path, const cairn_ckpt_write_options *o, void **w);
+  cairn_status (*wadd)(void *w, const char *name, const cairn_tensor *t);
+  /* A string metadata entry; NULL: the format has no metadata. */
+  cairn_status (*wmeta_str)(void *w, const char *key, const char *value);
+  cairn_status (*wcommit)(void *w); /* frees w whatever the outcome */
+  void (*wabort)(void *w);
 } ck_backend;
 
+/* The write members add, commit and abort of a format whose writer type
+ * is T, as static functions PFX_wadd, PFX_wcommit, PFX_wabort over its
+ * writer's ADD(T *, name, t), COMMIT(T *) and ABORT(T *): one definition
+ * for the three formats' adapters. */
+#define CK_WRITE_ADAPTERS(PFX, T, ADD, COMMIT, ABORT)                                         \
+  static cairn_status PFX##_wadd(void *w, const char *name, const cairn_tensor *t) {          \
+    return ADD((T *)w, name, t);                                                              \
+  }                                                                                           \
+  static cairn_status PFX##_wcommit(void *w) { return COMMIT((T *)w); }                      \
+  static void PFX##_wabort(void *w) { ABORT((T *)w); }
+
+/* The three formats. cairn's own reader does not go through its table's
+ * read members yet (ckpt_read.c parses cairn files inline; they are NULL):
+ * only its write members are used. */
+extern const ck_backend cairn__ck_native;
 extern const ck_backend cairn__ck_safetensors;
 extern const ck_backend cairn__ck_tfbundle;
+
+/* The backend of a format named by cairn_ckpt_out's options, or NULL for
+ * an unknown one (ckpt_detect.c). */
+const ck_backend *cairn__ck_backend_of(cairn_ckpt_format_id format);
 
 /* The backend for path by content, or NULL: cairn's own format (or
  * something no backend claims, which the cairn reader then refuses).

@@ -467,6 +467,73 @@ int cairn__ck_cmp_bytes(const void *a, size_t na, const void *b, size_t nb) {
   return c ? c : (na > nb) - (na < nb);
 }
 
+/* One metadata entry's value of type e->type at *p (advanced past it),
+ * copied into the arena at *a (advanced) when it is a string or bytes. */
+static cairn_status parse_meta_value(const char *path, uint64_t at, ck_meta *e, const unsigned char **pp,
+                                     const unsigned char *end, char **a) {
+  const unsigned char *p = *pp;
+  if (e->type == CAIRN_META_BOOL) {
+    if (end - p < 1 || p[0] > 1)
+      return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': bad bool", path, (ull)at, e->key);
+    e->num = p[0];
+    *pp = p + 1;
+    return CAIRN_OK;
+  }
+  if (e->type == CAIRN_META_STR || e->type == CAIRN_META_BYTES) {
+    if (end - p < 4 || (uint64_t)(end - p - 4) < ck_get32(p))
+      return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': value runs past the block", path, (ull)at,
+                         e->key);
+    size_t len = ck_get32(p);
+    p += 4;
+    if (e->type == CAIRN_META_STR && !cairn__ck_utf8_ok(p, len, 0))
+      return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': string is not UTF-8 without NUL", path,
+                         (ull)at, e->key);
+    memcpy(*a, p, len);
+    (*a)[len] = '\0';
+    e->ptr = *a;
+    e->len = len;
+    *a += len + 1;
+    *pp = p + len;
+    return CAIRN_OK;
+  }
+  if (end - p < 8)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': value runs past the block", path, (ull)at,
+                       e->key);
+  e->num = ck_get64(p);
+  *pp = p + 8;
+  return CAIRN_OK;
+}
+
+/* Metadata entry i at *p (advanced past it): type, key (ascending after
+ * *prev, copied into the arena at *a), value. */
+static cairn_status parse_meta_entry(const char *path, uint64_t at, uint64_t i, ck_meta *e, const unsigned char **pp,
+                                     const unsigned char *end, char **a, const unsigned char **prev,
+                                     size_t *prev_len) {
+  const unsigned char *p = *pp;
+  if (end - p < 2)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu runs past the block", path, (ull)at,
+                       (ull)i);
+  unsigned type = p[0], klen = p[1];
+  if (type < CAIRN_META_U64 || type > CAIRN_META_BYTES)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu has unknown type %u", path, (ull)at,
+                       (ull)i, type);
+  if ((size_t)(end - p - 2) < klen || !cairn__ck_key_ok(p + 2, klen))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu has a bad key", path, (ull)at, (ull)i);
+  const unsigned char *key = p + 2;
+  if (*prev && cairn__ck_cmp_bytes(*prev, *prev_len, key, klen) >= 0)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata keys are not strictly ascending at entry %llu",
+                       path, (ull)at, (ull)i);
+  *prev = key;
+  *prev_len = klen;
+  *pp = p + 2 + klen;
+  memcpy(*a, key, klen);
+  (*a)[klen] = '\0';
+  e->key = *a;
+  *a += klen + 1;
+  e->type = (cairn_meta_type)type;
+  return parse_meta_value(path, at, e, pp, end, a);
+}
+
 cairn_status cairn__ck_parse_meta(const char *path, uint64_t off, const unsigned char *blk, uint64_t size,
                                   ck_meta **out, size_t *nout, char **arena_out) {
   *out = NULL;
@@ -500,73 +567,8 @@ cairn_status cairn__ck_parse_meta(const char *path, uint64_t off, const unsigned
   const unsigned char *prev = NULL;
   size_t prev_len = 0;
   cairn_status s = CAIRN_OK;
-  for (uint64_t i = 0; i < count && !s; i++) {
-    uint64_t at = off + (uint64_t)(p - blk);
-    if (end - p < 2) {
-      s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu runs past the block", path, (ull)at, (ull)i);
-      break;
-    }
-    unsigned type = p[0], klen = p[1];
-    if (type < CAIRN_META_U64 || type > CAIRN_META_BYTES) {
-      s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu has unknown type %u", path, (ull)at,
-                      (ull)i, type);
-      break;
-    }
-    if ((size_t)(end - p - 2) < klen || !cairn__ck_key_ok(p + 2, klen)) {
-      s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata entry %llu has a bad key", path, (ull)at, (ull)i);
-      break;
-    }
-    const unsigned char *key = p + 2;
-    if (prev && cairn__ck_cmp_bytes(prev, prev_len, key, klen) >= 0) {
-      s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata keys are not strictly ascending at entry %llu", path,
-                      (ull)at, (ull)i);
-      break;
-    }
-    prev = key;
-    prev_len = klen;
-    p += 2 + klen;
-    ck_meta *e = &m[i];
-    memcpy(a, key, klen);
-    a[klen] = '\0';
-    e->key = a;
-    a += klen + 1;
-    e->type = (cairn_meta_type)type;
-    if (type == CAIRN_META_BOOL) {
-      if (end - p < 1 || p[0] > 1) {
-        s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': bad bool", path, (ull)at, e->key);
-        break;
-      }
-      e->num = p[0];
-      p += 1;
-    } else if (type == CAIRN_META_STR || type == CAIRN_META_BYTES) {
-      if (end - p < 4 || (uint64_t)(end - p - 4) < ck_get32(p)) {
-        s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': value runs past the block", path, (ull)at,
-                        e->key);
-        break;
-      }
-      size_t len = ck_get32(p);
-      p += 4;
-      if (type == CAIRN_META_STR && !cairn__ck_utf8_ok(p, len, 0)) {
-        s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': string is not UTF-8 without NUL", path,
-                        (ull)at, e->key);
-        break;
-      }
-      memcpy(a, p, len);
-      a[len] = '\0';
-      e->ptr = a;
-      e->len = len;
-      a += len + 1;
-      p += len;
-    } else {
-      if (end - p < 8) {
-        s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata '%s': value runs past the block", path, (ull)at,
-                        e->key);
-        break;
-      }
-      e->num = ck_get64(p);
-      p += 8;
-    }
-  }
+  for (uint64_t i = 0; i < count && !s; i++)
+    s = parse_meta_entry(path, off + (uint64_t)(p - blk), i, &m[i], &p, end, &a, &prev, &prev_len);
   if (!s && p != end)
     s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: %lld stray bytes after the metadata entries", path,
                     (ull)(off + (uint64_t)(p - blk)), (long long)(end - p));

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cairn/ckpt.h"
+#include "test_seams.h" /* cairn__ckpt_last_threads, which test_ckpt.c reads */
 
 /* ---- Sizes and constants (doc/checkpoint-format.md) ------------------------ */
 #define CK_SUPER_SIZE 64u

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE 1
 #include "ckpt_impl.h"
 #include "ckpt_backend.h"
+#include "test_seams.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,6 +87,117 @@ static cairn_status idx_fail(const cairn_ckpt *c, const ck_entry *e, cairn_statu
   return cairn__fail(s, "'%s' offset %llu: index entry: %s", c->path, (ull)e->index_at, what);
 }
 
+/* R14 on one entry's chunk table at *p (advanced past it). */
+static cairn_status parse_chunk_table(const cairn_ckpt *c, ck_entry *e, const unsigned char **pp,
+                                      const unsigned char *end) {
+  const uint32_t cb = c->sb.chunk_bytes;
+  const unsigned char *p = *pp;
+  if (e->n_chunks != cairn__ck_nchunks(e->raw_bytes, cb))
+    return idx_fail(c, e, CAIRN_E_FORMAT, "%u chunks for %llu bytes in chunks of %u", e->n_chunks, (ull)e->raw_bytes,
+                    cb);
+  if ((uint64_t)(end - p) / CK_ICHUNK < e->n_chunks) return idx_fail(c, e, CAIRN_E_FORMAT, "chunk table runs past the block");
+  e->chunk_table = p;
+  uint64_t stored = 0;
+  for (uint32_t k = 0; k < e->n_chunks; k++, p += CK_ICHUNK) {
+    uint32_t raw = ck_get32(p + 4), st = ck_get32(p + 8);
+    if (p[1] || p[2] || p[3] || raw != ck_chunk_raw(e->raw_bytes, cb, k) || !cairn__ck_chunk_sizes_ok(p[0], raw, st))
+      return idx_fail(c, e, CAIRN_E_FORMAT, "chunk %u: codec %u, %u raw and %u stored bytes are not valid", k, p[0],
+                      raw, st);
+    if (p[0] == CK_CODEC_SHUF_ZSTD && !(c->sb.required & CK_FEAT_ZSTD))
+      return idx_fail(c, e, CAIRN_E_FORMAT,
+                      "chunk %u: codec 3 (zstd) in a file that does not set its required feature bit 0x%x", k,
+                      CK_FEAT_ZSTD);
+    stored += st;
+  }
+  if (stored != e->stored_bytes)
+    return idx_fail(c, e, CAIRN_E_FORMAT, "stored size %llu is not the sum of its chunks (%llu)",
+                    (ull)e->stored_bytes, (ull)stored);
+  *pp = p;
+  return CAIRN_OK;
+}
+
+/* R13, R14 on entry i at *p (advanced past it): its fixed part, shape and
+ * name (copied to *names, advanced), dtype, layout, sizes, record number
+ * (by_seq), and its chunk table. */
+static cairn_status parse_entry(cairn_ckpt *c, uint64_t i, const unsigned char **pp, const unsigned char *end,
+                                char **names, uint32_t *by_seq) {
+  ck_entry *e = &c->v.ents[i];
+  const unsigned char *p = *pp;
+  uint64_t count = c->v.n;
+  if (end - p < (ptrdiff_t)CK_IENTRY_FIXED) return idx_fail(c, e, CAIRN_E_FORMAT, "entry %llu runs past the block", (ull)i);
+  if (!cairn__ck_entry_get(p, e)) return idx_fail(c, e, CAIRN_E_FORMAT, "reserved bytes are not zero");
+  if (e->rank > CAIRN_MAX_RANK || e->name_len == 0 || e->name_len > CK_MAX_NAME)
+    return idx_fail(c, e, CAIRN_E_FORMAT, "rank %u, name of %u bytes", e->rank, e->name_len);
+  uint64_t var = 8u * e->rank + e->name_len;
+  if ((uint64_t)(end - p) - CK_IENTRY_FIXED < var)
+    return idx_fail(c, e, CAIRN_E_FORMAT, "entry %llu runs past the block", (ull)i);
+  p += CK_IENTRY_FIXED;
+  for (int d = 0; d < e->rank; d++, p += 8) e->shape[d] = ck_get64(p);
+  const unsigned char *name = p;
+  p += e->name_len;
+  if (!cairn__ck_name_ok(name, e->name_len))
+    return idx_fail(c, e, CAIRN_E_FORMAT, "name is not UTF-8 without control characters");
+  memcpy(*names, name, e->name_len);
+  (*names)[e->name_len] = '\0';
+  e->name = *names;
+  *names += e->name_len + 1;
+  if (i > 0 && cairn__ck_cmp_bytes(e[-1].name, e[-1].name_len, e->name, e->name_len) >= 0)
+    return idx_fail(c, e, CAIRN_E_FORMAT, "names are not strictly ascending");
+  size_t es = cairn__ck_esize(e->dtype);
+  if (!es) return idx_fail(c, e, CAIRN_E_FORMAT, "unknown dtype %u", e->dtype);
+  if (e->layout > CK_LAYOUT_RAW) return idx_fail(c, e, CAIRN_E_FORMAT, "unknown layout %u", e->layout);
+  uint64_t n = 1;
+  int bad = 0;
+  for (int d = 0; d < e->rank && !bad; d++)
+    bad = e->shape[d] >= CK_MAX_DIM || __builtin_mul_overflow(n, e->shape[d], &n);
+  if (bad || __builtin_mul_overflow(n, (uint64_t)es, &n) || n != e->raw_bytes)
+    return idx_fail(c, e, CAIRN_E_FORMAT, "raw size %llu is not element count × element size", (ull)e->raw_bytes);
+  if (e->raw_bytes > c->lim.max_tensor_bytes)
+    return idx_fail(c, e, CAIRN_E_LIMIT, "%llu bytes exceed the limit %llu", (ull)e->raw_bytes,
+                    (ull)c->lim.max_tensor_bytes);
+  if (e->seq >= count || by_seq[e->seq] != UINT32_MAX)
+    return idx_fail(c, e, CAIRN_E_FORMAT, "record number %u is out of range or repeated", e->seq);
+  by_seq[e->seq] = (uint32_t)i;
+  *pp = p;
+  if (e->layout == CK_LAYOUT_RAW) {
+    if (e->n_chunks != 0 || e->raw_bytes == 0 || e->stored_bytes != e->raw_bytes)
+      return idx_fail(c, e, CAIRN_E_FORMAT, "raw layout with %u chunks, %llu raw and %llu stored bytes", e->n_chunks,
+                      (ull)e->raw_bytes, (ull)e->stored_bytes);
+    return CAIRN_OK;
+  }
+  return parse_chunk_table(c, e, pp, end);
+}
+
+/* R15: records back to back in seq order from 64 to meta_offset. */
+static cairn_status check_records(const cairn_ckpt *c, const uint32_t *by_seq) {
+  uint64_t at = CK_SUPER_SIZE, count = c->v.n;
+  for (uint64_t q = 0; q < count; q++) {
+    const ck_entry *e = &c->v.ents[by_seq[q]];
+    uint64_t hend = at + CK_REC_FIXED + 8u * e->rank + e->name_len, rend = 0;
+    int bad = e->record_offset != at;
+    if (e->layout == CK_LAYOUT_RAW) {
+      uint64_t a = c->sb.alignment, d = hend + (a - hend % a) % a;
+      bad |= e->data_offset != d || __builtin_add_overflow(d, e->raw_bytes, &rend);
+    } else {
+      bad |= e->data_offset != hend;
+      rend = hend;
+      for (uint32_t k = 0; k < e->n_chunks && !bad; k++)
+        bad = __builtin_add_overflow(rend, (uint64_t)CK_CHUNK_HDR + ck_get32(e->chunk_table + k * CK_ICHUNK + 8), &rend);
+    }
+    bad = bad || __builtin_add_overflow(rend, CK_TRAILER, &rend) || rend > c->ft.meta_offset;
+    if (bad)
+      return idx_fail(c, e, CAIRN_E_FORMAT,
+                      "record %u at %llu (data at %llu) does not follow the previous record, which ends at %llu, or "
+                      "runs past the data region",
+                      e->seq, (ull)e->record_offset, (ull)e->data_offset, (ull)at);
+    at = rend;
+  }
+  if (at != c->ft.meta_offset)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s': the records end at %llu but the metadata starts at %llu", c->path,
+                       (ull)at, (ull)c->ft.meta_offset);
+  return CAIRN_OK;
+}
+
 /* Rules R13–R17 over the private copy of the index. */
 static cairn_status parse_index(cairn_ckpt *c) {
   const unsigned char *blk = c->index;
@@ -112,133 +224,15 @@ static cairn_status parse_index(cairn_ckpt *c) {
   for (uint64_t i = 0; i < count; i++) by_seq[i] = UINT32_MAX;
   const unsigned char *p = blk + 16, *end = blk + size - 4;
   char *names = c->v.names;
-  const uint32_t cb = c->sb.chunk_bytes;
   cairn_status s = CAIRN_OK;
-  for (uint64_t i = 0; i < count; i++) {
-    ck_entry *e = &c->v.ents[i];
-    e->index_at = base + (uint64_t)(p - blk);
-    if (end - p < (ptrdiff_t)CK_IENTRY_FIXED) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "entry %llu runs past the block", (ull)i);
-      break;
-    }
-    if (!cairn__ck_entry_get(p, e)) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "reserved bytes are not zero");
-      break;
-    }
-    if (e->rank > CAIRN_MAX_RANK || e->name_len == 0 || e->name_len > CK_MAX_NAME) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "rank %u, name of %u bytes", e->rank, e->name_len);
-      break;
-    }
-    uint64_t var = 8u * e->rank + e->name_len;
-    if ((uint64_t)(end - p) - CK_IENTRY_FIXED < var) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "entry %llu runs past the block", (ull)i);
-      break;
-    }
-    p += CK_IENTRY_FIXED;
-    for (int d = 0; d < e->rank; d++, p += 8) e->shape[d] = ck_get64(p);
-    const unsigned char *name = p;
-    p += e->name_len;
-    if (!cairn__ck_name_ok(name, e->name_len)) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "name is not UTF-8 without control characters");
-      break;
-    }
-    memcpy(names, name, e->name_len);
-    names[e->name_len] = '\0';
-    e->name = names;
-    names += e->name_len + 1;
-    if (i > 0 && cairn__ck_cmp_bytes(e[-1].name, e[-1].name_len, e->name, e->name_len) >= 0) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "names are not strictly ascending");
-      break;
-    }
-    size_t es = cairn__ck_esize(e->dtype);
-    if (!es) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "unknown dtype %u", e->dtype);
-      break;
-    }
-    if (e->layout > CK_LAYOUT_RAW) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "unknown layout %u", e->layout);
-      break;
-    }
-    uint64_t n = 1;
-    int bad = 0;
-    for (int d = 0; d < e->rank && !bad; d++)
-      bad = e->shape[d] >= CK_MAX_DIM || __builtin_mul_overflow(n, e->shape[d], &n);
-    if (bad || __builtin_mul_overflow(n, (uint64_t)es, &n) || n != e->raw_bytes) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "raw size %llu is not element count × element size", (ull)e->raw_bytes);
-      break;
-    }
-    if (e->raw_bytes > c->lim.max_tensor_bytes) {
-      s = idx_fail(c, e, CAIRN_E_LIMIT, "%llu bytes exceed the limit %llu", (ull)e->raw_bytes,
-                   (ull)c->lim.max_tensor_bytes);
-      break;
-    }
-    if (e->seq >= count || by_seq[e->seq] != UINT32_MAX) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "record number %u is out of range or repeated", e->seq);
-      break;
-    }
-    by_seq[e->seq] = (uint32_t)i;
-    if (e->layout == CK_LAYOUT_RAW) {
-      if (e->n_chunks != 0 || e->raw_bytes == 0 || e->stored_bytes != e->raw_bytes) {
-        s = idx_fail(c, e, CAIRN_E_FORMAT, "raw layout with %u chunks, %llu raw and %llu stored bytes", e->n_chunks,
-                     (ull)e->raw_bytes, (ull)e->stored_bytes);
-        break;
-      }
-      continue;
-    }
-    if (e->n_chunks != cairn__ck_nchunks(e->raw_bytes, cb)) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "%u chunks for %llu bytes in chunks of %u", e->n_chunks, (ull)e->raw_bytes, cb);
-      break;
-    }
-    if ((uint64_t)(end - p) / CK_ICHUNK < e->n_chunks) {
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk table runs past the block");
-      break;
-    }
-    e->chunk_table = p;
-    uint64_t stored = 0;
-    for (uint32_t k = 0; k < e->n_chunks && !s; k++, p += CK_ICHUNK) {
-      uint32_t raw = ck_get32(p + 4), st = ck_get32(p + 8);
-      if (p[1] || p[2] || p[3] || raw != ck_chunk_raw(e->raw_bytes, cb, k) || !cairn__ck_chunk_sizes_ok(p[0], raw, st))
-        s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk %u: codec %u, %u raw and %u stored bytes are not valid", k, p[0], raw,
-                     st);
-      else if (p[0] == CK_CODEC_SHUF_ZSTD && !(c->sb.required & CK_FEAT_ZSTD))
-        s = idx_fail(c, e, CAIRN_E_FORMAT, "chunk %u: codec 3 (zstd) in a file that does not set its required feature bit 0x%x",
-                     k, CK_FEAT_ZSTD);
-      stored += st;
-    }
-    if (!s && stored != e->stored_bytes)
-      s = idx_fail(c, e, CAIRN_E_FORMAT, "stored size %llu is not the sum of its chunks (%llu)", (ull)e->stored_bytes,
-                   (ull)stored);
-    if (s) break;
+  for (uint64_t i = 0; i < count && !s; i++) {
+    c->v.ents[i].index_at = base + (uint64_t)(p - blk);
+    s = parse_entry(c, i, &p, end, &names, by_seq);
   }
   if (!s && p != end)
     s = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: stray bytes after the index entries", c->path,
                     (ull)(base + (uint64_t)(p - blk)));
-  /* R15: records back to back in seq order from 64 to meta_offset. */
-  uint64_t at = CK_SUPER_SIZE;
-  for (uint64_t q = 0; q < count && !s; q++) {
-    const ck_entry *e = &c->v.ents[by_seq[q]];
-    uint64_t hend = at + CK_REC_FIXED + 8u * e->rank + e->name_len, rend = 0;
-    int bad = e->record_offset != at;
-    if (e->layout == CK_LAYOUT_RAW) {
-      uint64_t a = c->sb.alignment, d = hend + (a - hend % a) % a;
-      bad |= e->data_offset != d || __builtin_add_overflow(d, e->raw_bytes, &rend);
-    } else {
-      bad |= e->data_offset != hend;
-      rend = hend;
-      for (uint32_t k = 0; k < e->n_chunks && !bad; k++)
-        bad = __builtin_add_overflow(rend, (uint64_t)CK_CHUNK_HDR + ck_get32(e->chunk_table + k * CK_ICHUNK + 8), &rend);
-    }
-    bad = bad || __builtin_add_overflow(rend, CK_TRAILER, &rend) || rend > c->ft.meta_offset;
-    if (bad)
-      s = idx_fail(c, e, CAIRN_E_FORMAT,
-                   "record %u at %llu (data at %llu) does not follow the previous record, which ends at %llu, or runs "
-                   "past the data region",
-                   e->seq, (ull)e->record_offset, (ull)e->data_offset, (ull)at);
-    at = rend;
-  }
-  if (!s && at != c->ft.meta_offset)
-    s = cairn__fail(CAIRN_E_FORMAT, "'%s': the records end at %llu but the metadata starts at %llu", c->path, (ull)at,
-                    (ull)c->ft.meta_offset);
+  if (!s) s = check_records(c, by_seq);
   free(by_seq);
   return s;
 }
@@ -611,6 +605,43 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   return 0;
 }
 
+/* How many threads decode e's npieces pieces. Threads for LZ4 work, and
+ * for raw pieces once a tensor has enough of them: a raw piece is a copy
+ * out of the page cache plus a CRC, bound by one core's copy and CRC
+ * speed, so a restore (two such passes) ran at a third of a plain read on
+ * one thread; on two threads both halves run at once (bench/RESULTS.md,
+ * "Restore on two threads"). Small tensors stay on one thread: waking the
+ * team costs more than they take. */
+static int decode_threads(const ck_entry *e, uint64_t npieces) {
+  int nt = 1;
+#ifdef CAIRN_HAVE_OPENMP
+  nt = cairn_get_num_threads();
+#endif
+  if ((uint64_t)nt > npieces) nt = (int)npieces;
+  uint64_t lz4_bytes = 0;
+  for (uint32_t k = 0; k < e->n_chunks; k++)
+    if (e->chunk_table[k * CK_ICHUNK] != CK_CODEC_RAW) lz4_bytes += ck_get32(e->chunk_table + k * CK_ICHUNK + 4);
+  if (lz4_bytes < CK_PAR_MIN_BYTES) {
+    if (e->raw_bytes < CK_PAR_RAW_MIN_BYTES) nt = 1;
+    else if (nt > CK_PAR_RAW_MAX_THREADS) nt = CK_PAR_RAW_MAX_THREADS;
+  }
+  return nt;
+}
+
+/* Two scratch buffers of at least bufsz bytes per thread for nt threads
+ * (allocated lazily, kept until close); 0 when out of memory. */
+static int scratch_for(cairn_ckpt *c, int nt, size_t bufsz) {
+  if (c->n_scratch >= 2 * nt && c->scratch_sz >= bufsz) return 1;
+  unsigned char **sc = calloc(2 * (size_t)nt, sizeof *sc);
+  if (!sc) return 0;
+  for (int i = 0; i < c->n_scratch; i++) cairn_free(c->scratch[i]);
+  free(c->scratch);
+  c->scratch = sc;
+  c->n_scratch = 2 * nt;
+  c->scratch_sz = bufsz > c->scratch_sz ? bufsz : c->scratch_sz;
+  return 1;
+}
+
 /* Decodes (dst) or checks (dst NULL) every chunk of e; R20–R22 (R24 with
  * headers). With fn (and dst NULL), hands each decoded piece to fn in
  * order, on the calling thread; fn's error stops the decode and is
@@ -647,38 +678,12 @@ static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned 
   /* Per-thread buffers (verify, compressed chunks) hold at most one chunk. */
   uint64_t most = e->raw_bytes < c->sb.chunk_bytes ? e->raw_bytes : c->sb.chunk_bytes;
   x.bufsz = (size_t)most + CK_CHUNK_HDR;
-  int nt = 1;
-#ifdef CAIRN_HAVE_OPENMP
-  nt = cairn_get_num_threads();
-#endif
-  if ((uint64_t)nt > npieces) nt = (int)npieces;
-  /* Threads for LZ4 work, and for raw pieces once a tensor has enough of
-   * them: a raw piece is a copy out of the page cache plus a CRC, bound by
-   * one core's copy and CRC speed, so a restore (two such passes) ran at a
-   * third of a plain read on one thread; on two threads both halves run at
-   * once (bench/RESULTS.md, "Restore on two threads"). Small tensors stay on
-   * one thread: waking the team costs more than they take. */
-  uint64_t lz4_bytes = 0;
-  for (uint32_t k = 0; k < e->n_chunks; k++)
-    if (e->chunk_table[k * CK_ICHUNK] != CK_CODEC_RAW) lz4_bytes += ck_get32(e->chunk_table + k * CK_ICHUNK + 4);
-  if (lz4_bytes < CK_PAR_MIN_BYTES) {
-    if (e->raw_bytes < CK_PAR_RAW_MIN_BYTES) nt = 1;
-    else if (nt > CK_PAR_RAW_MAX_THREADS) nt = CK_PAR_RAW_MAX_THREADS;
-  }
-  if (fn) nt = 1;
+  int nt = fn ? 1 : decode_threads(e, npieces);
   cairn__ckpt_last_threads = nt;
-  if (c->n_scratch < 2 * nt || c->scratch_sz < x.bufsz) {
-    unsigned char **sc = calloc(2 * (size_t)nt, sizeof *sc);
-    if (!sc) {
-      free(x.crcs);
-      free(offs);
-      return cairn__fail(CAIRN_E_NOMEM, "'%s': '%s': out of memory for the chunk buffers", c->path, x.nm);
-    }
-    for (int i = 0; i < c->n_scratch; i++) cairn_free(c->scratch[i]);
-    free(c->scratch);
-    c->scratch = sc;
-    c->n_scratch = 2 * nt;
-    c->scratch_sz = x.bufsz > c->scratch_sz ? x.bufsz : c->scratch_sz;
+  if (!scratch_for(c, nt, x.bufsz)) {
+    free(x.crcs);
+    free(offs);
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': '%s': out of memory for the chunk buffers", c->path, x.nm);
   }
   x.bufsz = c->scratch_sz;
   /* The lowest failed piece so far: pieces above it are skipped, pieces

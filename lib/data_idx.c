@@ -226,8 +226,19 @@ static cairn_status idx_read_growing(idx_reader *r, uint64_t bytes, cairn_dtype 
   return CAIRN_OK;
 }
 
-/* Everything after opening: header, checks, allocation, data, end. */
-static cairn_status idx_parse(idx_reader *r, const struct stat *st, uint64_t max_bytes, cairn_tensor **out) {
+/* The header an IDX file starts with, as read and checked. */
+typedef struct idx_header {
+  cairn_dtype dt;
+  int rank;
+  int64_t shape[CAIRN_MAX_RANK];
+  char dstr[8 * 12 + 8]; /* the dimensions, for messages */
+  size_t esize;
+  uint64_t hdr, count, bytes; /* header bytes, elements, data bytes */
+} idx_header;
+
+/* The header record: magic, type code, rank and dimensions, and the data
+ * size they give against the caller's limit. */
+static cairn_status idx_read_header(idx_reader *r, uint64_t max_bytes, idx_header *h) {
   unsigned char head[4 + 4 * CAIRN_MAX_RANK];
   uint64_t got;
   cairn_status s = idx_read_bytes(r, head, 4, &got);
@@ -237,49 +248,61 @@ static cairn_status idx_parse(idx_reader *r, const struct stat *st, uint64_t max
     return cairn__fail(CAIRN_E_FORMAT,
                        "idx_read '%s': bad magic 0x%02x 0x%02x at offset 0 (an IDX file starts with 0x00 0x00)",
                        r->path, head[0], head[1]);
-  cairn_dtype dt;
-  if (!idx_dtype(head[2], &dt))
+  if (!idx_dtype(head[2], &h->dt))
     return cairn__fail(CAIRN_E_FORMAT,
                        "idx_read '%s': unknown type code 0x%02x at offset 2 (known: 0x08 u8, 0x09 i8, "
                        "0x0B i16, 0x0C i32, 0x0D f32, 0x0E f64)",
                        r->path, head[2]);
-  int rank = head[3];
+  int rank = h->rank = head[3];
   if (rank < 1 || rank > CAIRN_MAX_RANK)
     return cairn__fail(CAIRN_E_FORMAT, "idx_read '%s': rank %d at offset 3 is outside 1..%d", r->path, rank,
                        CAIRN_MAX_RANK);
-
-  const uint64_t hdr = 4 + 4 * (uint64_t)rank;
+  const uint64_t hdr = h->hdr = 4 + 4 * (uint64_t)rank;
   s = idx_read_bytes(r, head + 4, hdr - 4, &got);
   if (s) return s;
   if (got < hdr - 4) return truncated(r, "header's dimensions", 4, hdr - 4);
-
   uint32_t dims[CAIRN_MAX_RANK];
-  int64_t shape[CAIRN_MAX_RANK];
-  char dstr[8 * 12 + 8];
-  const size_t esize = cairn_dtype_size(dt);
+  const size_t esize = h->esize = cairn_dtype_size(h->dt);
   uint64_t count = 1;
   for (int i = 0; i < rank; i++) dims[i] = load_be32(head + 4 + 4 * i);
-  dims_str(dims, rank, dstr, sizeof dstr);
+  dims_str(dims, rank, h->dstr, sizeof h->dstr);
   for (int i = 0; i < rank; i++) {
     if (dims[i] > 0 && count > (UINT64_MAX / esize) / dims[i])
       return cairn__fail(CAIRN_E_LIMIT,
                          "idx_read '%s': dimensions %s at offsets 4..%llu: the byte count overflows 64 bits "
                          "at dimension %d",
-                         r->path, dstr, (unsigned long long)hdr, i);
+                         r->path, h->dstr, (unsigned long long)hdr, i);
     count *= dims[i];
-    shape[i] = (int64_t)dims[i];
+    h->shape[i] = (int64_t)dims[i];
   }
-  const uint64_t bytes = count * esize;
+  h->count = count;
+  h->bytes = count * esize;
   /* The caller's limit, and what a tensor can hold on this machine. */
   uint64_t limit = max_bytes ? max_bytes : IDX_DEFAULT_MAX_BYTES;
   if (limit > SIZE_MAX) limit = SIZE_MAX;
   if (limit / esize > (uint64_t)INT64_MAX / 8) limit = (uint64_t)INT64_MAX / 8 * esize;
-  if (bytes > limit)
+  if (h->bytes > limit)
     return cairn__fail(CAIRN_E_LIMIT,
                        "idx_read '%s': dimensions %s at offsets 4..%llu of %s need %llu bytes, more than the "
                        "limit of %llu",
-                       r->path, dstr, (unsigned long long)hdr, cairn_dtype_name(dt), (unsigned long long)bytes,
+                       r->path, h->dstr, (unsigned long long)hdr, cairn_dtype_name(h->dt), (unsigned long long)h->bytes,
                        (unsigned long long)limit);
+  return CAIRN_OK;
+}
+
+/* Everything after opening: the header record, then the data record and
+ * the end. */
+static cairn_status idx_parse(idx_reader *r, const struct stat *st, uint64_t max_bytes, cairn_tensor **out) {
+  idx_header h;
+  cairn_status s = idx_read_header(r, max_bytes, &h);
+  if (s) return s;
+  const cairn_dtype dt = h.dt;
+  const int rank = h.rank;
+  const int64_t *shape = h.shape;
+  const char *dstr = h.dstr;
+  const size_t esize = h.esize;
+  const uint64_t hdr = h.hdr, count = h.count, bytes = h.bytes;
+  uint64_t got;
 
   /* A plain file's length is known: reject a wrong one before allocating
    * (a 20-byte file can claim gigabytes). gzip data can only be counted by

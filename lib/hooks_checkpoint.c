@@ -11,13 +11,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cairn/checkpoint_dir.h"
 #include "cairn/monitored.h"
+#include "cairn/saver.h"
 #include "hook_impl.h"
-#include "saver_impl.h" /* the saves guarded by the lock's directory */
+#include "checkpoint_dir_impl.h" /* the directory's identity */
 
 typedef struct ckpt_hook {
-  char *dir;
-  char *prefix;     /* dir/basename */
+  char *dir;        /* checkpoint_dir as given: opened (and locked) once it exists */
+  char *prefix;     /* dir/basename, for the log */
   char *prefix_dir; /* the directory the files go to: dir, or deeper with a basename "sub/name" */
   cairn_saver *saver;
   cairn_scaffold *scaffold;
@@ -27,8 +29,11 @@ typedef struct ckpt_hook {
   const cairn_env *env;
   cairn_timer *timer;
   int64_t steps_per_run;
-  cairn_checkpoint_lock *lock; /* the directory's, from begin() (or the first save) to end() */
-  const char *base;            /* the basename: the prefix relative to dir, for the lock's cleanup */
+  /* The directory, open and locked from begin() (or the first save) to
+     end(): its identity is checked before each save, and the saves go
+     into it (cairn_saver_save_in). */
+  cairn_checkpoint_dir *cdir;
+  const char *base; /* the basename: the prefix relative to dir */
   int dirs_made;               /* this session's first save has run mkdir -p (it runs once) */
   char path[4096];
   /* asynchronous saves (cairn_saver_save_begin) */
@@ -49,14 +54,18 @@ static const char ckpt_name[] = "CheckpointSaverHook";
  * yet is locked as soon as it does: the first save creates it, then locks
  * it, then writes. */
 static cairn_status ckpt_lock(ckpt_hook *h) {
-  if (h->lock) return CAIRN_OK;
+  if (h->cdir) return CAIRN_OK;
   struct stat sb;
   if (stat(h->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CAIRN_OK;
-  cairn_status st = cairn_checkpoint_lock_new_prefix(h->dir, h->base, &h->lock);
+  cairn_checkpoint_dir_options o = cairn_checkpoint_dir_options_default();
+  o.lock = 1;
+  o.prefix = h->base;
+  o.env = h->env;
+  cairn_status st = cairn_checkpoint_dir_open(h->dir, &o, &h->cdir);
   if (st != CAIRN_OK) return st;
   size_t files;
   uint64_t bytes;
-  cairn_checkpoint_lock_removed(h->lock, &files, &bytes);
+  cairn_checkpoint_dir_removed(h->cdir, &files, &bytes);
   if (files) {
     double b = (double)bytes;
     const char *unit = b >= 1e9 ? "GB" : b >= 1e6 ? "MB" : "kB";
@@ -68,8 +77,8 @@ static cairn_status ckpt_lock(ckpt_hook *h) {
 }
 
 static void ckpt_unlock(ckpt_hook *h) {
-  cairn_checkpoint_lock_free(h->lock);
-  h->lock = NULL;
+  cairn_checkpoint_dir_close(h->cdir);
+  h->cdir = NULL;
 }
 
 static void ckpt_destroy(void *self) {
@@ -115,7 +124,7 @@ static cairn_status ckpt_prologue(ckpt_hook *h, cairn_session *s, int64_t step, 
   /* The directory locked must still be the one at the path: removed or
      replaced, the lock guards nothing any more (a second trainer could
      lock what is there now), so the save fails and training stops. */
-  if (h->lock && (st = cairn__dir_guard_check(cairn__checkpoint_lock_guard(h->lock), ckpt_name)) != CAIRN_OK)
+  if (h->cdir && (st = cairn__dir_guard_check(cairn__checkpoint_dir_guard(h->cdir), ckpt_name)) != CAIRN_OK)
     return st;
   /* TF's hook creates checkpoint_dir (its summary writer and graph writer
      call MakeDirs), so a first run into a new directory works; the Saver
@@ -127,7 +136,7 @@ static cairn_status ckpt_prologue(ckpt_hook *h, cairn_session *s, int64_t step, 
     h->dirs_made = 1;
   }
   if ((st = ckpt_lock(h)) != CAIRN_OK) return st;
-  if (!h->lock) /* made once, gone before it could be locked */
+  if (!h->cdir) /* made once, gone before it could be locked */
     return cairn__fail(CAIRN_E_NOT_FOUND,
                        "%s: checkpoint directory '%s' was removed before its first save could lock it; not "
                        "re-creating it; training stops", ckpt_name, h->dir);
@@ -222,10 +231,9 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
   cairn_saver *saver = NULL;
   if ((st = ckpt_prologue(h, s, step, &saver)) != CAIRN_OK) return st;
   h->skipped = 0;
-  const cairn__dir_guard *guard = cairn__checkpoint_lock_guard(h->lock);
   if (h->async && !sync) {
-    if ((st = cairn__saver_save_begin_guarded(saver, h->prefix, step, h->pending_path, sizeof h->pending_path,
-                                              guard)) != CAIRN_OK)
+    if ((st = cairn_saver_save_begin_in(saver, h->cdir, h->base, step, h->pending_path, sizeof h->pending_path)) !=
+        CAIRN_OK)
       return st;
     h->pending = 1;
     h->pending_step = step;
@@ -233,7 +241,7 @@ static cairn_status ckpt_save(ckpt_hook *h, cairn_session *s, int64_t step, int 
     *stop = stop2;
     return CAIRN_OK;
   }
-  if ((st = cairn__saver_save_guarded(saver, h->prefix, step, h->path, sizeof h->path, guard)) != CAIRN_OK) return st;
+  if ((st = cairn_saver_save_in(saver, h->cdir, h->base, step, h->path, sizeof h->path)) != CAIRN_OK) return st;
   st = ckpt_epilogue(h, s, saver, step, h->path, stop);
   *stop |= stop2;
   return st;

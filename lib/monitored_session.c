@@ -111,22 +111,17 @@ static void conflict_add(char *buf, size_t len, const char *name) {
 static const cairn_run_args empty_args;
 
 /* ---- _HookedSession.run ---- */
-static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args *args) {
-  if (ms->hook_stop) return cairn__fail(CAIRN_E_STATE, "Run called even after should_stop requested.");
-  if (!ms->raw) return cairn__fail(CAIRN_E_STATE, "run: the monitored session has no session");
-  if ((args->n_ops && !args->ops) || (args->n_feeds && !args->feeds) || (args->n_fetches && !args->fetches))
-    return cairn__fail(CAIRN_E_NULL, "run: a list of ops, feeds or fetches is NULL");
-  cairn_run_context ctx = {ms->raw, args, 0};
-  char conflicts[CAIRN__ERRMSG_LEN - 128]; /* + the text around it: fits cairn_errmsg() */
 
-  for (size_t i = 0; i < ms->n_hooks; i++) cairn__run_request_reset(&ms->slots[i].req);
-  /* 3. before_run of every hook, in order; merge their feeds as we go. */
-  size_t n_hook_feeds = 0;
+/* Step 3: before_run of every hook, in order, merging their feeds as it
+ * goes (a name two hooks feed is an error); *n_hook_feeds: their count. */
+static cairn_status run_before_hooks(cairn_monitored_session *ms, cairn_run_context *ctx, size_t *n_hook_feeds) {
+  char conflicts[CAIRN__ERRMSG_LEN - 128]; /* + the text around it: fits cairn_errmsg() */
+  *n_hook_feeds = 0;
   for (size_t i = 0; i < ms->n_hooks; i++) {
     cairn_hook *h = ms->hooks[i];
     cairn_run_request *req = &ms->slots[i].req;
     if (h->vt->before_run) {
-      cairn_status st = h->vt->before_run(h->self, &ctx, req);
+      cairn_status st = h->vt->before_run(h->self, ctx, req);
       if (st != CAIRN_OK) return st;
     }
     conflicts[0] = '\0';
@@ -139,10 +134,14 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
       }
     if (conflicts[0])
       return cairn__fail(CAIRN_E_INVALID, "Same tensor is fed by two hooks. Conflict(s): [%s]", conflicts);
-    n_hook_feeds += req->n_feed;
+    *n_hook_feeds += req->n_feed;
   }
+  return CAIRN_OK;
+}
 
-  /* 4. feeds: the caller's, then the hooks'; a name in both is an error. */
+/* Step 4: a name fed by the caller and by a hook is an error. */
+static cairn_status check_user_feeds(const cairn_monitored_session *ms, const cairn_run_args *args) {
+  char conflicts[CAIRN__ERRMSG_LEN - 128];
   conflicts[0] = '\0';
   for (size_t i = 0; i < ms->n_hooks; i++) {
     const cairn_run_request *req = &ms->slots[i].req;
@@ -154,7 +153,15 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
   if (conflicts[0])
     return cairn__fail(CAIRN_E_INVALID, "Same tensor is fed by a SessionRunHook and user. Conflict(s): [%s]",
                        conflicts);
+  return CAIRN_OK;
+}
 
+/* Step 5: the merged request in ms->feeds, ms->ops and ms->fetches, into
+ * `merged` (the caller's first, then the hooks'); each hook's fetches are
+ * found again through its slot's idx. *want_sums: some hook asked for the
+ * run's summaries. */
+static cairn_status merge_requests(cairn_monitored_session *ms, const cairn_run_args *args, size_t n_hook_feeds,
+                                   cairn_run_args *merged, int *want_sums) {
   size_t n_ops = args->n_ops, n_fetch = args->n_fetches, n_feeds = args->n_feeds + n_hook_feeds;
   size_t max_fetch = n_fetch, max_ops = n_ops;
   for (size_t i = 0; i < ms->n_hooks; i++) {
@@ -176,10 +183,10 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
   /* Ops: the caller's, then each hook's (an op already in the list runs
      once, as TF fetching the same op twice). */
   for (size_t o = 0; o < args->n_ops; o++) ms->ops[o] = args->ops[o];
-  int want_sums = 0;
+  *want_sums = 0;
   for (size_t i = 0; i < ms->n_hooks; i++) {
     const cairn_run_request *req = &ms->slots[i].req;
-    want_sums |= req->summaries;
+    *want_sums |= req->summaries;
     for (size_t o = 0; o < req->n_ops; o++) {
       size_t q = 0;
       while (q < n_ops && ms->ops[q] != req->ops[o]) q++;
@@ -208,15 +215,51 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
       sl->idx[f] = q;
     }
   }
+  memset(merged, 0, sizeof *merged);
+  merged->ops = ms->ops;
+  merged->n_ops = n_ops;
+  merged->feeds = ms->feeds;
+  merged->n_feeds = n_feeds;
+  merged->fetches = ms->fetches;
+  merged->n_fetches = n_fetch;
+  return CAIRN_OK;
+}
+
+/* Step 7: after_run of every hook with the values it asked for. */
+static cairn_status run_after_hooks(cairn_monitored_session *ms, cairn_run_context *ctx) {
+  for (size_t i = 0; i < ms->n_hooks; i++) {
+    cairn_hook *h = ms->hooks[i];
+    hook_slot *sl = &ms->slots[i];
+    sl->vals.req = (sl->req.n_fetch || sl->req.summaries) ? &sl->req : NULL;
+    sl->vals.merged = ms->fetches;
+    sl->vals.idx = sl->idx;
+    sl->vals.sums = sl->req.summaries ? ms->sums : NULL;
+    sl->vals.n_sums = sl->req.summaries ? ms->n_sums : 0;
+    sl->vals.sum_arena = ms->sum_arena;
+    if (h->vt->after_run) {
+      cairn_status st = h->vt->after_run(h->self, ctx, &sl->vals);
+      if (st != CAIRN_OK) return st;
+    }
+  }
+  return CAIRN_OK;
+}
+
+static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args *args) {
+  if (ms->hook_stop) return cairn__fail(CAIRN_E_STATE, "Run called even after should_stop requested.");
+  if (!ms->raw) return cairn__fail(CAIRN_E_STATE, "run: the monitored session has no session");
+  if ((args->n_ops && !args->ops) || (args->n_feeds && !args->feeds) || (args->n_fetches && !args->fetches))
+    return cairn__fail(CAIRN_E_NULL, "run: a list of ops, feeds or fetches is NULL");
+  cairn_run_context ctx = {ms->raw, args, 0};
+  for (size_t i = 0; i < ms->n_hooks; i++) cairn__run_request_reset(&ms->slots[i].req);
+  size_t n_hook_feeds = 0;
+  int want_sums = 0;
+  cairn_run_args merged;
+  cairn_status st = run_before_hooks(ms, &ctx, &n_hook_feeds);
+  if (!st) st = check_user_feeds(ms, args);
+  if (!st) st = merge_requests(ms, args, n_hook_feeds, &merged, &want_sums);
+  if (st) return st;
 
   /* 6. one run of everything. */
-  cairn_run_args merged;
-  merged.ops = ms->ops;
-  merged.n_ops = n_ops;
-  merged.feeds = ms->feeds;
-  merged.n_feeds = n_feeds;
-  merged.fetches = ms->fetches;
-  merged.n_fetches = n_fetch;
   ms->n_sums = 0;
   ms->sum_len = 0;
   ms->sum_failed = 0;
@@ -229,26 +272,11 @@ static cairn_status hooked_run(cairn_monitored_session *ms, const cairn_run_args
     merged.summary_fn = args->summary_fn;
     merged.summary_ctx = args->summary_ctx;
   }
-  cairn_status st = cairn_session_run(ms->raw, &merged);
+  st = cairn_session_run(ms->raw, &merged);
   if (st != CAIRN_OK) return st; /* no after_run when the run failed */
   if (ms->sum_failed) return cairn__fail(CAIRN_E_NOMEM, "run: out of memory collecting summaries");
   for (size_t f = 0; f < args->n_fetches; f++) args->fetches[f].value = ms->fetches[f].value;
-
-  /* 7. after_run of every hook with the values it asked for. */
-  for (size_t i = 0; i < ms->n_hooks; i++) {
-    cairn_hook *h = ms->hooks[i];
-    hook_slot *sl = &ms->slots[i];
-    sl->vals.req = (sl->req.n_fetch || sl->req.summaries) ? &sl->req : NULL;
-    sl->vals.merged = ms->fetches;
-    sl->vals.idx = sl->idx;
-    sl->vals.sums = sl->req.summaries ? ms->sums : NULL;
-    sl->vals.n_sums = sl->req.summaries ? ms->n_sums : 0;
-    sl->vals.sum_arena = ms->sum_arena;
-    if (h->vt->after_run) {
-      st = h->vt->after_run(h->self, &ctx, &sl->vals);
-      if (st != CAIRN_OK) return st;
-    }
-  }
+  if ((st = run_after_hooks(ms, &ctx)) != CAIRN_OK) return st;
   /* 8. */
   if (ctx.stop_requested) ms->hook_stop = 1;
   return CAIRN_OK;

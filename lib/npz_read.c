@@ -369,6 +369,38 @@ static cairn_status other_format(int fd, const char *path, cairn_status zip_st) 
   cairn_ckpt_close(c);
   return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: %s, not a ZIP (.npz) file: open it with cairn_ckpt_open "
                      "(ckpt-inspect import reads it as such)", path, what);
+/* Directory entry i of the archive: its name (safe), sizes and CRC into
+ * r->m[r->n] (r->n advanced once the name is kept), and the checks of its
+ * encryption, method and sizes. */
+static cairn_status read_member_entry(cairn_npz_reader *r, const char *path, zip_int64_t i) {
+  zip_stat_t zs;
+  const char *name = zip_get_name(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+  if (!name || zip_stat_index(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW, &zs) != 0)
+    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %lld: %s", path, (long long)i, zip_strerror(r->za));
+  npz_member *m = &r->m[r->n];
+  if (!(m->name = strdup(name))) return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+  r->n++;
+  m->usize = zs.size;
+  m->csize = zs.comp_size;
+  m->crc = zs.crc;
+  if (!name_is_safe(name, strlen(name)))
+    return cairn__fail(CAIRN_E_FORMAT,
+                       "npz_reader_open: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
+                       "character or invalid UTF-8)",
+                       path, (long long)i);
+  if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE)
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: member '%s' is encrypted", path, name);
+  if (zs.comp_method != ZIP_CM_STORE && zs.comp_method != ZIP_CM_DEFLATE)
+    return cairn__fail(CAIRN_E_UNSUPPORTED,
+                       "npz_reader_open: %s: member '%s' uses compression method %u (only stored and deflate are "
+                       "supported, as numpy.savez and savez_compressed write)",
+                       path, name, (unsigned)zs.comp_method);
+  if (zs.comp_method == ZIP_CM_STORE ? zs.comp_size != zs.size
+                                     : (zs.comp_size == 0 || zs.size / DEFLATE_MAX_RATIO > zs.comp_size))
+    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member '%s' claims %llu bytes from %llu %s bytes: impossible",
+                       path, name, (unsigned long long)zs.size, (unsigned long long)zs.comp_size,
+                       zs.comp_method == ZIP_CM_STORE ? "stored" : "deflated");
+  return CAIRN_OK;
 }
 
 cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
@@ -424,49 +456,8 @@ cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
     cairn_npz_reader_close(r);
     return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
   }
-  for (zip_int64_t i = 0; i < n; i++) {
-    zip_stat_t zs;
-    const char *name = zip_get_name(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
-    if (!name || zip_stat_index(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW, &zs) != 0) {
-      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %lld: %s", path, (long long)i,
-                      zip_strerror(r->za));
-      goto fail;
-    }
-    npz_member *m = &r->m[r->n];
-    if (!(m->name = strdup(name))) {
-      s = cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
-      goto fail;
-    }
-    r->n++;
-    m->usize = zs.size;
-    m->csize = zs.comp_size;
-    m->crc = zs.crc;
-    if (!name_is_safe(name, strlen(name))) {
-      s = cairn__fail(CAIRN_E_FORMAT,
-                      "npz_reader_open: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
-                      "character or invalid UTF-8)",
-                      path, (long long)i);
-      goto fail;
-    }
-    if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE) {
-      s = cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: member '%s' is encrypted", path, name);
-      goto fail;
-    }
-    if (zs.comp_method != ZIP_CM_STORE && zs.comp_method != ZIP_CM_DEFLATE) {
-      s = cairn__fail(CAIRN_E_UNSUPPORTED,
-                      "npz_reader_open: %s: member '%s' uses compression method %u (only stored and deflate are "
-                      "supported, as numpy.savez and savez_compressed write)",
-                      path, name, (unsigned)zs.comp_method);
-      goto fail;
-    }
-    if (zs.comp_method == ZIP_CM_STORE ? zs.comp_size != zs.size
-                                       : (zs.comp_size == 0 || zs.size / DEFLATE_MAX_RATIO > zs.comp_size)) {
-      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member '%s' claims %llu bytes from %llu %s bytes: impossible",
-                      path, name, (unsigned long long)zs.size, (unsigned long long)zs.comp_size,
-                      zs.comp_method == ZIP_CM_STORE ? "stored" : "deflated");
-      goto fail;
-    }
-  }
+  for (zip_int64_t i = 0; i < n; i++)
+    if ((s = read_member_entry(r, path, i)) != CAIRN_OK) goto fail;
   *out = r;
   return CAIRN_OK;
 fail:
@@ -788,153 +779,182 @@ static cairn_status append_transposed(cairn_ckpt_writer *w, const unsigned char 
 
 /* The body of cairn_npz_reader_import once the member is open; buf holds
  * NPZ_IO_CHUNK bytes. *begun is set once the tensor is begun in w. */
-static cairn_status import_member(mstream *ms, cairn_ckpt_writer *w, const char *tname, unsigned char *buf,
-                                  int *begun) {
+/* A member's .npy header, as read and checked. */
+typedef struct npy_info {
+  npy_header h;
+  cairn_dtype dt;
+  int swap;
+  size_t es;
+  uint64_t count, nbytes, data_off;
+} npy_info;
+
+/* The record at the start of a member: magic, version, header length and
+ * the header dict, into *ni. 0; 1 with the message in err and its code in
+ * *code (the member is then drained); -1 when the stream failed (ms->st). */
+static int read_npy_header(mstream *ms, unsigned char *buf, const char *what, npy_info *ni, char *err, size_t errlen,
+                           cairn_status *code) {
   static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   const npz_member *m = ms->m;
-  const char *path = ms->path;
-  char what[1024];
-  snprintf(what, sizeof what, "npz_reader_import: %s: member '%s'", path, m->name);
-  char err[2048] = "";
-  cairn_status code = CAIRN_E_FORMAT;
   unsigned char pre[12];
   int shortr = 0;
   uint64_t hstart = 10, hlen = 0;
-  npy_header h;
-  memset(&h, 0, sizeof h);
-  cairn_dtype dt = CAIRN_DTYPE_F32;
-  int swap = 0;
-  uint64_t count = 1, nbytes = 0, data_off = 0;
-  size_t es = 1;
-  /* Magic, version, header length. */
   if (ms_read_full(ms, pre, 10, &shortr) != 0) {
-    if (!shortr) return ms->st;
-    seterr(err, sizeof err, "%s: not a .npy array (%llu bytes, shorter than a .npy header)", what,
+    if (!shortr) return -1;
+    seterr(err, errlen, "%s: not a .npy array (%llu bytes, shorter than a .npy header)", what,
            (unsigned long long)ms->got);
-    goto npy_error;
+    return 1;
   }
   if (memcmp(pre, magic, 6) != 0) {
-    seterr(err, sizeof err, "%s: not a .npy array (bad magic)", what);
-    goto npy_error;
+    seterr(err, errlen, "%s: not a .npy array (bad magic)", what);
+    return 1;
   }
   if (pre[6] < 1 || pre[6] > 3 || pre[7] != 0) {
-    seterr(err, sizeof err, "%s: .npy format version %u.%u is not supported (1.0, 2.0, 3.0 are)", what, pre[6],
-           pre[7]);
-    code = CAIRN_E_UNSUPPORTED;
-    goto npy_error;
+    seterr(err, errlen, "%s: .npy format version %u.%u is not supported (1.0, 2.0, 3.0 are)", what, pre[6], pre[7]);
+    *code = CAIRN_E_UNSUPPORTED;
+    return 1;
   }
   if (pre[6] == 1) {
     hlen = rd16(pre + 8);
   } else {
     if (ms_read_full(ms, pre + 10, 2, &shortr) != 0) {
-      if (!shortr) return ms->st;
-      seterr(err, sizeof err, "%s: .npy header is cut short", what);
-      goto npy_error;
+      if (!shortr) return -1;
+      seterr(err, errlen, "%s: .npy header is cut short", what);
+      return 1;
     }
     hstart = 12;
     hlen = rd32(pre + 8);
   }
   if (hlen > NPY_MAX_HEADER) {
-    seterr(err, sizeof err, "%s: .npy header of %llu bytes exceeds the %u-byte limit", what, (unsigned long long)hlen,
+    seterr(err, errlen, "%s: .npy header of %llu bytes exceeds the %u-byte limit", what, (unsigned long long)hlen,
            NPY_MAX_HEADER);
-    goto npy_error;
+    return 1;
   }
   if (ms_read_full(ms, buf, (size_t)hlen, &shortr) != 0) {
-    if (!shortr) return ms->st;
-    seterr(err, sizeof err, "%s: .npy header (%llu bytes) runs past the end of the member (%llu bytes)", what,
+    if (!shortr) return -1;
+    seterr(err, errlen, "%s: .npy header (%llu bytes) runs past the end of the member (%llu bytes)", what,
            (unsigned long long)hlen, (unsigned long long)m->usize);
-    goto npy_error;
+    return 1;
   }
-  if (parse_header_dict((const char *)buf, (size_t)hlen, &h, what, err, sizeof err) != 0) goto npy_error;
-  if (descr_dtype(h.descr, &dt, &swap) != 0) {
-    seterr(err, sizeof err,
+  if (parse_header_dict((const char *)buf, (size_t)hlen, &ni->h, what, err, errlen) != 0) return 1;
+  if (descr_dtype(ni->h.descr, &ni->dt, &ni->swap) != 0) {
+    seterr(err, errlen,
            "%s: dtype '%s' is not supported (supported: float16/32/64, int8-64, uint8-64 and bool, in '<', '>' or "
            "'|' byte order; bfloat16 has no NumPy dtype)",
-           what, h.descr);
-    code = CAIRN_E_UNSUPPORTED;
-    goto npy_error;
+           what, ni->h.descr);
+    *code = CAIRN_E_UNSUPPORTED;
+    return 1;
   }
-  if (h.rank > CAIRN_MAX_RANK) {
-    seterr(err, sizeof err, "%s has rank %d; cairn tensors have at most %d dimensions", what, h.rank, CAIRN_MAX_RANK);
-    code = CAIRN_E_UNSUPPORTED;
-    goto npy_error;
+  if (ni->h.rank > CAIRN_MAX_RANK) {
+    seterr(err, errlen, "%s has rank %d; cairn tensors have at most %d dimensions", what, ni->h.rank, CAIRN_MAX_RANK);
+    *code = CAIRN_E_UNSUPPORTED;
+    return 1;
   }
-  es = cairn_dtype_size(dt);
-  for (int k = 0; k < h.rank; k++) {
-    if (h.shape[k] != 0 && count > UINT64_MAX / (uint64_t)h.shape[k]) {
-      seterr(err, sizeof err, "%s: .npy shape overflows", what);
-      goto npy_error;
+  ni->es = cairn_dtype_size(ni->dt);
+  ni->count = 1;
+  for (int k = 0; k < ni->h.rank; k++) {
+    if (ni->h.shape[k] != 0 && ni->count > UINT64_MAX / (uint64_t)ni->h.shape[k]) {
+      seterr(err, errlen, "%s: .npy shape overflows", what);
+      return 1;
     }
-    count *= (uint64_t)h.shape[k];
+    ni->count *= (uint64_t)ni->h.shape[k];
   }
-  if (count > UINT64_MAX / es) {
-    seterr(err, sizeof err, "%s: .npy shape overflows", what);
-    goto npy_error;
+  if (ni->count > UINT64_MAX / ni->es) {
+    seterr(err, errlen, "%s: .npy shape overflows", what);
+    return 1;
   }
-  nbytes = count * es;
-  data_off = hstart + hlen;
-  if (m->usize - data_off != nbytes) {
+  ni->nbytes = ni->count * ni->es;
+  ni->data_off = hstart + hlen;
+  return 0;
+}
+
+/* The record after the header: the array's data, streamed into the
+ * writer's tensor tname (byte order and bool values fixed; a Fortran-order
+ * array, read whole and bounded, transposed to C order). */
+static cairn_status write_npy_data(mstream *ms, cairn_ckpt_writer *w, const char *tname, unsigned char *buf,
+                                   const char *what, const npy_info *ni, int *begun) {
+  const npz_member *m = ms->m;
+  int shortr = 0;
+  int fortran = ni->h.fortran && ni->h.rank > 1 && ni->count > 1;
+  if (fortran && ni->nbytes > NPZ_FORTRAN_MAX_BYTES)
+    return cairn__fail(CAIRN_E_LIMIT,
+                       "%s is a Fortran-order array of rank %d and %llu bytes; cairn transposes such arrays to C order "
+                       "in memory only up to %u bytes (save it with numpy.ascontiguousarray, or split it)",
+                       what, ni->h.rank, (unsigned long long)ni->nbytes, NPZ_FORTRAN_MAX_BYTES);
+  cairn_status s;
+  unsigned char *whole = NULL;
+  if (fortran) {
+    /* Read whole (bounded above), then written in C order. */
+    whole = malloc(ni->nbytes ? (size_t)ni->nbytes : 1);
+    if (!whole)
+      return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory (%llu bytes)", what, (unsigned long long)ni->nbytes);
+    if (ms_read_full(ms, whole, (size_t)ni->nbytes, &shortr) != 0) {
+      free(whole);
+      if (shortr) return cairn__fail(CAIRN_E_FORMAT, "%s: ends early", what); /* not reached: sizes checked */
+      return ms->st;
+    }
+    fix_items(whole, (size_t)ni->nbytes, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
+  }
+  if ((s = cairn_ckpt_writer_begin(w, tname, ni->dt, ni->h.rank, ni->h.shape))) {
+    free(whole);
+    return s;
+  }
+  *begun = 1;
+  if (fortran) {
+    s = append_transposed(w, whole, ni->h.rank, ni->h.shape, ni->count, ni->es, buf, NPZ_IO_CHUNK);
+    free(whole);
+    return s;
+  }
+  uint64_t left = ni->nbytes;
+  while (left > 0) {
+    size_t k = left < NPZ_IO_CHUNK ? (size_t)left : NPZ_IO_CHUNK;
+    if (ms_read_full(ms, buf, k, &shortr) != 0) {
+      if (shortr)
+        return cairn__fail(CAIRN_E_FORMAT,
+                           "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
+                           ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
+      return ms->st;
+    }
+    fix_items(buf, k, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
+    if ((s = cairn_ckpt_writer_append(w, buf, k))) return s;
+    left -= k;
+  }
+  return CAIRN_OK;
+}
+
+static cairn_status import_member(mstream *ms, cairn_ckpt_writer *w, const char *tname, unsigned char *buf,
+                                  int *begun) {
+  const npz_member *m = ms->m;
+  char what[1024];
+  snprintf(what, sizeof what, "npz_reader_import: %s: member '%s'", ms->path, m->name);
+  char err[2048] = "";
+  cairn_status code = CAIRN_E_FORMAT;
+  npy_info ni;
+  memset(&ni, 0, sizeof ni);
+  ni.dt = CAIRN_DTYPE_F32;
+  int r = read_npy_header(ms, buf, what, &ni, err, sizeof err, &code);
+  if (r < 0) return ms->st;
+  if (r > 0) {
+    if (ms_drain(ms, buf, NPZ_IO_CHUNK) != 0) return ms->st;
+    return cairn__fail(code, "%s", err);
+  }
+  if (m->usize - ni.data_off != ni.nbytes) {
     /* The container's size is checked first (ms_drain): then the
      * difference is the array's own. */
     if (ms_drain(ms, buf, NPZ_IO_CHUNK) != 0) return ms->st;
     return cairn__fail(CAIRN_E_FORMAT,
                        "%s: .npy data is %llu bytes but the header's shape and dtype '%s' need %llu (file not fully "
                        "written?)",
-                       what, (unsigned long long)(m->usize - data_off), h.descr, (unsigned long long)nbytes);
+                       what, (unsigned long long)(m->usize - ni.data_off), ni.h.descr, (unsigned long long)ni.nbytes);
   }
-  if (nbytes > NPZ_MAX_MEMBER_BYTES)
+  if (ni.nbytes > NPZ_MAX_MEMBER_BYTES)
     return cairn__fail(CAIRN_E_LIMIT, "%s: %llu bytes of data exceed the limit of %llu bytes per member", what,
-                       (unsigned long long)nbytes, (unsigned long long)NPZ_MAX_MEMBER_BYTES);
-  int fortran = h.fortran && h.rank > 1 && count > 1;
-  if (fortran && nbytes > NPZ_FORTRAN_MAX_BYTES)
-    return cairn__fail(CAIRN_E_LIMIT,
-                       "%s is a Fortran-order array of rank %d and %llu bytes; cairn transposes such arrays to C order "
-                       "in memory only up to %u bytes (save it with numpy.ascontiguousarray, or split it)",
-                       what, h.rank, (unsigned long long)nbytes, NPZ_FORTRAN_MAX_BYTES);
-  cairn_status s;
-  unsigned char *whole = NULL;
-  if (fortran) {
-    /* Read whole (bounded above), then written in C order. */
-    whole = malloc(nbytes ? (size_t)nbytes : 1);
-    if (!whole) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory (%llu bytes)", what, (unsigned long long)nbytes);
-    if (ms_read_full(ms, whole, (size_t)nbytes, &shortr) != 0) {
-      free(whole);
-      if (shortr) return cairn__fail(CAIRN_E_FORMAT, "%s: ends early", what); /* not reached: sizes checked */
-      return ms->st;
-    }
-    fix_items(whole, (size_t)nbytes, es, swap, dt == CAIRN_DTYPE_BOOL);
-  }
-  if ((s = cairn_ckpt_writer_begin(w, tname, dt, h.rank, h.shape))) {
-    free(whole);
-    return s;
-  }
-  *begun = 1;
-  if (fortran) {
-    s = append_transposed(w, whole, h.rank, h.shape, count, es, buf, NPZ_IO_CHUNK);
-    free(whole);
-    if (s) return s;
-  } else {
-    uint64_t left = nbytes;
-    while (left > 0) {
-      size_t k = left < NPZ_IO_CHUNK ? (size_t)left : NPZ_IO_CHUNK;
-      if (ms_read_full(ms, buf, k, &shortr) != 0) {
-        if (shortr)
-          return cairn__fail(CAIRN_E_FORMAT, "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
-                             path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
-        return ms->st;
-      }
-      fix_items(buf, k, es, swap, dt == CAIRN_DTYPE_BOOL);
-      if ((s = cairn_ckpt_writer_append(w, buf, k))) return s;
-      left -= k;
-    }
-  }
+                       (unsigned long long)ni.nbytes, (unsigned long long)NPZ_MAX_MEMBER_BYTES);
+  cairn_status s = write_npy_data(ms, w, tname, buf, what, &ni, begun);
+  if (s) return s;
   /* The end of the member: libzip's CRC and size checks. */
   int64_t n = ms_read(ms, buf, 1);
   if (n != 0) return ms->st; /* n > 0 cannot pass ms_read: sizes were checked */
   return cairn_ckpt_writer_end(w);
-npy_error:
-  if (ms_drain(ms, buf, NPZ_IO_CHUNK) != 0) return ms->st;
-  return cairn__fail(code, "%s", err);
 }
 
 cairn_status cairn_npz_reader_import(cairn_npz_reader *r, size_t i, cairn_ckpt_writer *w, const char *name) {

@@ -340,6 +340,147 @@ static cairn_status parse_meta(jp *j, ck_view *v, size_t *mcap, char **ma) {
   return CAIRN_OK;
 }
 
+/* Step 1 of st_open: the file, its header length and the header's bytes
+ * into *hdr (n bytes), with the view's two arenas of n bytes for the
+ * decoded names and metadata: every decoded string with its NUL is
+ * shorter than its encoded form with two quotes. The arenas' untouched
+ * pages cost nothing. */
+static cairn_status st_read_header(const cairn__dir *d, st_state *s, const cairn_ckpt_limits *lim, ck_view *v,
+                                   unsigned char **hdr, uint64_t *n_out) {
+  const char *path = s->path;
+  char why[700];
+  if ((s->fd = cairn__open_read(d, path, NULL, why, sizeof why)) < 0)
+    return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", path, why);
+  struct stat sb;
+  if (fstat(s->fd, &sb) != 0) {
+    int e = errno;
+    return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot stat '%s': %s", path, strerror(e));
+  }
+  s->size = (uint64_t)sb.st_size;
+  unsigned char lb[8];
+  cairn_status st = cairn__ck_pread(s->fd, lb, 8, 0, path, "safetensors header length");
+  if (st) return st;
+  uint64_t n = ck_get64(lb);
+  if (n > lim->max_index_bytes)
+    return cairn__fail(CAIRN_E_LIMIT, "'%s' offset 0: safetensors header of %llu bytes exceeds the limit %llu", path,
+                       (ull)n, (ull)lim->max_index_bytes);
+  if (n > s->size - 8)
+    return cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset 0: safetensors header of %llu bytes, but the file has %llu after "
+                       "the length (a safetensors file, not a cairn checkpoint: ckpt-inspect recover does not apply)",
+                       path, (ull)n, (ull)(s->size - 8));
+  if (n < 2)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 0: safetensors header of %llu bytes cannot hold a JSON object",
+                       path, (ull)n);
+  s->data_start = 8 + n;
+  /* read whole: it is at most max_index_bytes and really present (n ≤ the file's size) */
+  *hdr = malloc((size_t)n);
+  v->names = malloc((size_t)n + 1);
+  v->meta_arena = malloc((size_t)n + 1);
+  if (!*hdr || !v->names || !v->meta_arena)
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for a safetensors header of %llu bytes", path, (ull)n);
+  *n_out = n;
+  return cairn__ck_pread(s->fd, *hdr, (size_t)n, 8, path, "safetensors header");
+}
+
+/* One record of the header object whose key was just decoded at *arena
+ * (kl bytes): a tensor, appended to the view (its name stays in the
+ * arena), or __metadata__. */
+static cairn_status st_parse_record(jp *j, const st_state *s, const cairn_ckpt_limits *lim, ck_view *v, char **arena,
+                                    size_t kl, char **ma, size_t *ecap, size_t *mcap, int *have_meta) {
+  const char *path = s->path;
+  char nb[96];
+  if (strcmp(*arena, ST_META_KEY) == 0) {
+    if (*have_meta)
+      return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: duplicate key __metadata__", path,
+                         jat(j));
+    *have_meta = 1;
+    return parse_meta(j, v, mcap, ma);
+  }
+  if (!cairn__ck_name_ok((const unsigned char *)*arena, kl))
+    return cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: tensor name '%s' is not 1..1024 bytes of UTF-8 "
+                       "without control characters", path, cairn__ck_short(*arena, kl, nb, sizeof nb));
+  size_t nt = v->n;
+  if (nt >= lim->max_tensors)
+    return cairn__fail(CAIRN_E_LIMIT, "'%s' offset %llu: more than %llu tensors (the limit)", path, jat(j),
+                       (ull)lim->max_tensors);
+  if (!cairn__grow((void **)&v->ents, ecap, nt + 1, sizeof *v->ents))
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %zu tensors", path, nt + 1);
+  ck_entry *e = &v->ents[nt];
+  memset(e, 0, sizeof *e);
+  e->name = *arena;
+  e->name_len = (uint16_t)kl;
+  e->seq = (uint32_t)nt;
+  *arena += kl + 1;
+  v->n = nt + 1;
+  /* The object's own strings are decoded after the name (scratch). */
+  return parse_tensor(j, s, e->name, kl, *arena, s->size - s->data_start, e);
+}
+
+/* Step 2: the header's JSON object, record by record, and nothing after
+ * it but blanks. */
+static cairn_status st_parse_header(const st_state *s, const cairn_ckpt_limits *lim, const unsigned char *hdr,
+                                    uint64_t n, ck_view *v) {
+  const char *path = s->path;
+  jp j = {hdr, hdr, hdr + n, path};
+  char *arena = v->names, *ma = v->meta_arena;
+  size_t ecap = 0, mcap = 0;
+  int have_meta = 0;
+  cairn_status st;
+  if (!jeat(&j, '{')) return cairn__fail(CAIRN_E_FORMAT, "'%s' offset 8: safetensors header is not a JSON object", path);
+  if (!jeat(&j, '}')) {
+    do {
+      size_t kl;
+      /* The key goes to the arena's end; it stays there if it names a tensor. */
+      if ((st = jstr(&j, arena, &kl))) return st;
+      if (!jeat(&j, ':')) return jerr(&j, "':' was expected after a key");
+      if ((st = st_parse_record(&j, s, lim, v, &arena, kl, &ma, &ecap, &mcap, &have_meta))) return st;
+    } while (jeat(&j, ','));
+    if (!jeat(&j, '}')) return jerr(&j, "',' or '}' was expected");
+  }
+  jws(&j);
+  if (j.p != j.end) return jerr(&j, "bytes after the object (only blanks may pad the header)");
+  if (!v->ents && !(v->ents = calloc(1, sizeof *v->ents))) return cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
+  if (!v->meta && !(v->meta = calloc(1, sizeof *v->meta))) return cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
+  return CAIRN_OK;
+}
+
+/* Step 3: the tensors' ranges tile the data region exactly, and no name
+ * (tensor or metadata key) appears twice; the view sorted by name. */
+static cairn_status st_check_layout(const st_state *s, ck_view *v) {
+  const char *path = s->path;
+  size_t nt = v->n;
+  char nb[96];
+  /* Offset order: the ranges must tile the data region. */
+  if (nt) qsort(v->ents, nt, sizeof *v->ents, cmp_begin);
+  uint64_t at = s->data_start;
+  for (size_t i = 0; i < nt; i++) {
+    const ck_entry *e = &v->ents[i];
+    if (e->data_offset != at)
+      return cairn__fail(CAIRN_E_FORMAT,
+                         "'%s': safetensors header: '%s' starts at data offset %llu, but the previous tensor ends at "
+                         "%llu (tensors must be contiguous, without overlaps or holes)",
+                         path, cairn__ck_short(e->name, e->name_len, nb, sizeof nb),
+                         (ull)(e->data_offset - s->data_start), (ull)(at - s->data_start));
+    at += e->raw_bytes;
+  }
+  if (at != s->size)
+    return cairn__fail(CAIRN_E_FORMAT,
+                       "'%s' offset %llu: %llu trailing bytes after the last tensor's data (a safetensors file, not a "
+                       "cairn checkpoint: no save was interrupted and ckpt-inspect recover does not apply; the file was "
+                       "appended to or its header is wrong)",
+                       path, (ull)at, (ull)(s->size - at));
+  size_t dup = cairn__view_sort(v->ents, nt);
+  if (dup != nt)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: duplicate key: tensor '%s' appears twice", path,
+                       cairn__ck_short(v->ents[dup].name, v->ents[dup].name_len, nb, sizeof nb));
+  cairn__view_sort_meta(v->meta, v->nmeta);
+  for (size_t i = 1; i < v->nmeta; i++)
+    if (strcmp(v->meta[i - 1].key, v->meta[i].key) == 0)
+      return cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: duplicate key '%.64s' in __metadata__", path,
+                         v->meta[i].key);
+  return CAIRN_OK;
+}
+
 static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_ckpt_limits *lim, void **state,
                             ck_view *v) {
   *state = NULL;
@@ -349,165 +490,12 @@ static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_c
     return cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
   }
   s->fd = -1;
-  cairn_status st = CAIRN_OK;
   unsigned char *hdr = NULL;
-  char why[700];
-  if ((s->fd = cairn__open_read(d, path, NULL, why, sizeof why)) < 0) {
-    st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", path, why);
-    goto out;
-  }
-  struct stat sb;
-  if (fstat(s->fd, &sb) != 0) {
-    int e = errno;
-    st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot stat '%s': %s", path, strerror(e));
-    goto out;
-  }
-  s->size = (uint64_t)sb.st_size;
-  unsigned char lb[8];
-  if ((st = cairn__ck_pread(s->fd, lb, 8, 0, path, "safetensors header length"))) goto out;
-  uint64_t n = ck_get64(lb);
-  if (n > lim->max_index_bytes) {
-    st = cairn__fail(CAIRN_E_LIMIT, "'%s' offset 0: safetensors header of %llu bytes exceeds the limit %llu", path, (ull)n,
-                     (ull)lim->max_index_bytes);
-    goto out;
-  }
-  if (n > s->size - 8) {
-    st = cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset 0: safetensors header of %llu bytes, but the file has %llu after the "
-                     "length (a safetensors file, not a cairn checkpoint: ckpt-inspect recover does not apply)", path,
-                     (ull)n, (ull)(s->size - 8));
-    goto out;
-  }
-  if (n < 2) {
-    st = cairn__fail(CAIRN_E_FORMAT, "'%s' offset 0: safetensors header of %llu bytes cannot hold a JSON object", path, (ull)n);
-    goto out;
-  }
-  s->data_start = 8 + n;
-  /* The header's bytes (read whole: it is at most max_index_bytes and
-   * really present, n ≤ the file's size), and two arenas of n bytes for
-   * the decoded names and metadata: every decoded string with its NUL is
-   * shorter than its encoded form with two quotes. The arenas' untouched
-   * pages cost nothing. */
-  hdr = malloc((size_t)n);
-  v->names = malloc((size_t)n + 1);
-  v->meta_arena = malloc((size_t)n + 1);
-  if (!hdr || !v->names || !v->meta_arena) {
-    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for a safetensors header of %llu bytes", path, (ull)n);
-    goto out;
-  }
-  if ((st = cairn__ck_pread(s->fd, hdr, (size_t)n, 8, path, "safetensors header"))) goto out;
-  uint64_t data_size = s->size - s->data_start;
-  jp j = {hdr, hdr, hdr + n, path};
-  char *arena = v->names, *ma = v->meta_arena;
-  size_t ecap = 0, mcap = 0, nt = 0;
-  int have_meta = 0;
-  if (!jeat(&j, '{')) {
-    st = cairn__fail(CAIRN_E_FORMAT, "'%s' offset 8: safetensors header is not a JSON object", path);
-    goto out;
-  }
-  if (!jeat(&j, '}')) {
-    do {
-      size_t kl;
-      /* The key goes to the arena's end; it stays there if it names a tensor. */
-      if ((st = jstr(&j, arena, &kl))) goto out;
-      if (!jeat(&j, ':')) {
-        st = jerr(&j, "':' was expected after a key");
-        goto out;
-      }
-      char nb[96];
-      if (strcmp(arena, ST_META_KEY) == 0) {
-        if (have_meta) {
-          st = cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: safetensors header: duplicate key __metadata__", path, jat(&j));
-          goto out;
-        }
-        have_meta = 1;
-        if ((st = parse_meta(&j, v, &mcap, &ma))) goto out;
-        continue;
-      }
-      if (!cairn__ck_name_ok((const unsigned char *)arena, kl)) {
-        st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: tensor name '%s' is not 1..1024 bytes of UTF-8 "
-                         "without control characters", path, cairn__ck_short(arena, kl, nb, sizeof nb));
-        goto out;
-      }
-      if (nt >= lim->max_tensors) {
-        st = cairn__fail(CAIRN_E_LIMIT, "'%s' offset %llu: more than %llu tensors (the limit)", path, jat(&j),
-                         (ull)lim->max_tensors);
-        goto out;
-      }
-      if (!cairn__grow((void **)&v->ents, &ecap, nt + 1, sizeof *v->ents)) {
-        st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %zu tensors", path, nt + 1);
-        goto out;
-      }
-      ck_entry *e = &v->ents[nt];
-      memset(e, 0, sizeof *e);
-      e->name = arena;
-      e->name_len = (uint16_t)kl;
-      e->seq = (uint32_t)nt;
-      arena += kl + 1;
-      v->n = ++nt;
-      /* The object's own strings are decoded after the name (scratch). */
-      if ((st = parse_tensor(&j, s, e->name, kl, arena, data_size, e))) goto out;
-    } while (jeat(&j, ','));
-    if (!jeat(&j, '}')) {
-      st = jerr(&j, "',' or '}' was expected");
-      goto out;
-    }
-  }
-  jws(&j);
-  if (j.p != j.end) {
-    st = jerr(&j, "bytes after the object (only blanks may pad the header)");
-    goto out;
-  }
+  uint64_t n = 0;
+  cairn_status st = st_read_header(d, s, lim, v, &hdr, &n);
+  if (!st) st = st_parse_header(s, lim, hdr, n, v);
   free(hdr);
-  hdr = NULL;
-  if (!v->ents && !(v->ents = calloc(1, sizeof *v->ents))) {
-    st = cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
-    goto out;
-  }
-  if (!v->meta && !(v->meta = calloc(1, sizeof *v->meta))) {
-    st = cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
-    goto out;
-  }
-  /* Offset order: the ranges must tile the data region. */
-  if (nt) qsort(v->ents, nt, sizeof *v->ents, cmp_begin);
-  uint64_t at = s->data_start;
-  for (size_t i = 0; i < nt; i++) {
-    const ck_entry *e = &v->ents[i];
-    if (e->data_offset != at) {
-      char nb[96];
-      st = cairn__fail(CAIRN_E_FORMAT,
-                       "'%s': safetensors header: '%s' starts at data offset %llu, but the previous tensor ends at %llu "
-                       "(tensors must be contiguous, without overlaps or holes)",
-                       path, cairn__ck_short(e->name, e->name_len, nb, sizeof nb), (ull)(e->data_offset - s->data_start),
-                       (ull)(at - s->data_start));
-      goto out;
-    }
-    at += e->raw_bytes;
-  }
-  if (at != s->size) {
-    st = cairn__fail(CAIRN_E_FORMAT,
-                     "'%s' offset %llu: %llu trailing bytes after the last tensor's data (a safetensors file, not a "
-                     "cairn checkpoint: no save was interrupted and ckpt-inspect recover does not apply; the file was "
-                     "appended to or its header is wrong)",
-                     path, (ull)at, (ull)(s->size - at));
-    goto out;
-  }
-  size_t dup = cairn__view_sort(v->ents, nt);
-  if (dup != nt) {
-    char nb[96];
-    st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: duplicate key: tensor '%s' appears twice", path,
-                     cairn__ck_short(v->ents[dup].name, v->ents[dup].name_len, nb, sizeof nb));
-    goto out;
-  }
-  cairn__view_sort_meta(v->meta, v->nmeta);
-  for (size_t i = 1; i < v->nmeta; i++)
-    if (strcmp(v->meta[i - 1].key, v->meta[i].key) == 0) {
-      st = cairn__fail(CAIRN_E_FORMAT, "'%s': safetensors header: duplicate key '%.64s' in __metadata__", path, v->meta[i].key);
-      goto out;
-    }
-  v->major = 0;
-  v->minor = 0;
-out:
-  free(hdr);
+  if (!st) st = st_check_layout(s, v);
   if (st) {
     free(v->ents);
     free(v->names);
@@ -517,6 +505,8 @@ out:
     st_close(s);
     return st;
   }
+  v->major = 0;
+  v->minor = 0;
   *state = s;
   return CAIRN_OK;
 }
@@ -564,7 +554,20 @@ static cairn_status st_verify(void *p, const ck_entry *ents, size_t n) {
   return st;
 }
 
-const ck_backend cairn__ck_safetensors = {"safetensors", st_open, st_read, st_verify, st_close};
+/* The writer's side of the table (cairn_ckpt_out). */
+static cairn_status st_wopen(const char *path, const cairn_ckpt_write_options *o, void **w) {
+  (void)o;
+  return cairn_safetensors_writer_open(path, (cairn_safetensors_writer **)w);
+}
+static cairn_status st_wmeta(void *w, const char *key, const char *value) {
+  return cairn_safetensors_writer_meta(w, key, value);
+}
+CK_WRITE_ADAPTERS(st, cairn_safetensors_writer, cairn_safetensors_writer_add, cairn_safetensors_writer_commit,
+                  cairn_safetensors_writer_abort)
+
+const ck_backend cairn__ck_safetensors = {
+    .name = "safetensors", .open = st_open, .read = st_read, .verify = st_verify, .close = st_close,
+    .wopen = st_wopen, .wadd = st_wadd, .wmeta_str = st_wmeta, .wcommit = st_wcommit, .wabort = st_wabort};
 
 /* ---- writer ------------------------------------------------------------------------ */
 

@@ -5,11 +5,13 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "internal.h"
+#include "checkpoint_dir_impl.h"
 #include "saver_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 #include "cairn/ckpt.h"
 #include "cairn/runtime.h"
 #include "cairn/saver.h"
-#include "cairn/session.h" /* cairn_env_log: a recovered path rotation will not delete */
+#include "cairn/env.h" /* cairn_env_log: a recovered path rotation will not delete */
 #include "saver_impl.h"
 
 #define CKPT_NAME_MAX 1024
@@ -36,7 +38,12 @@ static double wall_clock(void *ctx) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double now(const cairn_saver *s) { return s->clock(s->clock_ctx); }
+/* The option's clock, else the env's now, else the wall clock. */
+static double now(const cairn_saver *s) {
+  if (s->clock) return s->clock(s->clock_ctx);
+  if (s->env && s->env->now) return s->env->now(s->env->ctx);
+  return wall_clock(NULL);
+}
 
 cairn_saver_options cairn_saver_options_default(void) {
   cairn_saver_options o;
@@ -143,8 +150,9 @@ static cairn_status saver_make(const char *fn, const char *const *names, cairn_v
   s->max_to_keep = o.max_to_keep;
   s->keep_secs = o.keep_checkpoint_every_n_hours * 3600.0;
   s->wopts = o.write;
-  s->clock = o.clock ? o.clock : wall_clock;
+  s->clock = o.clock;
   s->clock_ctx = o.clock ? o.clock_ctx : NULL;
+  s->env = o.env;
   s->next_keep_time = now(s) + s->keep_secs;
   s->replace_same_step = o.replace_same_step;
   *out = s;
@@ -241,6 +249,89 @@ void cairn_saver_free(cairn_saver *s) {
 size_t cairn_saver_count(const cairn_saver *s) { return s ? s->n : 0; }
 const char *cairn_saver_name_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->names[i] : NULL; }
 cairn_var *cairn_saver_var_at(const cairn_saver *s, size_t i) { return s && i < s->n ? s->vars[i] : NULL; }
+
+/* ---- the save in flight ----------------------------------------------------------
+ * The slot (cairn__saver_async, saver_impl.h) is the saver's: here it is
+ * waited for, its error taken, its thread stopped and its memory freed;
+ * saver_async.c creates it and fills in each job. */
+
+void cairn__saver_meta_free(cairn__meta_item *m, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(m[i].key);
+    free(m[i].bytes);
+  }
+  free(m);
+}
+
+void cairn__saver_async_idle(const cairn_saver *s) {
+  cairn__saver_async *a = s ? s->async : NULL;
+  if (!a) return;
+  pthread_mutex_lock(&a->mu);
+  while (a->busy) pthread_cond_wait(&a->cv_done, &a->mu);
+  pthread_mutex_unlock(&a->mu);
+}
+
+/* Takes the error of the last job (under a->mu). */
+static cairn_status take_error(cairn__saver_async *a, const char *fn) {
+  cairn_status st = a->err;
+  if (!st) return CAIRN_OK;
+  a->err = CAIRN_OK;
+  return cairn__fail(st, "%s: the asynchronous save failed: %s", fn, a->msg);
+}
+
+cairn_status cairn__saver_async_drain(cairn_saver *s, const char *fn) {
+  cairn__saver_async *a = s->async;
+  if (!a) return CAIRN_OK;
+  pthread_mutex_lock(&a->mu);
+  while (a->busy) pthread_cond_wait(&a->cv_done, &a->mu);
+  cairn_status st = take_error(a, fn);
+  pthread_mutex_unlock(&a->mu);
+  return st;
+}
+
+void cairn__saver_async_free(cairn_saver *s) {
+  cairn__saver_async *a = s->async;
+  if (!a) return;
+  pthread_mutex_lock(&a->mu);
+  a->quit = 1;
+  pthread_cond_broadcast(&a->cv_job);
+  pthread_mutex_unlock(&a->mu);
+  if (a->running) pthread_join(a->thread, NULL); /* finishes the save in flight first */
+  if (a->err)
+    cairn_env_log(s->env, CAIRN_LOG_WARN, "saver_free: the asynchronous save failed and nobody asked for its status: %s",
+                  a->msg);
+  pthread_cond_destroy(&a->cv_job);
+  pthread_cond_destroy(&a->cv_done);
+  pthread_mutex_destroy(&a->mu);
+  free(a->file);
+  free(a->dir);
+  cairn__dir_guard_clear(&a->guard);
+  cairn_free(a->slab);
+  free(a->views);
+  free(a->tp);
+  cairn__saver_meta_free(a->meta, a->n_meta);
+  free(a);
+  s->async = NULL;
+}
+
+
+cairn_status cairn_saver_save_wait(cairn_saver *s) {
+  if (!s) return cairn__fail(CAIRN_E_NULL, "saver_save_wait: saver is NULL");
+  return cairn__saver_async_drain(s, "saver_save_wait");
+}
+
+cairn_status cairn_saver_save_status(cairn_saver *s, int *in_flight) {
+  if (in_flight) *in_flight = 0;
+  if (!s) return cairn__fail(CAIRN_E_NULL, "saver_save_status: saver is NULL");
+  cairn__saver_async *a = s->async;
+  if (!a) return CAIRN_OK;
+  pthread_mutex_lock(&a->mu);
+  int busy = a->busy;
+  cairn_status st = busy ? CAIRN_OK : take_error(a, "saver_save_status");
+  pthread_mutex_unlock(&a->mu);
+  if (in_flight) *in_flight = busy;
+  return st;
+}
 
 /* The rotation list and the unchanged flag belong to the save in flight
    until it is done. */
@@ -382,7 +473,7 @@ cairn_status cairn_saver_set_user_f64(cairn_saver *s, const char *key, double va
  * come from a state file, which anyone who can write one text file in the
  * directory controls; nothing else is deleted, and the unlink goes through
  * a descriptor of that directory so a swapped link cannot lead elsewhere. */
-static void delete_recovered(const char *path, const char *file, const char *dir) {
+static void delete_recovered(const cairn_saver *s, const char *path, const char *file, const char *dir) {
   const char *fb = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
   const char *pb = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   const char *dash = strrchr(fb, '-');
@@ -411,7 +502,7 @@ static void delete_recovered(const char *path, const char *file, const char *dir
   }
   if (dfd >= 0) close(dfd);
   if (why)
-    cairn_env_log(NULL, CAIRN_LOG_WARN, "saver_save '%s': not deleting '%s' (evicted by max_to_keep): %s", file, path,
+    cairn_env_log(s->env, CAIRN_LOG_WARN, "saver_save '%s': not deleting '%s' (evicted by max_to_keep): %s", file, path,
                   why);
 }
 
@@ -676,43 +767,22 @@ fail:
   return st;
 }
 
-cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,
-                                 int64_t global_step, const cairn_tensor *const *tensors, const meta_item *meta,
-                                 size_t n_meta, const cairn__dir_guard *guard) {
-  cairn_status st = CAIRN_OK;
+/* Step 1 of a commit: the checkpoint file, written under a temporary name
+ * and renamed into place once whole (the rename names the directory by
+ * its path: the guard is checked right before). */
+static cairn_status commit_write_file(cairn_saver *s, const char *fn, const char *file, int64_t global_step,
+                                      const cairn_tensor *const *tensors, const meta_item *meta, size_t n_meta,
+                                      const cairn__dir_guard *guard) {
   cairn_ckpt_writer *w = NULL;
-  last_ckpt *nl = NULL;
-  size_t n_nl = 0, *evicted = NULL, n_ev = 0;
-  const char **all = NULL;
-  struct stat sb;
-  s->last_unchanged = 0;
-  /* An asynchronous save's phase 2 starts a while after its checks. */
-  if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
-    cairn_ckpt_close(s->compare_with);
-    s->compare_with = NULL;
-    return st;
-  }
-  int existed = stat(file, &sb) == 0;
-  int unchanged = 0;
-  if (existed && global_step >= 0 && !s->replace_same_step)
-    st = same_step_check(s, fn, file, global_step, tensors, meta, n_meta, &unchanged);
-  cairn_ckpt_close(s->compare_with); /* the restored checkpoint has served its one comparison */
-  s->compare_with = NULL;
-  if (st) goto done;
-  if (unchanged) goto record; /* the file already holds exactly this: keep it */
-
-  /* 1. the checkpoint file */
-  if ((st = cairn_ckpt_writer_open(file, &s->wopts, &w))) {
-    st = wrap(st, file, "");
-    goto done;
-  }
-  for (size_t i = 0; i < s->n && !st; i++)
+  cairn_status st = cairn_ckpt_writer_open(file, &s->wopts, &w);
+  if (st) return wrap(st, file, "");
+  for (size_t i = 0; i < s->n; i++)
     if ((st = cairn_ckpt_writer_add(w, s->names[i], tensors[i]))) {
       char what[1100];
       snprintf(what, sizeof what, "writing '%s': ", s->names[i]);
       st = wrap(st, file, what);
       cairn_ckpt_writer_abort(w);
-      goto done;
+      return st;
     }
   char producer[64];
   snprintf(producer, sizeof producer, "cairn %s", cairn_version_string());
@@ -730,99 +800,105 @@ cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *fil
   if (st) {
     st = wrap(st, file, "metadata: ");
     cairn_ckpt_writer_abort(w);
-    goto done;
+    return st;
   }
-  /* The rename names the directory by its path: it must still be ours. */
   if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
     cairn_ckpt_writer_abort(w);
-    goto done;
+    return st;
   }
   st = cairn_ckpt_writer_commit(w); /* frees w whatever the outcome */
-  if (st) {
-    st = wrap(st, file, "");
-    goto done;
-  }
+  return st ? wrap(st, file, "") : CAIRN_OK;
+}
 
-  /* 2. the rotation list: drop an old entry of the same path, append */
-record:;
+/* The rotation list a commit builds: s->last without `file`, then `file`
+ * (nl[n_nl - 1], its own copy); entries [0, first) are evicted; all[0..n_all)
+ * the paths the state file lists. */
+typedef struct rotation {
+  last_ckpt *nl;
+  size_t n_nl, first;
+  const char **all;
+  size_t n_all;
+} rotation;
+
+/* Step 2: the rotation list (TF's _RecordLastCheckpoint): drop an old
+ * entry of the same path, append, evict beyond max_to_keep. */
+static cairn_status commit_rotation(cairn_saver *s, const char *fn, const char *file, int existed, rotation *r) {
   double t = now(s);
-  nl = malloc((s->n_last + 1) * sizeof *nl);
-  evicted = malloc((s->n_last + 1) * sizeof *evicted);
-  all = malloc((s->n_last + 1) * sizeof *all);
+  r->nl = malloc((s->n_last + 1) * sizeof *r->nl);
+  r->all = malloc((s->n_last + 1) * sizeof *r->all);
   char *fcopy = cairn__strdup(file);
-  if (!nl || !evicted || !all || !fcopy) {
+  if (!r->nl || !r->all || !fcopy) {
     free(fcopy);
     if (!existed) unlink(file);
-    st = cairn__fail(CAIRN_E_NOMEM, "%s: out of memory after writing '%s'", fn, file);
-    goto done;
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory after writing '%s'", fn, file);
   }
   for (size_t i = 0; i < s->n_last; i++)
-    if (strcmp(s->last[i].path, file) != 0) nl[n_nl++] = s->last[i]; /* shares the strings for now */
-  nl[n_nl++] = (last_ckpt){fcopy, t, 0};
-  size_t first = 0;
+    if (strcmp(s->last[i].path, file) != 0) r->nl[r->n_nl++] = s->last[i]; /* shares the strings for now */
+  r->nl[r->n_nl++] = (last_ckpt){fcopy, t, 0};
   if (s->max_to_keep > 0)
-    while (n_nl - first > (size_t)s->max_to_keep) evicted[n_ev++] = first++;
+    while (r->n_nl - r->first > (size_t)s->max_to_keep) r->first++;
+  /* max_to_keep 0: TF records nothing and the state file lists only the newest */
+  if (s->max_to_keep > 0)
+    for (size_t i = r->first; i < r->n_nl; i++) r->all[r->n_all++] = r->nl[i].path;
+  return CAIRN_OK;
+}
 
-  /* 3. the state file (max_to_keep 0: TF records nothing and lists only the newest) */
-  size_t n_all = 0;
-  if (s->max_to_keep > 0)
-    for (size_t i = first; i < n_nl; i++) all[n_all++] = nl[i].path;
-  /* Changed since the rename: what is at the path now is not ours; neither
-     write a state file into it nor remove "the new checkpoint" from it. */
-  if ((st = guard_check(guard, fn, file)) != CAIRN_OK) {
-    free(fcopy);
-    goto done;
-  }
-  st = cairn_checkpoint_state_write(dir, file, all, n_all, s->wopts.no_fsync);
-  if (st) {
-    const char *inner = cairn__errmsg_copy();
-    if (!existed) unlink(file);
-    st = cairn__fail(st, "save '%s': the checkpoint was written but the state file could not be (%s); %s", file,
+/* Step 3: the state file. Changed since the rename, what is at the path
+ * now is not ours: neither write a state file into it nor remove "the new
+ * checkpoint" from it. */
+static cairn_status commit_state_file(cairn_saver *s, const char *fn, const char *file, const char *dir, int existed,
+                                      const rotation *r, const cairn__dir_guard *guard) {
+  cairn_status st = guard_check(guard, fn, file);
+  if (st != CAIRN_OK) return st;
+  st = cairn_checkpoint_state_write(dir, file, r->all, r->n_all, s->wopts.no_fsync);
+  if (!st) return CAIRN_OK;
+  const char *inner = cairn__errmsg_copy();
+  if (!existed) unlink(file);
+  return cairn__fail(st, "save '%s': the checkpoint was written but the state file could not be (%s); %s", file,
                      inner, existed ? "the new file replaced the old one of that name" : "removed the new checkpoint");
-    free(fcopy);
-    goto done;
-  }
+}
 
-  /* 4. commit the list, then delete what was evicted (TF's _MaybeDeleteOldCheckpoints);
-     not in a directory that replaced ours: its files of those names are someone else's */
+/* Step 4: the list becomes the saver's, and what was evicted is deleted
+ * (TF's _MaybeDeleteOldCheckpoints); not in a directory that replaced
+ * ours: its files of those names are someone else's (the guard's error is
+ * returned, the list committed all the same). */
+static cairn_status commit_list(cairn_saver *s, const char *fn, const char *file, const char *dir, rotation *r,
+                                const cairn__dir_guard *guard) {
   cairn_status lost = guard_check(guard, fn, file);
   for (size_t i = 0; i < s->n_last; i++)
     if (strcmp(s->last[i].path, file) == 0) free(s->last[i].path);
   free(s->last);
   s->last = NULL;
   s->n_last = 0;
-  if (s->max_to_keep > 0) {
-    for (size_t k = 0; k < n_ev; k++) {
-      last_ckpt *e = &nl[evicted[k]];
-      if (e->time > s->next_keep_time) {
-        s->next_keep_time += s->keep_secs; /* kept forever: leaves the list, stays on disk */
-      } else if (lost) {
-        /* not ours to delete any more */
-      } else if (e->recovered) {
-        delete_recovered(e->path, file, dir);
-      } else if (unlink(e->path) != 0 && errno != ENOENT) {
-        /* TF logs and ignores deletion errors; so do we */
-      }
-      free(e->path);
-    }
-    memmove(nl, nl + first, (n_nl - first) * sizeof *nl);
-    s->last = nl;
-    s->n_last = n_nl - first;
-    nl = NULL;
-  } else {
-    /* nothing is recorded */
-    for (size_t i = 0; i < n_nl; i++) free(nl[i].path);
+  if (s->max_to_keep <= 0) { /* nothing is recorded */
+    for (size_t i = 0; i < r->n_nl; i++) free(r->nl[i].path);
+    return lost;
   }
-  s->last_unchanged = unchanged;
-  st = lost;
+  for (size_t k = 0; k < r->first; k++) {
+    last_ckpt *e = &r->nl[k];
+    if (e->time > s->next_keep_time) {
+      s->next_keep_time += s->keep_secs; /* kept forever: leaves the list, stays on disk */
+    } else if (lost) {
+      /* not ours to delete any more */
+    } else if (e->recovered) {
+      delete_recovered(s, e->path, file, dir);
+    } else if (unlink(e->path) != 0 && errno != ENOENT) {
+      /* TF logs and ignores deletion errors; so do we */
+    }
+    free(e->path);
+  }
+  memmove(r->nl, r->nl + r->first, (r->n_nl - r->first) * sizeof *r->nl);
+  s->last = r->nl;
+  s->n_last = r->n_nl - r->first;
+  r->nl = NULL;
+  return lost;
+}
 
-done:
-  free(nl);
-  free(evicted);
-  free(all);
-  /* A step that failed because the directory went away under it (the
-     rename, the state file: "No such file or directory") is reported as
-     what happened, with its own error after it. */
+/* A step that failed because the directory went away under it (the
+ * rename, the state file: "No such file or directory") is reported as
+ * what happened, with its own error after it. */
+static cairn_status commit_explain(const cairn_saver *s, const char *fn, const char *file,
+                                   const cairn__dir_guard *guard, cairn_status st) {
   const char *how = st && st != CAIRN_E_NOT_FOUND ? cairn__dir_guard_changed(guard) : NULL;
   /* rm -rf still at work: the directory is still there, but a file of
      this save vanished ("No such file or directory" from the rename or the
@@ -839,19 +915,48 @@ done:
     if (!how && s->n_last > 0 && stat(s->last[s->n_last - 1].path, &gone) != 0 && errno == ENOENT)
       how = "being removed (its files vanish)";
   }
-  if (how) {
-    char inner[CAIRN__ERRMSG_LEN / 2];
-    snprintf(inner, sizeof inner, "%s", cairn_errmsg());
-    char at[CAIRN__ERRMSG_LEN / 2];
-    snprintf(at, sizeof at, "%s '%s'", fn, file);
-    cairn_status gs = cairn__dir_guard_fail(guard, at, how);
-    st = cairn__fail(gs, "%s; the save failed with: %s", cairn__errmsg_copy(), inner);
-  }
-  return st;
+  if (!how) return st;
+  char inner[CAIRN__ERRMSG_LEN / 2];
+  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  char at[CAIRN__ERRMSG_LEN / 2];
+  snprintf(at, sizeof at, "%s '%s'", fn, file);
+  cairn_status gs = cairn__dir_guard_fail(guard, at, how);
+  return cairn__fail(gs, "%s; the save failed with: %s", cairn__errmsg_copy(), inner);
 }
 
-cairn_status cairn__saver_save_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
-                                       size_t len, const cairn__dir_guard *guard) {
+cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,
+                                 int64_t global_step, const cairn_tensor *const *tensors, const meta_item *meta,
+                                 size_t n_meta, const cairn__dir_guard *guard) {
+  s->last_unchanged = 0;
+  /* An asynchronous save's phase 2 starts a while after its checks. */
+  cairn_status st = guard_check(guard, fn, file);
+  int existed = 0, unchanged = 0;
+  if (!st) {
+    struct stat sb;
+    existed = stat(file, &sb) == 0;
+    if (existed && global_step >= 0 && !s->replace_same_step)
+      st = same_step_check(s, fn, file, global_step, tensors, meta, n_meta, &unchanged);
+  }
+  cairn_ckpt_close(s->compare_with); /* the restored checkpoint has served its one comparison */
+  s->compare_with = NULL;
+  /* unchanged: the file already holds exactly this; keep it */
+  if (!st && !unchanged) st = commit_write_file(s, fn, file, global_step, tensors, meta, n_meta, guard);
+  rotation r = {0};
+  if (!st) st = commit_rotation(s, fn, file, existed, &r);
+  if (!st && (st = commit_state_file(s, fn, file, dir, existed, &r, guard)) != CAIRN_OK)
+    free(r.nl[r.n_nl - 1].path); /* the new entry; the others are still s->last's */
+  if (!st) {
+    st = commit_list(s, fn, file, dir, &r, guard);
+    s->last_unchanged = unchanged;
+  }
+  free(r.nl);
+  free(r.all);
+  return commit_explain(s, fn, file, guard, st);
+}
+
+/* A synchronous save; guard (may be NULL) as for cairn__saver_commit. */
+static cairn_status save_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len,
+                                 const cairn__dir_guard *guard) {
   static const char fn[] = "saver_save";
   char *file, *dir;
   int empty;
@@ -872,7 +977,37 @@ cairn_status cairn__saver_save_guarded(cairn_saver *s, const char *prefix, int64
 }
 
 cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step, char *path, size_t len) {
-  return cairn__saver_save_guarded(s, prefix, global_step, path, len, NULL);
+  return save_guarded(s, prefix, global_step, path, len, NULL);
+}
+
+cairn_status cairn__saver_prefix_in(const char *fn, const cairn_checkpoint_dir *d, const char *basename,
+                                    char **prefix) {
+  *prefix = NULL;
+  if (!d) return cairn__fail(CAIRN_E_NULL, "%s: checkpoint directory is NULL", fn);
+  const char *b = basename ? basename : "model.ckpt";
+  size_t n = strlen(b);
+  int dotdot = 0;
+  for (const char *c = b; *c; c = strchr(c, '/') ? strchr(c, '/') + 1 : c + strlen(c))
+    dotdot |= c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0');
+  if (!n || b[0] == '/' || dotdot)
+    return cairn__fail(CAIRN_E_INVALID,
+                       "%s: basename '%s' must name files inside the checkpoint directory (e.g. \"model.ckpt\"): %s",
+                       fn, b, !n ? "it is empty" : b[0] == '/' ? "it is absolute" : "it has a '..' component");
+  const char *dp = cairn_checkpoint_dir_path(d);
+  size_t len = strlen(dp) + 1 + n + 1;
+  if (!(*prefix = malloc(len))) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  snprintf(*prefix, len, "%s/%s", dp, b);
+  return CAIRN_OK;
+}
+
+cairn_status cairn_saver_save_in(cairn_saver *s, cairn_checkpoint_dir *d, const char *basename, int64_t global_step,
+                                 char *path, size_t len) {
+  char *prefix = NULL;
+  cairn_status st = cairn__saver_prefix_in("saver_save", d, basename, &prefix);
+  if (st) return st;
+  st = save_guarded(s, prefix, global_step, path, len, cairn__checkpoint_dir_guard(d));
+  free(prefix);
+  return st;
 }
 
 cairn_status cairn_saver_recover_last_checkpoints(cairn_saver *s, const char *const *paths, size_t n) {

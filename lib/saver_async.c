@@ -3,7 +3,9 @@
  * the caller's thread; phase 2, on one background writer thread per saver,
  * commits that copy with the synchronous save's own code
  * (cairn__saver_commit: checkpoint file, rotation list, state file,
- * deletions). The pattern of PyTorch's distributed checkpoint async_save and
+ * deletions). This file fills the saver's one "save in flight" slot
+ * (cairn__saver_async, saver_impl.h); the saver (saver.c) waits for it,
+ * takes its error and frees it, without calling back into this file. The pattern of PyTorch's distributed checkpoint async_save and
  * Orbax's AsyncCheckpointer: the training thread pays a memcpy, the disk is
  * written while training goes on. */
 #define _GNU_SOURCE /* syscall(SYS_gettid) for the writer's nice value */
@@ -18,46 +20,13 @@
 #include <unistd.h>
 
 #include "cairn/saver.h"
-#include "cairn/session.h" /* cairn_env_log: an error nobody took */
 #include "cairn/tensor.h"  /* cairn_alloc */
+#include "checkpoint_dir_impl.h"
 #include "saver_impl.h"
 
 /* Staging slab: every tensor at a 64-byte boundary (the writer's CRC and
    LZ4 loops run on aligned data, as on the variables themselves). */
 #define STAGE_ALIGN 64
-
-struct cairn__saver_async {
-  pthread_mutex_t mu;
-  pthread_cond_t cv_job;  /* the writer waits for a job (or quit) */
-  pthread_cond_t cv_done; /* callers wait for the job to be done */
-  pthread_t thread;
-  int running; /* the thread exists */
-  int quit;
-  int busy; /* a job is handed over and not done: the writer owns the job's fields */
-
-  /* the job: staged copies, owned by the writer while busy */
-  char *file, *dir;
-  int64_t step;
-  unsigned char *slab; /* reused from save to save */
-  size_t slab_bytes;
-  cairn_tensor *views; /* s->n tensors pointing into slab */
-  const cairn_tensor **tp;
-  cairn__meta_item *meta;
-  size_t n_meta;
-  cairn__dir_guard guard; /* a copy of the writer's (none: dir NULL) */
-
-  /* the outcome of the last job, until taken */
-  cairn_status err;
-  char msg[CAIRN__ERRMSG_LEN];
-};
-
-static void free_meta(cairn__meta_item *m, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    free(m[i].key);
-    free(m[i].bytes);
-  }
-  free(m);
-}
 
 /* The writer runs behind training on the same cores: a higher nice value
    lets the training thread win the CPU whenever both want it, so the save
@@ -126,57 +95,6 @@ static cairn_status async_get(cairn_saver *s, const char *fn, cairn__saver_async
   return CAIRN_OK;
 }
 
-void cairn__saver_async_idle(const cairn_saver *s) {
-  cairn__saver_async *a = s ? s->async : NULL;
-  if (!a) return;
-  pthread_mutex_lock(&a->mu);
-  while (a->busy) pthread_cond_wait(&a->cv_done, &a->mu);
-  pthread_mutex_unlock(&a->mu);
-}
-
-/* Takes the error of the last job (under a->mu). */
-static cairn_status take_error(cairn__saver_async *a, const char *fn) {
-  cairn_status st = a->err;
-  if (!st) return CAIRN_OK;
-  a->err = CAIRN_OK;
-  return cairn__fail(st, "%s: the asynchronous save failed: %s", fn, a->msg);
-}
-
-cairn_status cairn__saver_async_drain(cairn_saver *s, const char *fn) {
-  cairn__saver_async *a = s->async;
-  if (!a) return CAIRN_OK;
-  pthread_mutex_lock(&a->mu);
-  while (a->busy) pthread_cond_wait(&a->cv_done, &a->mu);
-  cairn_status st = take_error(a, fn);
-  pthread_mutex_unlock(&a->mu);
-  return st;
-}
-
-void cairn__saver_async_free(cairn_saver *s) {
-  cairn__saver_async *a = s->async;
-  if (!a) return;
-  pthread_mutex_lock(&a->mu);
-  a->quit = 1;
-  pthread_cond_broadcast(&a->cv_job);
-  pthread_mutex_unlock(&a->mu);
-  if (a->running) pthread_join(a->thread, NULL); /* finishes the save in flight first */
-  if (a->err)
-    cairn_env_log(NULL, CAIRN_LOG_WARN, "saver_free: the asynchronous save failed and nobody asked for its status: %s",
-                  a->msg);
-  pthread_cond_destroy(&a->cv_job);
-  pthread_cond_destroy(&a->cv_done);
-  pthread_mutex_destroy(&a->mu);
-  free(a->file);
-  free(a->dir);
-  cairn__dir_guard_clear(&a->guard);
-  cairn_free(a->slab);
-  free(a->views);
-  free(a->tp);
-  free_meta(a->meta, a->n_meta);
-  free(a);
-  s->async = NULL;
-}
-
 /* A deep copy of the saver's metadata: the caller may set new state
    blobs while phase 2 writes these. */
 static cairn_status copy_meta(const cairn_saver *s, const char *fn, cairn__meta_item **out) {
@@ -193,7 +111,7 @@ static cairn_status copy_meta(const cairn_saver *s, const char *fn, cairn__meta_
       if (m[i].bytes) memcpy(m[i].bytes, s->meta[i].bytes, s->meta[i].len + 1);
     }
     if (!m[i].key || (s->meta[i].bytes && !m[i].bytes)) {
-      free_meta(m, i + 1);
+      cairn__saver_meta_free(m, i + 1);
       return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
     }
   }
@@ -220,7 +138,7 @@ cairn_status cairn__saver_save_begin_guarded(cairn_saver *s, const char *prefix,
      may be gone by then (a session freed without closing). No save is in
      flight here (prepare waited), so the writer does not read a->guard. */
   if (cairn__dir_guard_copy(&a->guard, guard) != 0) {
-    free_meta(meta, s->n_meta);
+    cairn__saver_meta_free(meta, s->n_meta);
     free(file);
     free(dir);
     return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
@@ -236,7 +154,7 @@ cairn_status cairn__saver_save_begin_guarded(cairn_saver *s, const char *prefix,
        the copy then runs at memcpy speed, not at page-walk speed. */
     void *p = cairn_alloc(need ? need : STAGE_ALIGN);
     if (!p) {
-      free_meta(meta, s->n_meta);
+      cairn__saver_meta_free(meta, s->n_meta);
       free(file);
       free(dir);
       return cairn__fail(CAIRN_E_NOMEM, "%s '%s': cannot allocate the staging buffer of %zu bytes", fn, prefix,
@@ -263,7 +181,7 @@ cairn_status cairn__saver_save_begin_guarded(cairn_saver *s, const char *prefix,
   pthread_mutex_lock(&a->mu);
   free(a->file);
   free(a->dir);
-  free_meta(a->meta, a->n_meta);
+  cairn__saver_meta_free(a->meta, a->n_meta);
   a->file = file;
   a->dir = dir;
   a->step = global_step;
@@ -281,20 +199,13 @@ cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix, int64_t 
   return cairn__saver_save_begin_guarded(s, prefix, global_step, path, len, NULL);
 }
 
-cairn_status cairn_saver_save_wait(cairn_saver *s) {
-  if (!s) return cairn__fail(CAIRN_E_NULL, "saver_save_wait: saver is NULL");
-  return cairn__saver_async_drain(s, "saver_save_wait");
-}
-
-cairn_status cairn_saver_save_status(cairn_saver *s, int *in_flight) {
-  if (in_flight) *in_flight = 0;
-  if (!s) return cairn__fail(CAIRN_E_NULL, "saver_save_status: saver is NULL");
-  cairn__saver_async *a = s->async;
-  if (!a) return CAIRN_OK;
-  pthread_mutex_lock(&a->mu);
-  int busy = a->busy;
-  cairn_status st = busy ? CAIRN_OK : take_error(a, "saver_save_status");
-  pthread_mutex_unlock(&a->mu);
-  if (in_flight) *in_flight = busy;
+cairn_status cairn_saver_save_begin_in(cairn_saver *s, cairn_checkpoint_dir *d, const char *basename,
+                                       int64_t global_step, char *path, size_t len) {
+  static const char fn[] = "saver_save_begin";
+  char *prefix = NULL;
+  cairn_status st = cairn__saver_prefix_in(fn, d, basename, &prefix);
+  if (st) return st;
+  st = cairn__saver_save_begin_guarded(s, prefix, global_step, path, len, cairn__checkpoint_dir_guard(d));
+  free(prefix);
   return st;
 }

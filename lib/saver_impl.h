@@ -9,7 +9,11 @@
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
-#include "internal.h" /* cairn__dir_guard */
+#include "checkpoint_dir_impl.h" /* cairn__dir_guard, the lookup */
+#include "internal.h"
+#include "test_seams.h"          /* the restore's seam */
+
+#include <pthread.h>
 
 typedef struct cairn__meta_item {
   char *key; /* full key: "user.<k>" or "train.state.<k>" */
@@ -26,7 +30,36 @@ typedef struct cairn__last_ckpt {
   int recovered; /* given to recover_last_checkpoints, not written by this saver */
 } cairn__last_ckpt;
 
-typedef struct cairn__saver_async cairn__saver_async;
+/* The one save in flight of a saver. The saver owns it (saver.c: waiting
+ * for it, taking its error, stopping its thread and freeing it); the
+ * asynchronous half (saver_async.c) creates it at the first save_begin,
+ * runs its writer thread and fills in each job. saver.c never calls into
+ * saver_async.c: the thread is joined with pthread_join, and the job's
+ * memory is plain memory. */
+typedef struct cairn__saver_async {
+  pthread_mutex_t mu;
+  pthread_cond_t cv_job;  /* the writer waits for a job (or quit) */
+  pthread_cond_t cv_done; /* callers wait for the job to be done */
+  pthread_t thread;
+  int running; /* the thread exists */
+  int quit;
+  int busy; /* a job is handed over and not done: the writer owns the job's fields */
+
+  /* the job: staged copies, owned by the writer while busy */
+  char *file, *dir;
+  int64_t step;
+  unsigned char *slab; /* reused from save to save (cairn_alloc) */
+  size_t slab_bytes;
+  cairn_tensor *views; /* s->n tensors pointing into slab */
+  const cairn_tensor **tp;
+  cairn__meta_item *meta;
+  size_t n_meta;
+  cairn__dir_guard guard; /* a copy of the writer's (none: dir NULL) */
+
+  /* the outcome of the last job, until taken */
+  cairn_status err;
+  char msg[CAIRN__ERRMSG_LEN];
+} cairn__saver_async;
 
 struct cairn_saver {
   size_t n;
@@ -36,8 +69,9 @@ struct cairn_saver {
   int max_to_keep;
   double keep_secs;
   cairn_ckpt_write_options wopts;
-  cairn_saver_clock_fn clock;
+  cairn_saver_clock_fn clock; /* the deprecated option, else NULL */
   void *clock_ctx;
+  const cairn_env *env; /* the caller's (log sink; its now is the clock when clock is NULL) */
   double next_keep_time;
 
   /* Written by the commit, which runs on the background writer while an
@@ -85,15 +119,16 @@ cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *fil
                                  int64_t global_step, const cairn_tensor *const *tensors,
                                  const cairn__meta_item *meta, size_t n_meta, const cairn__dir_guard *guard);
 
-/* cairn_saver_save and cairn_saver_save_begin for a writer that holds the
- * directory's lock (CheckpointSaverHook): guard (the lock's,
- * cairn__checkpoint_lock_guard; may be NULL) is checked before the save
- * and, in the commit, before its renames and deletions. The asynchronous
- * save keeps a copy of guard for its phase 2. */
-cairn_status cairn__saver_save_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
-                                       size_t len, const cairn__dir_guard *guard);
+/* cairn_saver_save_begin with guard (a checkpoint directory's identity,
+ * cairn__checkpoint_dir_guard; may be NULL) checked before the save and,
+ * in phase 2's commit, before its renames and deletions; the job keeps a
+ * copy of guard (saver_async.c). */
 cairn_status cairn__saver_save_begin_guarded(cairn_saver *s, const char *prefix, int64_t global_step, char *path,
                                              size_t len, const cairn__dir_guard *guard);
+/* "<dir>/<basename>" for a save into d, malloc'd into *prefix; the
+ * basename checks of cairn_saver_save_in (saver.c). */
+cairn_status cairn__saver_prefix_in(const char *fn, const cairn_checkpoint_dir *d, const char *basename,
+                                    char **prefix);
 
 /* Hands the checkpoint a restore just read (open) to the saver, which keeps
  * it for its next save: a resume saves the step it restored right after
@@ -103,18 +138,27 @@ cairn_status cairn__saver_save_begin_guarded(cairn_saver *s, const char *prefix,
  * thread only. */
 void cairn__saver_keep_restored(cairn_saver *s, cairn_ckpt *c);
 
+/* cairn_saver_restore (opts NULL) or cairn_saver_restore_partial of a
+ * checkpoint found in directory d: its files are opened with
+ * cairn__open_read(d, ...) (saver_restore.c). */
+cairn_status cairn__saver_restore_in(cairn_saver *s, const cairn__dir *d, const char *path,
+                                     const cairn_restore_options *opts, cairn_restore_report **report,
+                                     cairn_saver_meta **meta);
+
 /* 1 if c's open file is the file at path now, and neither changed since c
  * opened it (device, inode, size and modification time): ckpt_read.c. */
 int cairn__ckpt_is_file(const cairn_ckpt *c, const char *path);
 
-/* lib/saver_async.c: waits for the save in flight (if any) and returns
- * the unreported error of a background save (then forgotten), else
- * CAIRN_OK. `fn` names the caller in the message. */
+/* The save in flight (saver.c). Waits for it (if any) and returns the
+ * unreported error of a background save (then forgotten), else CAIRN_OK.
+ * `fn` names the caller in the message. */
 cairn_status cairn__saver_async_drain(cairn_saver *s, const char *fn);
 /* Waits for the save in flight without taking its result. */
 void cairn__saver_async_idle(const cairn_saver *s);
-/* Stops the writer thread and frees the staging buffers; an error nobody
- * took is logged as a WARNING rather than dropped silently. */
+/* Stops the writer thread and frees the slot and its staging buffers; an
+ * error nobody took is logged as a WARNING rather than dropped silently. */
 void cairn__saver_async_free(cairn_saver *s);
+/* Frees the metadata copies of a job. */
+void cairn__saver_meta_free(cairn__meta_item *m, size_t n);
 
 #endif

@@ -8,6 +8,8 @@
 #include "session_impl.h"
 #include "ckpt_backend.h" /* cairn__ckpt_open_in */
 #include "restore_impl.h"
+#include "checkpoint_dir_impl.h"
+#include "saver_impl.h" /* cairn__saver_restore_in */
 
 #include <errno.h>
 #include <math.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cairn/checkpoint_dir.h"
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
 #include "cairn/scaffold.h"
@@ -405,10 +408,149 @@ static int file_at_fault(const cairn__dir *d, const char *path, cairn_status st)
   return st != CAIRN_E_NOMEM && !checkpoint_opens(d, path);
 }
 
+/* Step 1 of a restore from checkpoint_dir: the directory with a usable
+ * state file, or one where a scan finds a checkpoint, waiting for one as
+ * TF does (wait_for_checkpoint); the newest candidate in cur. *cd stays
+ * NULL (and CAIRN_OK) when there is nothing to restore. The waiting
+ * budget counts sleeps, not wall time, as TF's: it may overshoot
+ * max_wait_secs by one recovery_wait_secs. */
+static cairn_status find_checkpoint(cairn_session_manager *sm, const cairn_prepare_options *o,
+                                    cairn_checkpoint_dir **cd, char *cur, size_t cur_len) {
+  double wait_time = 0;
+  *cd = NULL;
+  cur[0] = '\0';
+  for (;;) {
+    cairn_checkpoint_dir *d = NULL;
+    const cairn_checkpoint_state *state = NULL;
+    cairn_status st = cairn__checkpoint_dir_open_as("latest_checkpoint", o->checkpoint_dir, NULL, &d);
+    if (st == CAIRN_OK) {
+      st = cairn_checkpoint_dir_state(d, &state);
+    } else if (st != CAIRN_E_NOMEM) {
+      /* no directory to open: the state file's own error, as it reads */
+      cairn_checkpoint_state *none = NULL;
+      st = cairn_checkpoint_state_read(o->checkpoint_dir, &none);
+      cairn_checkpoint_state_free(none);
+      if (st == CAIRN_OK) st = CAIRN_E_NOT_FOUND;
+    }
+    if (st == CAIRN_OK) {
+      snprintf(cur, cur_len, "%s", cairn_checkpoint_state_model_path(state));
+      *cd = d;
+      return CAIRN_OK;
+    }
+    if (st == CAIRN_E_NOMEM) {
+      cairn_checkpoint_dir_close(d);
+      return sm_keep(sm, st);
+    }
+    /* A state file that is missing, unparsable or names nothing of the
+     * directory, next to checkpoints: cairn restores the newest intact
+     * checkpoint found by scanning the directory, with the WARNING the
+     * lookup logs, as eval and ckpt-inspect do. TF's
+     * get_checkpoint_state returns None here and the trainer silently
+     * starts again from step 0 (missing) or fails (garbage); the next
+     * save would then rotate a fresh run into the old one's files. */
+    char state_err[CAIRN__ERRMSG_LEN];
+    snprintf(state_err, sizeof state_err, "%s", cairn_errmsg());
+    cairn_status ls = d ? cairn_checkpoint_dir_latest(d, cur, cur_len, NULL, 0, NULL) : CAIRN_E_NOT_FOUND;
+    if (ls == CAIRN_OK) {
+      *cd = d;
+      return CAIRN_OK;
+    }
+    cairn_checkpoint_dir_close(d);
+    cur[0] = '\0';
+    if (ls == CAIRN_E_UNSUPPORTED) /* never start afresh next to a newer cairn's checkpoint */
+      return sm_fail(sm, ls, "%s", cairn__errmsg_copy());
+    if (st != CAIRN_E_NOT_FOUND) /* "Invalid checkpoint state" and nothing found by the scan */
+      return sm_fail(sm, st, "%s (and no checkpoint found by scanning the directory)", state_err);
+    if (!o->wait_for_checkpoint || wait_time >= o->max_wait_secs) return CAIRN_OK;
+    cairn_env_log(sm->env, CAIRN_LOG_INFO, "Waiting for checkpoint to be available.");
+    cairn_env_sleep(sm->env, sm->recovery_wait_secs);
+    wait_time += sm->recovery_wait_secs;
+  }
+}
+
+/* Step 2: restores the newest intact checkpoint, starting at cur.
+ * cairn's way out of a TF trap: TF fails when the newest checkpoint is
+ * unreadable (cut short, deleted, a flipped bit in its data), so a job
+ * whose newest file was damaged cannot restart although the one before
+ * is intact. When the file is at fault (file_at_fault), cairn warns,
+ * asks the directory for the next intact candidate (which marks the bad
+ * one corrupt for the rest of the process, so every later lookup, hooks'
+ * and tools' included, skips it too), leaves it in place, and restores
+ * that one instead, walking back as far as needed. A restore that fails
+ * has changed nothing (the saver verifies every tensor before it writes
+ * any), except when the file changed or failed after that verification:
+ * the variables it wrote are then marked uninitialized and the older
+ * checkpoint's restore writes them all again (doc/restore-memory.md).
+ * Errors of the model (a variable missing, another shape) still
+ * propagate. */
+static cairn_status restore_newest_intact(cairn_session_manager *sm, const cairn_prepare_options *o,
+                                          cairn_checkpoint_dir *cd, char *cur, size_t cur_len,
+                                          cairn_saver_meta **meta) {
+  static const char fn[] = "restore_checkpoint";
+  char tried[2048] = "", next[4096];
+  cairn_status first = CAIRN_OK, st;
+  const cairn__dir *dd = cairn__checkpoint_dir_fd(cd);
+  /* Found corrupt by an earlier restore of this process (a recovery, the
+     next session): go straight to the checkpoint chosen then. */
+  if (cairn_checkpoint_is_marked_corrupt(cur) &&
+      cairn_checkpoint_dir_latest(cd, next, sizeof next, NULL, 0, NULL) == CAIRN_OK) {
+    cairn_env_log(sm->env, CAIRN_LOG_INFO, "Skipping %s, found corrupt earlier in this process; restoring %s", cur,
+                  next);
+    snprintf(cur, cur_len, "%s", next);
+  }
+  for (int attempt = 0;; attempt++) {
+    st = restore_file(sm, o->saver, dd, cur, o->restore, 1, meta);
+    if (!st || !file_at_fault(dd, cur, st)) return st;
+    char why[1024];
+    snprintf(why, sizeof why, "%.1000s", sm->errmsg);
+    if (!first) first = st;
+    cairn__strbuf_append(tried, sizeof tried, "%s'%s': %.300s", tried[0] ? "; " : "", cur, why);
+    cairn_status ls = cairn_checkpoint_dir_next_intact(cd, cur, why, next, sizeof next);
+    if (ls == CAIRN_E_UNSUPPORTED) { /* the next older file was written by a newer cairn: stop there */
+      char lm[2048];
+      snprintf(lm, sizeof lm, "%s", cairn_errmsg());
+      return sm_fail(sm, ls, "%s: %s (after skipping %s)", fn, lm, tried);
+    }
+    /* the comparison and the bound stop a walk that would not make progress */
+    if (attempt >= 1000 || ls != CAIRN_OK || strcmp(next, cur) == 0)
+      return sm_fail(sm, first,
+                     "%s: no intact checkpoint in '%s' to restore: %s (the files are left in place; move them "
+                     "away to start from scratch)",
+                     fn, o->checkpoint_dir, tried);
+    cairn_env_log(sm->env, CAIRN_LOG_WARN,
+                  "Checkpoint %s is unusable (%s); restoring %s instead, the newest intact checkpoint (the "
+                  "unusable file is left in place and skipped from now on)",
+                  cur, why, next);
+    snprintf(cur, cur_len, "%s", next);
+  }
+}
+
+/* Step 3: the saver's rotation list, so that max_to_keep continues where
+ * the last process left off; files marked corrupt stay out of it, so
+ * rotation never deletes them. */
+static cairn_status recover_rotation(cairn_session_manager *sm, cairn_saver *saver, cairn_checkpoint_dir *cd) {
+  size_t n = cairn_checkpoint_dir_rotation_count(cd);
+  const char **paths = n ? malloc(n * sizeof *paths) : NULL;
+  if (n && !paths) return sm_fail(sm, CAIRN_E_NOMEM, "restore_checkpoint: cannot list %zu checkpoints", n);
+  for (size_t i = 0; i < n; i++) paths[i] = cairn_checkpoint_dir_rotation_at(cd, i);
+  cairn_status st = cairn_saver_recover_last_checkpoints(saver, paths, n);
+  free(paths);
+  return st ? sm_keep(sm, st) : CAIRN_OK;
+}
+
+/* The session restored from `path` with its metadata (taken over). */
+static cairn_status mark_restored(cairn_session_manager *sm, cairn_session *s, const char *path,
+                                  cairn_saver_meta *meta, int *restored) {
+  cairn_status st = cairn__session_set_restored(s, path, meta);
+  if (st) return sm_keep(sm, st);
+  snprintf(sm->restored_from, sizeof sm->restored_from, "%.*s", (int)sizeof sm->restored_from - 1, path);
+  *restored = 1;
+  return CAIRN_OK;
+}
+
 /* TF's _restore_checkpoint: *out is always a new session on success. */
 static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_prepare_options *o,
                                        cairn_session **out, int *restored) {
-  static const char fn[] = "restore_checkpoint";
   *restored = 0;
   sm->restored_from[0] = '\0';
   cairn_status st = cairn_session_new(sm->r, sm->session_flags, out);
@@ -422,146 +564,19 @@ static cairn_status restore_checkpoint(cairn_session_manager *sm, const cairn_pr
     /* The file the caller named, or nothing: no fall back. */
     st = restore_file(sm, o->saver, NULL, o->checkpoint_filename_with_path, o->restore, 1, &meta);
     if (st) return st;
-    if ((st = cairn__session_set_restored(*out, o->checkpoint_filename_with_path, meta))) return sm_keep(sm, st);
-    snprintf(sm->restored_from, sizeof sm->restored_from, "%s", o->checkpoint_filename_with_path);
-    *restored = 1;
-    return CAIRN_OK;
+    return mark_restored(sm, *out, o->checkpoint_filename_with_path, meta, restored);
   }
-
-  /* The waiting budget counts sleeps, not wall time, as TF's: it may
-     overshoot max_wait_secs by one recovery_wait_secs. */
-  double wait_time = 0;
-  cairn_checkpoint_state *state = NULL;
-  char cur[4096], next[4096];
-  cur[0] = '\0';
-  for (;;) {
-    st = cairn_checkpoint_state_read(o->checkpoint_dir, &state);
-    if (st == CAIRN_OK) break;
-    if (st == CAIRN_E_NOMEM) return sm_keep(sm, st);
-    /* A state file that is missing, unparsable or names nothing of the
-     * directory, next to checkpoints: cairn restores the newest intact
-     * checkpoint found by scanning the directory, with the WARNING the
-     * lookup logs, as eval and ckpt-inspect do. TF's
-     * get_checkpoint_state returns None here and the trainer silently
-     * starts again from step 0 (missing) or fails (garbage); the next
-     * save would then rotate a fresh run into the old one's files. */
-    char state_err[CAIRN__ERRMSG_LEN];
-    snprintf(state_err, sizeof state_err, "%s", cairn_errmsg());
-    cairn_status ls = cairn_latest_checkpoint_note(o->checkpoint_dir, cur, sizeof cur, NULL, 0);
-    if (ls == CAIRN_OK) break;
-    cur[0] = '\0';
-    if (ls == CAIRN_E_UNSUPPORTED) { /* never start afresh next to a newer cairn's checkpoint */
-      char lm[CAIRN__ERRMSG_LEN];
-      snprintf(lm, sizeof lm, "%s", cairn_errmsg());
-      return sm_fail(sm, ls, "%s", lm);
-    }
-    if (st != CAIRN_E_NOT_FOUND) /* "Invalid checkpoint state" and nothing found by the scan */
-      return sm_fail(sm, st, "%s (and no checkpoint found by scanning the directory)", state_err);
-    if (o->wait_for_checkpoint && wait_time < o->max_wait_secs) {
-      cairn_env_log(sm->env, CAIRN_LOG_INFO, "Waiting for checkpoint to be available.");
-      cairn_env_sleep(sm->env, sm->recovery_wait_secs);
-      wait_time += sm->recovery_wait_secs;
-      continue;
-    }
-    return CAIRN_OK;
-  }
-  /* cairn's way out of a TF trap: TF fails when the newest checkpoint is
-   * unreadable (cut short, deleted, a flipped bit in its data), so a job
-   * whose newest file was damaged cannot restart although the one before
-   * is intact. When the file is at fault (file_at_fault), cairn warns,
-   * marks it corrupt for the rest of the process (so every later lookup,
-   * hooks' and tools' included, skips it too), leaves it in place, and
-   * restores the newest intact checkpoint instead, walking back as far as
-   * needed. A restore that fails has changed nothing (the saver verifies
-   * every tensor before it writes any), except when the file changed or
-   * failed after that verification: the variables it wrote are then marked
-   * uninitialized and the older checkpoint's restore writes them all again
-   * (doc/restore-memory.md). Errors of the model (a variable missing,
-   * another shape) still propagate. */
-  char tried[2048] = "";
-  cairn_status first = CAIRN_OK;
-  if (state) snprintf(cur, sizeof cur, "%s", cairn_checkpoint_state_model_path(state));
-  /* The files of checkpoint_dir are opened in it (cairn__open_read): a
-     TF prefix's .index and shards may not lead out of it. */
-  cairn__dir dd;
-  if (cairn__dir_open(o->checkpoint_dir, &dd) != 0) {
-    int e = errno;
-    cairn_checkpoint_state_free(state);
-    return sm_fail(sm, e == ENOMEM ? CAIRN_E_NOMEM : CAIRN_E_IO, "%s: cannot open checkpoint_dir '%s': %s", fn,
-                   o->checkpoint_dir, strerror(e));
-  }
-  /* Found corrupt by an earlier restore of this process (a recovery, the
-     next session): go straight to the checkpoint chosen then. */
-  if (cairn_checkpoint_is_marked_corrupt(cur) &&
-      cairn_latest_checkpoint(o->checkpoint_dir, next, sizeof next) == CAIRN_OK) {
-    cairn_env_log(sm->env, CAIRN_LOG_INFO, "Skipping %s, found corrupt earlier in this process; restoring %s", cur,
-                  next);
-    memcpy(cur, next, sizeof cur);
-  }
-  for (int attempt = 0;; attempt++) {
-    st = restore_file(sm, o->saver, &dd, cur, o->restore, 1, &meta);
-    if (!st || !file_at_fault(&dd, cur, st)) break;
-    char why[1024];
-    snprintf(why, sizeof why, "%.1000s", sm->errmsg);
-    if (!first) first = st;
-    cairn__strbuf_append(tried, sizeof tried, "%s'%s': %.300s", tried[0] ? "; " : "", cur, why);
-    cairn_status ms = cairn_checkpoint_mark_corrupt(cur, why);
-    /* Marking fails only for a file that is gone (which the lookup skips
-       anyway) or without memory; the comparison and the bound stop a walk
-       that would not make progress. */
-    cairn_status ls = CAIRN_OK;
-    if (ms == CAIRN_OK || ms == CAIRN_E_NOT_FOUND)
-      ls = cairn_latest_checkpoint(o->checkpoint_dir, next, sizeof next);
-    if (ls == CAIRN_E_UNSUPPORTED) {
-      /* The next older file was written by a newer cairn: stop there. */
-      char lm[2048];
-      snprintf(lm, sizeof lm, "%s", cairn_errmsg());
-      st = sm_fail(sm, ls, "%s: %s (after skipping %s)", fn, lm, tried);
-      break;
-    }
-    if ((ms != CAIRN_OK && ms != CAIRN_E_NOT_FOUND) || attempt >= 1000 || ls != CAIRN_OK || strcmp(next, cur) == 0) {
-      st = sm_fail(sm, first,
-                   "%s: no intact checkpoint in '%s' to restore: %s (the files are left in place; move them "
-                   "away to start from scratch)",
-                   fn, o->checkpoint_dir, tried);
-      break;
-    }
-    cairn_env_log(sm->env, CAIRN_LOG_WARN,
-                  "Checkpoint %s is unusable (%s); restoring %s instead, the newest intact checkpoint (the "
-                  "unusable file is left in place and skipped from now on)",
-                  cur, why, next);
-    memcpy(cur, next, sizeof cur);
-  }
+  cairn_checkpoint_dir *cd = NULL;
+  char cur[4096];
+  if ((st = find_checkpoint(sm, o, &cd, cur, sizeof cur)) != CAIRN_OK || !cd) return st;
+  st = restore_newest_intact(sm, o, cd, cur, sizeof cur, &meta);
+  if (!st) st = recover_rotation(sm, o->saver, cd);
   if (!st) {
-    /* So the saver's max_to_keep continues where the last process left
-       off; files marked corrupt stay out of its list, so rotation never
-       deletes them. */
-    size_t n = cairn_checkpoint_state_count(state), k = 0;
-    const char **paths = n ? malloc(n * sizeof *paths) : NULL;
-    if (n && !paths) {
-      st = sm_fail(sm, CAIRN_E_NOMEM, "%s: cannot list %zu checkpoints", fn, n);
-    } else {
-      for (size_t i = 0; i < n; i++) {
-        const char *p = cairn_checkpoint_state_path_at(state, i);
-        if (!cairn_checkpoint_is_marked_corrupt(p)) paths[k++] = p;
-      }
-      st = cairn_saver_recover_last_checkpoints(o->saver, paths, k);
-      if (st) sm_keep(sm, st);
-      free(paths);
-    }
-  }
-  if (!st) {
-    st = cairn__session_set_restored(*out, cur, meta);
+    st = mark_restored(sm, *out, cur, meta, restored);
     meta = NULL;
-    if (st) sm_keep(sm, st);
   }
   cairn_saver_meta_free(meta);
-  if (!st) {
-    snprintf(sm->restored_from, sizeof sm->restored_from, "%.*s", (int)sizeof sm->restored_from - 1, cur);
-    *restored = 1;
-  }
-  cairn_checkpoint_state_free(state);
-  cairn__dir_close(&dd);
+  cairn_checkpoint_dir_close(cd);
   return st;
 }
 

@@ -3,6 +3,7 @@
  * (file name), tensorboard summary/writer/record_writer.py (framing). */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
+#include "checkpoint_dir_impl.h" /* cairn__dir_guard: the log directory's identity */
 
 #include <errno.h>
 #include <fcntl.h>

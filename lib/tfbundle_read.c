@@ -26,36 +26,6 @@
 
 typedef unsigned long long ull;
 
-static const struct {
-  int tf;
-  cairn_dtype dt;
-} tf_dtypes[] = {
-    {TF_DT_FLOAT, CAIRN_DTYPE_F32},   {TF_DT_DOUBLE, CAIRN_DTYPE_F64}, {TF_DT_HALF, CAIRN_DTYPE_F16},
-    {TF_DT_BFLOAT16, CAIRN_DTYPE_BF16}, {TF_DT_INT8, CAIRN_DTYPE_I8},   {TF_DT_INT16, CAIRN_DTYPE_I16},
-    {TF_DT_INT32, CAIRN_DTYPE_I32},   {TF_DT_INT64, CAIRN_DTYPE_I64},  {TF_DT_UINT8, CAIRN_DTYPE_U8},
-    {TF_DT_UINT16, CAIRN_DTYPE_U16},  {TF_DT_UINT32, CAIRN_DTYPE_U32}, {TF_DT_UINT64, CAIRN_DTYPE_U64},
-    {TF_DT_BOOL, CAIRN_DTYPE_BOOL},
-};
-
-int cairn__tf_dtype_from_cairn(cairn_dtype dt) {
-  for (size_t i = 0; i < sizeof tf_dtypes / sizeof tf_dtypes[0]; i++)
-    if (tf_dtypes[i].dt == dt) return tf_dtypes[i].tf;
-  return 0;
-}
-
-cairn_dtype cairn__tf_dtype_to_cairn(int tf) {
-  for (size_t i = 0; i < sizeof tf_dtypes / sizeof tf_dtypes[0]; i++)
-    if (tf_dtypes[i].tf == tf) return tf_dtypes[i].dt;
-  return (cairn_dtype)0;
-}
-
-char *cairn__tf_shard_name(const char *prefix, uint32_t shard, uint32_t n) {
-  size_t len = strlen(prefix) + 32;
-  char *s = malloc(len);
-  if (s) snprintf(s, len, "%s.data-%05u-of-%05u", prefix, shard, n);
-  return s;
-}
-
 /* ---- protobuf wire format ------------------------------------------------------------- */
 
 typedef struct pb {
@@ -207,55 +177,68 @@ typedef struct collect {
   int object_graph; /* _CHECKPOINTABLE_OBJECT_GRAPH was seen (and left out) */
 } collect;
 
-static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
-  collect *c = ctx;
-  ull at = (ull)kv->block_at;
-  pb m = {kv->val, kv->val + kv->vlen};
-  if (kv->klen == 0) { /* the header: the empty key sorts first */
-    uint32_t f;
-    int wt, r;
-    uint64_t v, endian = 0, producer = 0, min_consumer = 0;
-    int bad_consumer = 0;
-    pb sub;
-    c->nshards = 0;
-    while ((r = pb_next(&m, &f, &wt, &v, &sub)) == 1) {
-      if (f == 1 && wt == 0) c->nshards = v;
-      else if (f == 2 && wt == 0) endian = v;
-      else if (f == 3 && wt == 2) {
-        uint32_t g;
-        int w2, r2;
-        uint64_t v2;
-        pb s2;
-        while ((r2 = pb_next(&sub, &g, &w2, &v2, &s2)) == 1) {
-          if (g == 1 && w2 == 0) producer = v2;
-          else if (g == 2 && w2 == 0) min_consumer = v2;
-          else if (g == 3 && w2 == 0 && v2 == TF_BUNDLE_VERSION) bad_consumer = 1;
-          else if (g == 3 && w2 == 2) {
-            uint64_t bc;
-            for (const unsigned char *q = s2.p; q < s2.end;) {
-              size_t a = cairn__varint_get(q, s2.end, &bc);
-              if (!a) return cairn__fail(CAIRN_E_FORMAT, "'%s' block at %llu: the bundle header's version is malformed", c->index, at);
-              if (bc == TF_BUNDLE_VERSION) bad_consumer = 1;
-              q += a;
-            }
-          }
-        }
-        if (r2 < 0) r = -1;
+/* The header's VersionDef (producer, min_consumer, bad_consumers, packed
+ * or not) into *min_consumer and *bad_consumer: 0, -1 when the message is
+ * malformed, -2 when a packed bad_consumers list is. */
+static int parse_version(pb sub, uint64_t *min_consumer, int *bad_consumer) {
+  uint32_t g;
+  int w2, r2;
+  uint64_t v2;
+  pb s2;
+  while ((r2 = pb_next(&sub, &g, &w2, &v2, &s2)) == 1) {
+    if (g == 2 && w2 == 0) *min_consumer = v2;
+    else if (g == 3 && w2 == 0 && v2 == TF_BUNDLE_VERSION) *bad_consumer = 1;
+    else if (g == 3 && w2 == 2) {
+      uint64_t bc;
+      for (const unsigned char *q = s2.p; q < s2.end;) {
+        size_t a = cairn__varint_get(q, s2.end, &bc);
+        if (!a) return -2;
+        if (bc == TF_BUNDLE_VERSION) *bad_consumer = 1;
+        q += a;
       }
     }
-    if (r < 0) return cairn__fail(CAIRN_E_FORMAT, "'%s' block at %llu: the bundle header (BundleHeaderProto) is malformed", c->index, at);
-    (void)producer;
-    if (endian != 0)
-      return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s': the bundle is big-endian; cairn reads little-endian bundles only", c->index);
-    if (min_consumer > TF_BUNDLE_VERSION || bad_consumer)
-      return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s': the bundle needs a reader of version %llu or newer (this reads version %d)",
-                         c->index, (ull)min_consumer, TF_BUNDLE_VERSION);
-    if (c->nshards == 0 || c->nshards > TF_MAX_SHARDS)
-      return cairn__fail(CAIRN_E_FORMAT, "'%s': the bundle header says %llu shards (1 to %u)", c->index, (ull)c->nshards,
-                         TF_MAX_SHARDS);
-    c->have_header = 1;
-    return CAIRN_OK;
   }
+  return r2 < 0 ? -1 : 0;
+}
+
+/* The record of the empty key (it sorts first): the BundleHeaderProto. */
+static cairn_status on_header(collect *c, const ldb_kv *kv) {
+  ull at = (ull)kv->block_at;
+  pb m = {kv->val, kv->val + kv->vlen};
+  uint32_t f;
+  int wt, r;
+  uint64_t v, endian = 0, min_consumer = 0;
+  int bad_consumer = 0;
+  pb sub;
+  c->nshards = 0;
+  while ((r = pb_next(&m, &f, &wt, &v, &sub)) == 1) {
+    if (f == 1 && wt == 0) c->nshards = v;
+    else if (f == 2 && wt == 0) endian = v;
+    else if (f == 3 && wt == 2) {
+      int vr = parse_version(sub, &min_consumer, &bad_consumer);
+      if (vr == -2)
+        return cairn__fail(CAIRN_E_FORMAT, "'%s' block at %llu: the bundle header's version is malformed", c->index, at);
+      if (vr < 0) r = -1;
+    }
+  }
+  if (r < 0) return cairn__fail(CAIRN_E_FORMAT, "'%s' block at %llu: the bundle header (BundleHeaderProto) is malformed", c->index, at);
+  if (endian != 0)
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s': the bundle is big-endian; cairn reads little-endian bundles only", c->index);
+  if (min_consumer > TF_BUNDLE_VERSION || bad_consumer)
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s': the bundle needs a reader of version %llu or newer (this reads version %d)",
+                       c->index, (ull)min_consumer, TF_BUNDLE_VERSION);
+  if (c->nshards == 0 || c->nshards > TF_MAX_SHARDS)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s': the bundle header says %llu shards (1 to %u)", c->index, (ull)c->nshards,
+                       TF_MAX_SHARDS);
+  c->have_header = 1;
+  return CAIRN_OK;
+}
+
+/* A tensor's record: its BundleEntryProto, checked and kept as an entry of
+ * the view (the name copied into the arena). */
+static cairn_status on_tensor(collect *c, const ldb_kv *kv) {
+  ull at = (ull)kv->block_at;
+  pb m = {kv->val, kv->val + kv->vlen};
   char nb[96];
   const char *nm = cairn__ck_short((const char *)kv->key, kv->klen, nb, sizeof nb);
   if (!c->have_header)
@@ -327,6 +310,110 @@ static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
   return CAIRN_OK;
 }
 
+static cairn_status on_kv(void *ctx, const ldb_kv *kv) {
+  collect *c = ctx;
+  return kv->klen == 0 ? on_header(c, kv) : on_tensor(c, kv);
+}
+
+/* Step 1 of tf_open: "<prefix>.index", read block by block (never in
+ * memory whole) into c; the entries then point into the name arena. */
+static cairn_status tf_read_index(const cairn__dir *d, const char *index, const cairn_ckpt_limits *lim, collect *c) {
+  /* The index and the shards are names derived from the prefix: a
+     checkpoint found in a directory must not reach out of it through
+     them (a link), nor hang on a FIFO. */
+  char why[700];
+  struct stat sb;
+  int fd = cairn__open_read(d, index, &sb, why, sizeof why);
+  if (fd < 0) return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", index, why);
+  cairn_status st = CAIRN_OK;
+  if ((uint64_t)sb.st_size > lim->max_index_bytes)
+    st = cairn__fail(CAIRN_E_LIMIT, "'%s': index of %llu bytes exceeds the limit %llu", index, (ull)sb.st_size,
+                     (ull)lim->max_index_bytes);
+  if (!st) st = cairn__ldb_read(index, fd, (uint64_t)sb.st_size, lim->max_index_bytes, on_kv, c);
+  close(fd);
+  if (st) return st;
+  if (!c->have_header)
+    return cairn__fail(CAIRN_E_FORMAT, "'%s': no bundle header (the empty key): not a TensorFlow checkpoint index",
+                       index);
+  /* The arena no longer moves: point the entries into it. */
+  for (size_t i = 0; i < c->n; i++) {
+    c->ents[i].name = c->names + c->ents[i].record_offset;
+    c->ents[i].record_offset = 0;
+  }
+  return CAIRN_OK;
+}
+
+/* Step 2: opens the shards that hold tensors (in the directory, as the
+ * index) and checks that each tensor's range is inside its shard. */
+static cairn_status tf_open_shards(const cairn__dir *d, tf_state *s, const char *index, const collect *c) {
+  char why[700];
+  s->nshards = (uint32_t)c->nshards;
+  s->fds = malloc(s->nshards * sizeof *s->fds);
+  s->sizes = calloc(s->nshards, sizeof *s->sizes);
+  if (!s->fds || !s->sizes) return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", index);
+  for (uint32_t i = 0; i < s->nshards; i++) s->fds[i] = -1;
+  for (size_t i = 0; i < c->n; i++) {
+    const ck_entry *e = &c->ents[i];
+    uint32_t sh = e->seq;
+    if (s->fds[sh] < 0) {
+      char *name = cairn__tf_shard_name(s->prefix, sh, s->nshards);
+      struct stat ds;
+      cairn_status st = CAIRN_OK;
+      if (!name)
+        st = cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
+      else if ((s->fds[sh] = cairn__open_read(d, name, &ds, why, sizeof why)) < 0)
+        st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open data shard '%s' (tensor '%s'): %s", name, e->name, why);
+      else
+        s->sizes[sh] = (uint64_t)ds.st_size;
+      free(name);
+      if (st) return st;
+    }
+    uint64_t end;
+    if (__builtin_add_overflow(e->data_offset, e->raw_bytes, &end) || end > s->sizes[sh]) {
+      char *name = cairn__tf_shard_name(s->prefix, sh, s->nshards);
+      cairn_status st = cairn__fail(
+          CAIRN_E_TRUNCATED,
+          "'%s': tensor '%s' at offset %llu of %llu bytes runs past the end of the shard (%llu bytes): the "
+          "shard is cut short or the index is wrong (a TensorFlow checkpoint, not a cairn file: no cairn "
+          "save was interrupted and ckpt-inspect recover does not apply; copy or export it again)",
+          name ? name : index, e->name, (ull)e->data_offset, (ull)e->raw_bytes, (ull)s->sizes[sh]);
+      free(name);
+      return st;
+    }
+  }
+  return CAIRN_OK;
+}
+
+/* Step 3: the view takes the entries and the names over (no metadata). */
+static cairn_status tf_fill_view(collect *c, const char *index, ck_view *v) {
+  if (c->n == 0 && c->object_graph)
+    /* Otherwise it would just list "0 tensors", without a word of why. */
+    cairn_env_log(NULL, CAIRN_LOG_WARN,
+                  "'%s': this TensorFlow bundle holds no numeric tensor, only _CHECKPOINTABLE_OBJECT_GRAPH (the "
+                  "object graph of a TensorFlow 2 checkpoint, a string that cairn leaves out): the object it saved "
+                  "had no variables (a Keras model saved before it was built?), so there is nothing to read or restore",
+                  index);
+  v->names = c->names ? c->names : malloc(1);
+  c->names = NULL;
+  v->ents = c->ents ? c->ents : calloc(1, sizeof *v->ents);
+  v->n = c->n;
+  c->ents = NULL;
+  c->n = 0;
+  v->meta = calloc(1, sizeof *v->meta);
+  if (!v->names || !v->ents || !v->meta) {
+    free(v->ents);
+    free(v->meta);
+    v->ents = NULL;
+    v->meta = NULL;
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", index);
+  }
+  v->meta_arena = NULL;
+  v->nmeta = 0;
+  v->major = TF_BUNDLE_VERSION;
+  v->minor = 0;
+  return CAIRN_OK;
+}
+
 static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_ckpt_limits *lim, void **state,
                             ck_view *v) {
   *state = NULL;
@@ -342,101 +429,15 @@ static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_c
   char *index = s->prefix ? malloc(strlen(s->prefix) + 8) : NULL;
   cairn_status st = CAIRN_OK;
   collect c = {.s = s, .lim = lim};
-  int fd = -1;
   if (!index) {
     st = cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
-    goto out;
+  } else {
+    sprintf(index, "%s.index", s->prefix);
+    c.index = index;
+    st = tf_read_index(d, index, lim, &c);
+    if (!st) st = tf_open_shards(d, s, index, &c);
+    if (!st) st = tf_fill_view(&c, index, v);
   }
-  sprintf(index, "%s.index", s->prefix);
-  c.index = index;
-  /* The index and the shards are names derived from the prefix: a
-     checkpoint found in a directory must not reach out of it through
-     them (a link), nor hang on a FIFO. */
-  char why[700];
-  if ((fd = cairn__open_read(d, index, &sb, why, sizeof why)) < 0) {
-    st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", index, why);
-    goto out;
-  }
-  if ((uint64_t)sb.st_size > lim->max_index_bytes) {
-    st = cairn__fail(CAIRN_E_LIMIT, "'%s': index of %llu bytes exceeds the limit %llu", index, (ull)sb.st_size,
-                     (ull)lim->max_index_bytes);
-    goto out;
-  }
-  uint64_t size = (uint64_t)sb.st_size;
-  /* Read block by block: the index is never in memory whole. */
-  if ((st = cairn__ldb_read(index, fd, size, lim->max_index_bytes, on_kv, &c))) goto out;
-  if (!c.have_header) {
-    st = cairn__fail(CAIRN_E_FORMAT, "'%s': no bundle header (the empty key): not a TensorFlow checkpoint index", index);
-    goto out;
-  }
-  /* The arena no longer moves: point the entries into it. */
-  for (size_t i = 0; i < c.n; i++) {
-    c.ents[i].name = c.names + c.ents[i].record_offset;
-    c.ents[i].record_offset = 0;
-  }
-  s->nshards = (uint32_t)c.nshards;
-  s->fds = malloc(s->nshards * sizeof *s->fds);
-  s->sizes = calloc(s->nshards, sizeof *s->sizes);
-  if (!s->fds || !s->sizes) {
-    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", index);
-    goto out;
-  }
-  for (uint32_t i = 0; i < s->nshards; i++) s->fds[i] = -1;
-  /* Open the shards that hold tensors; check each tensor's range. */
-  for (size_t i = 0; i < c.n && !st; i++) {
-    ck_entry *e = &c.ents[i];
-    uint32_t sh = e->seq;
-    if (s->fds[sh] < 0) {
-      char *name = cairn__tf_shard_name(s->prefix, sh, s->nshards);
-      struct stat ds;
-      if (!name) {
-        st = cairn__fail(CAIRN_E_NOMEM, "ckpt_open: out of memory");
-      } else if ((s->fds[sh] = cairn__open_read(d, name, &ds, why, sizeof why)) < 0) {
-        st = cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open data shard '%s' (tensor '%s'): %s", name, e->name, why);
-      } else {
-        s->sizes[sh] = (uint64_t)ds.st_size;
-      }
-      free(name);
-      if (st) break;
-    }
-    uint64_t end;
-    if (__builtin_add_overflow(e->data_offset, e->raw_bytes, &end) || end > s->sizes[sh]) {
-      char *name = cairn__tf_shard_name(s->prefix, sh, s->nshards);
-      st = cairn__fail(CAIRN_E_TRUNCATED,
-                       "'%s': tensor '%s' at offset %llu of %llu bytes runs past the end of the shard (%llu bytes): the "
-                       "shard is cut short or the index is wrong (a TensorFlow checkpoint, not a cairn file: no cairn "
-                       "save was interrupted and ckpt-inspect recover does not apply; copy or export it again)",
-                       name ? name : index, e->name, (ull)e->data_offset, (ull)e->raw_bytes, (ull)s->sizes[sh]);
-      free(name);
-    }
-  }
-  if (st) goto out;
-  if (c.n == 0 && c.object_graph)
-    /* Otherwise it would just list "0 tensors", without a word of why. */
-    cairn_env_log(NULL, CAIRN_LOG_WARN,
-                  "'%s': this TensorFlow bundle holds no numeric tensor, only _CHECKPOINTABLE_OBJECT_GRAPH (the "
-                  "object graph of a TensorFlow 2 checkpoint, a string that cairn leaves out): the object it saved "
-                  "had no variables (a Keras model saved before it was built?), so there is nothing to read or restore",
-                  index);
-  v->names = c.names ? c.names : malloc(1);
-  c.names = NULL;
-  v->ents = c.ents ? c.ents : calloc(1, sizeof *v->ents);
-  v->n = c.n;
-  c.ents = NULL;
-  c.n = 0;
-  v->meta = calloc(1, sizeof *v->meta);
-  if (!v->names || !v->ents || !v->meta) {
-    free(v->ents);
-    free(v->meta);
-    st = cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory", index);
-    goto out;
-  }
-  v->meta_arena = NULL;
-  v->nmeta = 0;
-  v->major = TF_BUNDLE_VERSION;
-  v->minor = 0;
-out:
-  if (fd >= 0) close(fd);
   free(c.ents);
   free(c.names);
   free(index);
@@ -551,4 +552,15 @@ static cairn_status tf_verify(void *p, const ck_entry *ents, size_t n) {
   return st;
 }
 
-const ck_backend cairn__ck_tfbundle = {"tf", tf_open, tf_read, tf_verify, tf_close};
+/* The writer's side of the table (cairn_ckpt_out; tfbundle_write.c). A
+ * bundle has no metadata: wmeta_str is NULL. */
+static cairn_status tf_wopen(const char *path, const cairn_ckpt_write_options *o, void **w) {
+  (void)o;
+  return cairn_tfbundle_writer_open(path, (cairn_tfbundle_writer **)w);
+}
+CK_WRITE_ADAPTERS(tf, cairn_tfbundle_writer, cairn_tfbundle_writer_add, cairn_tfbundle_writer_commit,
+                  cairn_tfbundle_writer_abort)
+
+const ck_backend cairn__ck_tfbundle = {
+    .name = "tf", .open = tf_open, .read = tf_read, .verify = tf_verify, .close = tf_close,
+    .wopen = tf_wopen, .wadd = tf_wadd, .wcommit = tf_wcommit, .wabort = tf_wabort};

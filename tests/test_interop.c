@@ -1157,3 +1157,53 @@ Test(advice, bundle_with_only_the_object_graph_says_why_it_lists_nothing) {
   const char *err = stderr_of(open_object_graph_only);
   cr_assert(strstr(err, "holds no numeric tensor, only _CHECKPOINTABLE_OBJECT_GRAPH"), "stderr: %s", err);
 }
+/* ---- one writer for every format (cairn_ckpt_out) ---------------------------------- */
+
+TestSuite(ckpt_out, .init = setup, .fini = teardown);
+
+Test(ckpt_out, writes_each_format_through_one_entry_point) {
+  static const struct {
+    cairn_ckpt_format_id format;
+    const char *file, *name;
+    int has_meta;
+  } f[] = {{CAIRN_CKPT_FORMAT_CAIRN, "one.ckpt", "cairn", 1},
+           {CAIRN_CKPT_FORMAT_TF, "one.tf", "tf", 0},
+           {CAIRN_CKPT_FORMAT_SAFETENSORS, "one.safetensors", "safetensors", 1}};
+  int64_t shape[2] = {3, 5};
+  cairn_tensor *t;
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 2, shape, &t), CAIRN_OK);
+  for (int i = 0; i < 15; i++) ((float *)t->data)[i] = 0.25f * (float)i - 1.0f;
+  for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+    cairn_ckpt_out_options o = cairn_ckpt_out_options_default();
+    o.format = f[k].format;
+    o.cairn.no_fsync = 1;
+    cairn_ckpt_out *w;
+    cr_assert_eq(cairn_ckpt_out_open(P(f[k].file), &o, &w), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert_str_eq(cairn_ckpt_out_format(w), f[k].name);
+    cr_assert_eq(cairn_ckpt_out_add(w, "dense/kernel", t), CAIRN_OK, "%s", cairn_errmsg());
+    cairn_status ms = cairn_ckpt_out_meta_str(w, "user.note", "hello");
+    cr_assert_eq(ms, f[k].has_meta ? CAIRN_OK : CAIRN_E_UNSUPPORTED, "%s: %s", f[k].name, cairn_errmsg());
+    cr_assert_eq(cairn_ckpt_out_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+    cairn_ckpt *c;
+    cr_assert_eq(cairn_ckpt_open(P(f[k].file), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert_str_eq(cairn_ckpt_format(c), f[k].name);
+    cairn_tensor *back;
+    cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 2, shape, &back), CAIRN_OK);
+    cr_assert_eq(cairn_ckpt_read(c, "dense/kernel", back), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert_eq(memcmp(back->data, t->data, 15 * sizeof(float)), 0, "%s", f[k].name);
+    if (f[k].has_meta) {
+      const char *v;
+      cr_assert_eq(cairn_ckpt_meta_str(c, "user.note", &v), CAIRN_OK, "%s: %s", f[k].name, cairn_errmsg());
+      cr_assert_str_eq(v, "hello");
+    }
+    cairn_tensor_free(back);
+    cairn_ckpt_close(c);
+  }
+  cairn_ckpt_out_options bad = cairn_ckpt_out_options_default();
+  bad.format = (cairn_ckpt_format_id)7;
+  cairn_ckpt_out *w = (cairn_ckpt_out *)1;
+  cr_assert_eq(cairn_ckpt_out_open(P("x"), &bad, &w), CAIRN_E_INVALID);
+  cr_assert_null(w);
+  cairn_ckpt_out_abort(NULL);
+  cairn_tensor_free(t);
+}

@@ -2782,3 +2782,78 @@ Test(restore, restore_op_restores_a_var_list) {
   cairn_session_free(s);
   free_model(&m);
 }
+
+/* ---- the caller's env (cairn_saver_options.env) ------------------------------------ */
+
+typedef struct env_rec {
+  double t;
+  char log[4096];
+} env_rec;
+
+static double env_rec_now(void *ctx) { return ((env_rec *)ctx)->t; }
+
+static void env_rec_log(void *ctx, cairn_log_level level, const char *msg) {
+  env_rec *e = ctx;
+  size_t used = strlen(e->log);
+  snprintf(e->log + used, sizeof e->log - used, "%d %s\n", (int)level, msg);
+}
+
+static cairn_saver *env_saver(cairn_registry **r, const cairn_env *env, int max_to_keep, double hours) {
+  ASSERT_OK(cairn_registry_new(3, r));
+  int64_t shape[1] = {4};
+  cairn_var *v;
+  ASSERT_OK(cairn_var_create(*r, "w", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v));
+  ASSERT_OK(cairn_var_initialize(v));
+  cairn_saver_options o = cairn_saver_options_default();
+  o.write.no_fsync = 1;
+  o.max_to_keep = max_to_keep;
+  o.keep_checkpoint_every_n_hours = hours;
+  o.env = env;
+  cairn_saver *s;
+  ASSERT_OK(cairn_saver_new(*r, &o, &s));
+  return s;
+}
+
+/* keep_checkpoint_every_n_hours runs on the env's clock: a checkpoint
+   saved after the first keep time is kept when rotation evicts it. */
+Test(saver, env_clock_drives_keep_checkpoint_every_n_hours) {
+  env_rec rec = {0};
+  cairn_env env = {.now = env_rec_now, .log = env_rec_log, .ctx = &rec};
+  cairn_registry *r;
+  cairn_saver *s = env_saver(&r, &env, 1, 1.0); /* next keep time: 0 + 3600 s */
+  char prefix[300], p1[320], p2[320];
+  snprintf(prefix, sizeof prefix, "%s/model.ckpt", g_dir);
+  rec.t = 4000;
+  ASSERT_OK(cairn_saver_save(s, prefix, 1, p1, sizeof p1));
+  rec.t = 4001;
+  ASSERT_OK(cairn_saver_save(s, prefix, 2, p2, sizeof p2));
+  cr_assert_eq(access(p1, F_OK), 0, "'%s' was deleted: the saver did not use the env's clock", p1);
+  cr_assert_eq(cairn_saver_last_checkpoints_count(s), 1);
+  rec.t = 4002; /* the next eviction is before the next keep time (7600 s): deleted */
+  ASSERT_OK(cairn_saver_save(s, prefix, 3, NULL, 0));
+  cr_assert_neq(access(p2, F_OK), 0);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}
+
+/* The Saver's WARNINGs go to the env's log sink. */
+Test(saver, env_log_gets_the_rotation_warning) {
+  env_rec rec = {0};
+  cairn_env env = {.log = env_rec_log, .ctx = &rec};
+  cairn_registry *r;
+  cairn_saver *s = env_saver(&r, &env, 1, 10000.0);
+  char prefix[300], other[320];
+  snprintf(prefix, sizeof prefix, "%s/model.ckpt", g_dir);
+  snprintf(other, sizeof other, "%s/notes.txt", g_dir);
+  FILE *f = fopen(other, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  const char *paths[1] = {other};
+  ASSERT_OK(cairn_saver_recover_last_checkpoints(s, paths, 1));
+  ASSERT_OK(cairn_saver_save(s, prefix, 1, NULL, 0));
+  cr_assert_eq(access(other, F_OK), 0);
+  cr_assert_not_null(strstr(rec.log, "not deleting"), "log: '%s'", rec.log);
+  cr_assert_not_null(strstr(rec.log, "notes.txt"), "log: '%s'", rec.log);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}

@@ -85,6 +85,58 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_tfbundle_writer_add(cairn_tfbundle_
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_tfbundle_writer_commit(cairn_tfbundle_writer *w);
 CAIRN_API void cairn_tfbundle_writer_abort(cairn_tfbundle_writer *w);
 
+/* ---- One writer for every format ------------------------------------------ */
+
+/* The formats cairn writes (and reads: cairn_ckpt_format names them
+ * "cairn", "tf" and "safetensors"). */
+typedef enum cairn_ckpt_format_id {
+  CAIRN_CKPT_FORMAT_CAIRN = 0,      /* cairn's own (cairn/ckpt.h) */
+  CAIRN_CKPT_FORMAT_TF = 1,         /* TensorFlow tensor bundle: the path is its prefix */
+  CAIRN_CKPT_FORMAT_SAFETENSORS = 2 /* safetensors: no checksums, string metadata only */
+} cairn_ckpt_format_id;
+
+typedef struct cairn_ckpt_out_options {
+  cairn_ckpt_format_id format;   /* default CAIRN_CKPT_FORMAT_CAIRN */
+  cairn_ckpt_write_options cairn; /* cairn's writer options (chunks, compression,
+                                     no_fsync); the other formats have none */
+  size_t struct_size;            /* sizeof the caller's struct (CAIRN_CKPT_OUT_OPTIONS_SIZE);
+                                    0: this first layout */
+} cairn_ckpt_out_options;
+#define CAIRN_CKPT_OUT_OPTIONS_SIZE sizeof(cairn_ckpt_out_options)
+
+/* Every field 0: cairn's format with its writer's defaults (a zero-filled
+ * struct is the same, and so is NULL options). */
+CAIRN_API cairn_ckpt_out_options cairn_ckpt_out_options_default(void);
+
+/* A checkpoint being written in the format its options name, through that
+ * format's writer (cairn_ckpt_writer_*, cairn_tfbundle_writer_*,
+ * cairn_safetensors_writer_*, which stay for what only one format has:
+ * cairn's typed metadata and streamed tensors). Atomic as each of them:
+ * nothing is at `path` until commit. */
+typedef struct cairn_ckpt_out cairn_ckpt_out;
+
+/* Errors: CAIRN_E_NULL, CAIRN_E_INVALID (an unknown format; bad cairn
+ * options; struct_size smaller than the first layout), and those of the
+ * format's writer_open (CAIRN_E_IO, CAIRN_E_NOMEM). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_open(const char *path, const cairn_ckpt_out_options *opts,
+                                                           cairn_ckpt_out **out);
+/* "cairn", "tf" or "safetensors" (as cairn_ckpt_format); NULL for NULL. */
+CAIRN_API const char *cairn_ckpt_out_format(const cairn_ckpt_out *w);
+/* Adds tensor t under name, with the rules and errors of the format's
+ * writer_add (safetensors keeps a pointer to t until commit; the others
+ * copy it before returning). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_add(cairn_ckpt_out *w, const char *name,
+                                                          const cairn_tensor *t);
+/* A string metadata entry (cairn: a CAIRN_META_STR key; safetensors: a
+ * "__metadata__" entry). CAIRN_E_UNSUPPORTED for a TF bundle, which has no
+ * metadata. Other errors: those of the format's writer. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_meta_str(cairn_ckpt_out *w, const char *key,
+                                                               const char *value);
+/* Commits (the format's writer_commit) and frees w whatever the outcome. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_commit(cairn_ckpt_out *w);
+/* Frees w, writes nothing. abort(NULL) does nothing. */
+CAIRN_API void cairn_ckpt_out_abort(cairn_ckpt_out *w);
+
 /* ---- NumPy .npz (import) --------------------------------------------------- */
 
 /* An .npz archive (numpy.savez / savez_compressed: a ZIP of .npy arrays)

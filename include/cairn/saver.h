@@ -107,6 +107,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cairn/checkpoint_dir.h"
 #include "cairn/ckpt.h"
 #include "cairn/env.h"
 #include "cairn/status.h"
@@ -119,8 +120,10 @@ extern "C" {
 
 /* ---- Options ----------------------------------------------------------------- */
 
-/* Seconds since an arbitrary epoch (the default clock is the wall clock,
- * which recover_last_checkpoints compares with file mtimes). */
+/* Deprecated, kept for one release: the Saver's own clock type. Give the
+ * caller's cairn_env (options.env) instead; its `now` is then the Saver's
+ * clock. Seconds since an arbitrary epoch (the default clock is the wall
+ * clock, which recover_last_checkpoints compares with file mtimes). */
 typedef double (*cairn_saver_clock_fn)(void *ctx);
 
 typedef struct cairn_saver_options {
@@ -130,11 +133,19 @@ typedef struct cairn_saver_options {
                                            restore are then no-ops); else CAIRN_E_INVALID */
   cairn_ckpt_write_options write;       /* passed to the checkpoint writer; write.no_fsync
                                            also skips the fsyncs of the state file */
-  cairn_saver_clock_fn clock;           /* NULL: wall clock; tests inject one */
+  cairn_saver_clock_fn clock;           /* deprecated (one release): use env. Wins over env's
+                                           clock when set */
   void *clock_ctx;
   int replace_same_step;                /* 1: a save of step S replaces an existing checkpoint
                                            "<prefix>-S" whatever it holds (TF); default 0:
                                            see cairn_saver_save */
+  /* The caller's environment (borrowed: it must outlive the saver): the
+     Saver's WARNINGs (a recovered path rotation will not delete, an
+     asynchronous save's error nobody took) go to its log sink, and its
+     `now`, when given, is the Saver's clock (keep_checkpoint_every_n_hours;
+     it must then count wall-clock seconds, which recovered entries' file
+     mtimes are compared with). NULL: stderr and the wall clock. */
+  const cairn_env *env;
 } cairn_saver_options;
 
 /* TF's defaults: max_to_keep 5, keep_checkpoint_every_n_hours 10000, empty
@@ -248,6 +259,24 @@ CAIRN_API void cairn_saver_clear_meta(cairn_saver *s);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save(cairn_saver *s, const char *prefix, int64_t global_step,
                                                      char *path, size_t len);
 
+/* cairn_saver_save into the checkpoint directory d (cairn/checkpoint_dir.h):
+ * the prefix is "<cairn_checkpoint_dir_path(d)>/<basename>" (basename NULL:
+ * "model.ckpt"; "sub/model.ckpt" for files in a subdirectory), and the
+ * directory's identity is checked before the save and again in its
+ * commit, before each step that names files by path (the checkpoint's
+ * rename, the state file, the deletions of rotation): a directory removed
+ * or replaced since d was opened fails the save with CAIRN_E_NOT_FOUND
+ * ("saver_save 'd/model.ckpt-5': checkpoint directory 'd' was removed
+ * while training: ..."), and nothing is written into, or deleted from,
+ * what is at its path now. The state file d has read is not updated
+ * (cairn_checkpoint_dir_refresh reads it again). CheckpointSaverHook saves
+ * this way into the directory it holds locked.
+ * Errors: those of cairn_saver_save, and CAIRN_E_NULL (d), CAIRN_E_INVALID
+ * (basename empty, absolute or with a ".." component). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save_in(cairn_saver *s, cairn_checkpoint_dir *d,
+                                                        const char *basename, int64_t global_step, char *path,
+                                                        size_t len);
+
 /* ---- Asynchronous saving ------------------------------------------------------
  * A save in two phases, so that training does not stop for the write.
  * Phase 1, in cairn_saver_save_begin on the caller's thread (call it at a
@@ -297,6 +326,13 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save(cairn_saver *s, const ch
  * receives the file that will be written. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save_begin(cairn_saver *s, const char *prefix,
                                                            int64_t global_step, char *path, size_t len);
+/* cairn_saver_save_begin into the checkpoint directory d, as
+ * cairn_saver_save_in; phase 2 checks the directory's identity again
+ * before its renames and deletions. Errors: those of
+ * cairn_saver_save_begin and of cairn_saver_save_in. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save_begin_in(cairn_saver *s, cairn_checkpoint_dir *d,
+                                                              const char *basename, int64_t global_step,
+                                                              char *path, size_t len);
 /* Waits until no save of s is in flight; returns the background save's
  * error if it failed and nothing reported it yet, else CAIRN_OK. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_save_wait(cairn_saver *s);
@@ -515,40 +551,6 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_restore_partial(cairn_saver *
 
 CAIRN_API void cairn_restore_report_free(cairn_restore_report *r);
 
-/* ---- the restore op ----
- * TF's `saver = tf.train.Saver(var_list); init_fn = lambda scaffold, sess:
- * saver.restore(sess, path)` as one call: an op that restores vars[0..n)
- * from the checkpoint file `path`, for a Scaffold's local_init_op or, with
- * cairn_op_init_fn, its init_fn (then the restore happens only when the
- * session was initialized, not when it was restored from its own
- * checkpoint_dir). opts NULL: the strict restore (cairn_saver_restore);
- * else cairn_saver_restore_partial with opts (include / exclude / rename /
- * lenient). The list and path are copied; opts and the arrays it points to
- * are borrowed (they must outlive the op). A strict opts is checked here
- * against vars: an include pattern or a rename's model side that names none
- * of them fails at once with CAIRN_E_NOT_FOUND ("op_new_restore: 1 pattern
- * of the restore options matches no variable of the list ...: include
- * pattern 'dense/kernal' ... (did you mean 'dense/kernel'?)"). path may be a
- * directory (as cairn_saver_restore; looked up at each run). Each run that
- * succeeds logs at INFO "<name>: Restored N variables from <file> (...)"
- * (to opts->env, else stderr). When report is not NULL, *report
- * is the last run's restore report (owned by the op: valid until the next
- * run or until the op is freed; NULL before the first run and for a strict
- * restore). A run fails with the restore's status and the message
- * "<name>: <the restore's message>".
- * Errors: those of cairn_saver_new_list (CAIRN_E_EXISTS, CAIRN_E_NULL ...),
- * CAIRN_E_NOT_FOUND (a pattern that names none of vars, above),
- * CAIRN_E_INVALID (bad options), CAIRN_E_NULL (path), CAIRN_E_NOMEM. */
-typedef struct cairn_op cairn_op;
-typedef struct cairn_session cairn_session;
-typedef struct cairn_scaffold cairn_scaffold;
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new_restore(const char *name, const char *path, cairn_var *const *vars,
-                                                         size_t n, const cairn_restore_options *opts,
-                                                         const cairn_restore_report **report, cairn_op **out);
-/* Runs the op `op` (a cairn_op *) on s: any op as a Scaffold init_fn
- * (so.init_fn = cairn_op_init_fn; so.init_fn_user = op; the op is
- * borrowed). Returns the run's status. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_init_fn(cairn_scaffold *sc, cairn_session *s, void *op);
 /* Number of items in list k (0 for an unknown k or r NULL). */
 CAIRN_API size_t cairn_restore_report_count(const cairn_restore_report *r, cairn_restore_kind k);
 /* Item i of list k, owned by r; NULL when out of range. */
@@ -564,197 +566,16 @@ CAIRN_API const cairn_restore_item *cairn_restore_report_item(const cairn_restor
  * when len is 0) and returns the length of the whole text. */
 CAIRN_API size_t cairn_restore_report_format(const cairn_restore_report *r, char *buf, size_t len);
 
-/* ---- The state file and the latest checkpoint ------------------------------- */
-
-/* TF's get_checkpoint_state: the parsed "<dir>/checkpoint". Paths that are
- * relative in the file are joined onto dir ("dir/model.ckpt-3"); absolute
- * ones are returned as written. Only entries that name a file directly in
- * dir are kept (see "The state file names files of its own directory" at
- * the top); the others are ignored with a WARNING and listed by
- * cairn_checkpoint_state_ignored_at. An ignored model_checkpoint_path
- * gives way to the newest all_model_checkpoint_paths entry kept. */
-typedef struct cairn_checkpoint_state cairn_checkpoint_state;
-
-/* Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND (no state file), CAIRN_E_FORMAT
- * (unparsable, or model_checkpoint_path missing or empty: "invalid
- * checkpoint state loaded from 'dir'"; names the line; or no entry names
- * a file in dir: "... none of its 2 paths names a file in the
- * directory"), CAIRN_E_IO (e.g. "cannot open 'd/checkpoint': it is a FIFO,
- * not a regular file", or a symbolic link out of dir), CAIRN_E_LIMIT (a
- * state file over 16 MiB), CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_read(const char *dir,
-                                                                cairn_checkpoint_state **out);
-CAIRN_API void cairn_checkpoint_state_free(cairn_checkpoint_state *st);
-/* model_checkpoint_path (the newest). Owned by st. */
-CAIRN_API const char *cairn_checkpoint_state_model_path(const cairn_checkpoint_state *st);
-/* all_model_checkpoint_paths, oldest first; at() is NULL out of range. */
-CAIRN_API size_t cairn_checkpoint_state_count(const cairn_checkpoint_state *st);
-CAIRN_API const char *cairn_checkpoint_state_path_at(const cairn_checkpoint_state *st, size_t i);
-/* The entries ignored because they name no file of the directory, as
- * written in the file (all_model_checkpoint_paths first, then
- * model_checkpoint_path); at() is NULL out of range. Owned by st. */
-CAIRN_API size_t cairn_checkpoint_state_ignored_count(const cairn_checkpoint_state *st);
-CAIRN_API const char *cairn_checkpoint_state_ignored_at(const cairn_checkpoint_state *st, size_t i);
-
-/* TF's update_checkpoint_state: atomically writes "<dir>/checkpoint" with
- * model_path and all_paths[0..n) (model_path is appended when it is not
- * already the last of them). Paths in dir are written relative to it.
- * no_fsync 1 skips the fsyncs. Errors: CAIRN_E_NULL, CAIRN_E_INVALID
- * (empty model_path), CAIRN_E_NOT_FOUND (no such directory), CAIRN_E_NOSPC,
- * CAIRN_E_IO; on error the previous state file is intact and no temporary
- * file is left. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_state_write(const char *dir, const char *model_path,
-                                                                 const char *const *all_paths, size_t n,
-                                                                 int no_fsync);
-
-/* The newest usable checkpoint of `dir`, copied to path[0..len).
- *
- * Reads the state file; tries model_checkpoint_path, then the other listed
- * paths newest first, and returns the first that opens as a valid
- * checkpoint (cairn_ckpt_open: superblock, footer, metadata and index are
- * checked; tensor data is not — use cairn_ckpt_verify for that) and was not
- * marked with cairn_checkpoint_mark_corrupt in this process. When the
- * state file is missing or unusable (unparsable, a FIFO, no entry naming
- * a file of dir), or none of its checkpoints is usable, scans dir for files
- * named "<anything>-<step>" and returns the valid one with the highest step
- * (ties: the newest mtime); when the state file was missing or unusable,
- * once per process, a WARNING says so and names the file used (TF returns
- * None there; doc/checkpoints-and-restarts.md, item 11). Neither way leaves
- * dir: state file entries are confined as above, a scanned name that is a
- * symbolic link to a file elsewhere is skipped with a WARNING, and every
- * file is opened in dir (a checkpoint whose TF .index or data shard leads
- * out, or is a FIFO or a directory, is skipped, the note says why).
- *
- * cairn_errmsg() is cleared on entry. On CAIRN_OK the note (see
- * cairn_latest_checkpoint_note) is left in cairn_errmsg(): "" when the
- * state file's model_checkpoint_path was returned. New code should call
- * cairn_latest_checkpoint_note, which keeps the error channel for errors.
- * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (len 0), CAIRN_E_NOT_FOUND (no
- * such directory, or no usable checkpoint: the message says what was
- * tried), CAIRN_E_LIMIT (the path does not fit in len bytes), CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint(const char *dir, char *path, size_t len);
-
-/* cairn_latest_checkpoint with its note in its own buffer: on CAIRN_OK,
- * note[0..note_len) holds "" when the state file's model_checkpoint_path
- * was returned, and otherwise why it was not, e.g. "latest_checkpoint 'd':
- * using 'd/model.ckpt-2': skipped 'd/model.ckpt-3': file is truncated
- * (incomplete): ..." (or "...: no state file 'd/checkpoint'; found by
- * scanning the directory"), cut to fit. note may be NULL when note_len is
- * 0; it is "" after an error, and cairn_errmsg() stays "" on success.
- * Errors: those of cairn_latest_checkpoint, and CAIRN_E_NULL (note NULL
- * with note_len > 0). */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint_note(const char *dir, char *path, size_t len,
-                                                                    char *note, size_t note_len);
-
-/* cairn_latest_checkpoint_note that also hands over the checkpoint it
- * chose, open, in *out (close it with cairn_ckpt_close). Use it to read a
- * checkpoint of a directory: the handle was opened inside dir (see "The
- * state file names files of its own directory" at the top: every file of
- * it, a TensorFlow prefix's .index and data shards included, was looked up
- * in dir without following a link that leads out, and a FIFO or a
- * directory in their place is refused), and it stays valid if rotation
- * deletes the file meanwhile, which a second open by path would not.
- * *out is NULL after an error. Errors: those of cairn_latest_checkpoint_note,
- * and CAIRN_E_NULL (out NULL). */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_latest_checkpoint_open(const char *dir, char *path, size_t len,
-                                                                    char *note, size_t note_len, cairn_ckpt **out);
-
-/* Marks the checkpoint file at `path` corrupt for the rest of this process:
- * cairn_latest_checkpoint skips it from now on ("skipped 'd/model.ckpt-3':
- * marked corrupt earlier in this process: <why>"), so every later lookup —
- * the next restore, a hook's, a tool's — picks the checkpoint before it.
- * The file itself is left as it is (nothing is renamed or deleted), and the
- * mark is not stored anywhere: a new process looks at the file afresh.
- *
- * The SessionManager calls it when restoring the newest checkpoint of a
- * directory fails on the file's own data (CAIRN_E_CORRUPT, CAIRN_E_TRUNCATED,
- * CAIRN_E_FORMAT), then restores the newest intact one (see
- * cairn_session_manager_prepare_session); a program that restores files
- * itself calls it the same way. The file is known by its device, inode,
- * size and modification time, not by its name: a checkpoint saved later
- * under the same name (the Saver replaces files atomically) is a new file
- * and is not skipped. `why` (may be NULL) is kept for that message (its
- * first 150 bytes); the first reason given for a file is kept. Thread-safe.
- * Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND (no such file: nothing to mark;
- * cairn_latest_checkpoint skips missing files anyway), CAIRN_E_IO,
- * CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_mark_corrupt(const char *path, const char *why);
-/* 1 if the file at `path` was marked by cairn_checkpoint_mark_corrupt in
- * this process, else 0 (also for NULL or a file that does not exist). */
-CAIRN_API int cairn_checkpoint_is_marked_corrupt(const char *path);
-
-/* ---- One writer per directory ------------------------------------------------ */
-
-/* The exclusive lock of a checkpoint directory: flock(2) on the file
- * "<dir>/.cairn.lock", which holds the holder's "pid <pid> host <name>".
- * The kernel releases it when the holder exits, SIGKILL included, so a
- * stale lock never blocks a restart. The file itself stays (harmless). */
-typedef struct cairn_checkpoint_lock cairn_checkpoint_lock;
-
-/* Takes the lock of dir at once (never waits), for a Saver whose files are
- * "<dir>/<prefix>-<step>": prefix is the Saver's prefix relative to dir,
- * the checkpoint_basename of CheckpointSaverHook ("model.ckpt", or
- * "sub/model.ckpt" for files in dir/sub); NULL means "model.ckpt". The
- * lock records the directory itself (device, inode, and a descriptor that
- * keeps it), not only its path: see cairn_checkpoint_lock_verify.
- *
- * On success, and only then, the temporary files that killed saves of
- * this Saver left behind are removed from the directory its files go to:
- * regular files named "<base>-<digits>.tmp.XXXXXX" (the checkpoint
- * writer's, base the last component of prefix: "model.ckpt-1200.tmp.a1B2c3")
- * and "checkpoint.tmp.XXXXXX" (the state file's), XXXXXX six letters or
- * digits — nothing else: not another prefix's ("notes-2024.tmp.backup",
- * "report-3.tmp.v2abcd"), not a directory, not a symbolic link (count and
- * bytes: cairn_checkpoint_lock_removed; CheckpointSaverHook logs them).
- * On a file system that cannot lock (flock fails with ENOLCK, EOPNOTSUPP,
- * ...) it succeeds holding nothing, with a WARNING on stderr, and removes
- * nothing; cairn_checkpoint_lock_held() is then 0.
- * Errors: CAIRN_E_BUSY when another process, or another lock object of
- * this one, holds it:
- *   checkpoint_lock_new: checkpoint directory 'd' is in use by another
- *   trainer: pid 4242 on host 'node7' holds the lock 'd/.cairn.lock' (one
- *   writer per directory: wait for it to finish, or use another directory)
- * CAIRN_E_NOT_FOUND (no such directory), CAIRN_E_INVALID (prefix empty,
- * absolute, ending with '/' or with a ".." component), CAIRN_E_IO (the
- * lock file cannot be opened — e.g. it is a symbolic link, which is never
- * followed — or locked), CAIRN_E_NULL, CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_new_prefix(const char *dir, const char *prefix,
-                                                                        cairn_checkpoint_lock **out);
-/* Deprecated, kept for one release: cairn_checkpoint_lock_new_prefix(dir,
- * NULL, out), which removes only the temporary files of the default prefix
- * "model.ckpt" (before, any "<x>-<digits>.tmp.XXXXXX" was removed, files
- * of other programs included). Call cairn_checkpoint_lock_new_prefix with
- * the Saver's prefix. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_new(const char *dir, cairn_checkpoint_lock **out);
-/* CAIRN_OK when the path the lock was taken at still leads to the
- * directory locked. A directory removed (rm -rf) or replaced (another
- * directory moved or created in its place) under a running trainer is no
- * longer guarded by l: a second trainer could lock the new one and train
- * next to this one. CheckpointSaverHook calls this before each save, and
- * the Saver before each rename of that save's commit; a save then fails,
- * creating nothing, with CAIRN_E_NOT_FOUND:
- *   checkpoint_lock_verify: checkpoint directory 'd' was removed while
- *   training: the lock taken at start no longer protects it; not
- *   re-creating it; training stops (...)
- * ("was replaced by another directory", "was replaced by something that
- * is not a directory"). Errors: CAIRN_E_NULL, CAIRN_E_NOT_FOUND. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_verify(const cairn_checkpoint_lock *l);
-/* Releases the lock. NULL does nothing. */
-CAIRN_API void cairn_checkpoint_lock_free(cairn_checkpoint_lock *l);
-/* "<dir>/.cairn.lock", owned by l. */
-CAIRN_API const char *cairn_checkpoint_lock_path(const cairn_checkpoint_lock *l);
-/* 1 when l really holds the lock (0 on a file system without locks). */
-CAIRN_API int cairn_checkpoint_lock_held(const cairn_checkpoint_lock *l);
-/* What taking the lock removed: temporary files and their bytes. */
-CAIRN_API void cairn_checkpoint_lock_removed(const cairn_checkpoint_lock *l, size_t *files, uint64_t *bytes);
-/* A check, not a reservation: CAIRN_OK when nobody holds the lock of dir
- * right now (or dir has no lock file), CAIRN_E_BUSY with the message above
- * when someone does. Creates nothing. For a program that wants to refuse
- * before it writes anything else into dir; the session's lock is what
- * guards the directory. Errors: CAIRN_E_NULL, CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_check(const char *dir);
-
 #ifdef __cplusplus
 }
+#endif
+
+/* Compatibility, for one release: the restore op (cairn_op_new_restore,
+ * cairn_op_init_fn) moved to cairn/scaffold.h, the header of its layer
+ * (it takes ops, sessions and Scaffolds). Define CAIRN_NO_COMPAT_INCLUDES
+ * to check that a program includes what it uses. (Included from
+ * cairn/session.h, which includes cairn/scaffold.h at its own end.) */
+#if !defined(CAIRN_NO_COMPAT_INCLUDES) && !defined(CAIRN_SESSION_H)
+#include "cairn/scaffold.h"
 #endif
 #endif
