@@ -369,6 +369,8 @@ static cairn_status other_format(int fd, const char *path, cairn_status zip_st) 
   cairn_ckpt_close(c);
   return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: %s, not a ZIP (.npz) file: open it with cairn_ckpt_open "
                      "(ckpt-inspect import reads it as such)", path, what);
+}
+
 /* Directory entry i of the archive: its name (safe), sizes and CRC into
  * r->m[r->n] (r->n advanced once the name is kept), and the checks of its
  * encryption, method and sizes. */
