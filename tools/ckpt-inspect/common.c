@@ -269,6 +269,18 @@ const char *numpy_name(cairn_dtype dt) {
   return "?";
 }
 
+/* A float from its IEEE bits, and back. */
+static float float_of(uint32_t bits) {
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+static uint32_t bits_of(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  return x;
+}
+
 static float f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits;
   if (exp == 0) {
@@ -279,15 +291,12 @@ static float f16_to_f32(uint16_t h) {
     bits = sign | 0x7F800000u | (man << 13);
   else
     bits = sign | ((exp + 112) << 23) | (man << 13);
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
+  return float_of(bits);
 }
 
 /* Round to nearest even, as a f16 store would. */
 uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
+  uint32_t x = bits_of(f);
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
   uint32_t ax = x & 0x7FFFFFFFu;
   if (ax >= 0x7F800000u) return (uint16_t)(sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0));
@@ -301,15 +310,9 @@ uint16_t f32_to_f16(float f) {
   return (uint16_t)(sign | (ax >> 13));
 }
 
-static float bf16_to_f32(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
+static float bf16_to_f32(uint16_t h) { return float_of((uint32_t)h << 16); }
 uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
+  uint32_t x = bits_of(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);
   return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
@@ -597,6 +600,12 @@ cairn_status open_ckpt(const char *path, cairn_ckpt **c) {
     errorf("%s was written by a newer cairn (this is %s, which reads format %d.x)", path,
            cairn_version_string(), CAIRN_CKPT_VERSION_MAJOR);
   return s;
+}
+
+cairn_ckpt *open_arg(const char *arg, char *path, size_t len) {
+  cairn_ckpt *c;
+  if (resolve(arg, 1, path, len) != 0 || open_ckpt(path, &c) != CAIRN_OK) return NULL;
+  return c;
 }
 
 /* "format 1.0" for cairn's own files; the foreign formats by name. */

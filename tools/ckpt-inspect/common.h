@@ -143,6 +143,9 @@ cairn_ckpt *take_resolved(const char *path);
 /* Opens path (or takes resolve()'s handle); prints the error with a hint,
  * returns the status. */
 cairn_status open_ckpt(const char *path, cairn_ckpt **c);
+/* resolve(arg, allow_dir) into path, then open_ckpt: the checkpoint a
+ * CKPT argument names, or NULL (the error printed). */
+cairn_ckpt *open_arg(const char *arg, char *path, size_t len);
 /* 1 if path starts with cairn's own magic (the hints about interrupted
  * saves and recover are about cairn's files only). */
 int is_cairn_file(const char *path);

@@ -313,18 +313,13 @@ int cmd_diff(const options *o, const char *const *args) {
           break;
         }
         case D_DTYPE:
+        case D_SHAPE: /* "dtype:   NAME  f32 (2,) -> f64 (2,)", "shape:   NAME  f32 (2,) -> (3,)" */
           shape_str(s1, sizeof s1, r->a->rank, r->a->shape);
           shape_str(s2, sizeof s2, r->b->rank, r->b->shape);
-          fputs("dtype:   ", stdout);
+          fputs(r->kind == D_DTYPE ? "dtype:   " : "shape:   ", stdout);
           put_esc(stdout, r->name);
-          printf("  %s %s -> %s %s\n", dtype_str(r->a->dtype), s1, dtype_str(r->b->dtype), s2);
-          break;
-        case D_SHAPE:
-          shape_str(s1, sizeof s1, r->a->rank, r->a->shape);
-          shape_str(s2, sizeof s2, r->b->rank, r->b->shape);
-          fputs("shape:   ", stdout);
-          put_esc(stdout, r->name);
-          printf("  %s %s -> %s\n", dtype_str(r->a->dtype), s1, s2);
+          printf("  %s %s -> %s%s%s\n", dtype_str(r->a->dtype), s1, r->kind == D_DTYPE ? dtype_str(r->b->dtype) : "",
+                 r->kind == D_DTYPE ? " " : "", s2);
           break;
         case D_VALUES:
         case D_CLOSE:

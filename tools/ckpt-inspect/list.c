@@ -10,11 +10,9 @@
 #include <sys/stat.h>
 
 int cmd_list(const options *o, const char *const *args) {
-  const char *arg = args[0];
   char path[4096];
-  if (resolve(arg, 1, path, sizeof path) != 0) return EXIT_ERROR;
-  cairn_ckpt *c;
-  if (open_ckpt(path, &c) != CAIRN_OK) return EXIT_ERROR;
+  cairn_ckpt *c = open_arg(args[0], path, sizeof path); /* CKPT */
+  if (!c) return EXIT_ERROR;
   size_t n = cairn_ckpt_count(c);
   cairn_ckpt_entry *es = calloc(n ? n : 1, sizeof *es);
   if (!es) {

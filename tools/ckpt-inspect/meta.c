@@ -24,11 +24,9 @@ static const char *meta_type_name(cairn_meta_type t) {
 #define META_HEX_SHOWN 32
 
 int cmd_meta(const options *o, const char *const *args) {
-  const char *arg = args[0];
   char path[4096];
-  if (resolve(arg, 1, path, sizeof path) != 0) return EXIT_ERROR;
-  cairn_ckpt *c;
-  if (open_ckpt(path, &c) != CAIRN_OK) return EXIT_ERROR;
+  cairn_ckpt *c = open_arg(args[0], path, sizeof path); /* CKPT */
+  if (!c) return EXIT_ERROR;
   size_t n = cairn_ckpt_meta_count(c);
   int major, minor;
   cairn_ckpt_version(c, &major, &minor);

@@ -48,34 +48,26 @@ static void visit(fmt *f, int dim, uint64_t off, visit_fn fn) {
   }
 }
 
-static int fixed_digits(double v, cairn_dtype dt) {
-  char b[400];
-  for (int d = 0; d <= MAX_FRAC; d++) {
-    snprintf(b, sizeof b, "%.*f", d, v);
-    if (narrow(strtod(b, NULL), dt) == v) return d;
-  }
-  /* Not identifiable in MAX_FRAC digits: that many, less trailing zeros. */
-  snprintf(b, sizeof b, "%.*f", MAX_FRAC, v);
-  int d = MAX_FRAC;
-  size_t l = strlen(b);
-  while (d > 0 && b[l - 1] == '0') {
-    l--;
-    d--;
-  }
-  return d;
+/* v in positional (sci 0: "%.*f") or scientific (sci 1: "%.*e") notation
+ * with d digits after the point. */
+static void print_digits(char *b, size_t n, double v, int d, int sci) {
+  if (sci) snprintf(b, n, "%.*e", d, v);
+  else snprintf(b, n, "%.*f", d, v);
 }
 
-static int exp_digits(double v, cairn_dtype dt) {
-  char b[64];
+/* The digits after the point numpy gives v: the fewest that read back as v
+ * in dt; when MAX_FRAC do not, that many less the trailing zeros. */
+static int frac_digits(double v, cairn_dtype dt, int sci) {
+  char b[400];
   for (int d = 0; d <= MAX_FRAC; d++) {
-    snprintf(b, sizeof b, "%.*e", d, v);
+    print_digits(b, sizeof b, v, d, sci);
     if (narrow(strtod(b, NULL), dt) == v) return d;
   }
-  snprintf(b, sizeof b, "%.*e", MAX_FRAC, v);
-  char *e = strchr(b, 'e');
+  print_digits(b, sizeof b, v, MAX_FRAC, sci);
+  const char *end = sci ? strchr(b, 'e') : b + strlen(b);
   int d = MAX_FRAC;
-  while (d > 0 && e[-1] == '0') {
-    e--;
+  while (d > 0 && end[-1] == '0') {
+    end--;
     d--;
   }
   return d;
@@ -106,10 +98,10 @@ static void scan_widths(fmt *f, uint64_t i) {
   if (dtype_is_float(f->dt)) {
     if (!isfinite(v)) return;
     if (f->exp_mode) {
-      int d = exp_digits(v, f->dt);
+      int d = frac_digits(v, f->dt, 1);
       if (d > f->precision) f->precision = d;
     } else {
-      int d = fixed_digits(v, f->dt);
+      int d = frac_digits(v, f->dt, 0);
       if (d > f->pad_right) f->pad_right = d;
       snprintf(b, sizeof b, "%.*f", d, v);
       int il = int_part_len(b);
@@ -168,7 +160,7 @@ static void format_elem(const fmt *f, uint64_t i, char *out, size_t n) {
       snprintf(out, n, "%*s%s%se%c%0*d", f->pad_left - il, "", b, f->precision == 0 ? "." : "", e[1],
                f->exp_size, atoi(e + 2));
     } else {
-      int d = fixed_digits(v, f->dt);
+      int d = frac_digits(v, f->dt, 0);
       snprintf(b, sizeof b, "%.*f%s", d, v, d == 0 ? "." : "");
       int il = int_part_len(b);
       int frac = d;
@@ -383,11 +375,10 @@ static int find_entry(cairn_ckpt *c, const char *path, const char *name, cairn_c
 }
 
 int cmd_show(const options *o, const char *const *args) {
-  const char *arg = args[0], *name = args[1];
+  const char *name = args[1];
   char path[4096];
-  if (resolve(arg, 1, path, sizeof path) != 0) return EXIT_ERROR;
-  cairn_ckpt *c;
-  if (open_ckpt(path, &c) != CAIRN_OK) return EXIT_ERROR;
+  cairn_ckpt *c = open_arg(args[0], path, sizeof path); /* CKPT */
+  if (!c) return EXIT_ERROR;
   cairn_ckpt_entry e;
   if (find_entry(c, path, name, &e) != 0) {
     cairn_ckpt_close(c);
