@@ -5,7 +5,6 @@
 #include "common.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>

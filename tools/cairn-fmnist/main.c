@@ -79,7 +79,6 @@
 #include "common.h"
 
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* One subcommand: its name, the options it takes (FL_* of common.h, parsed

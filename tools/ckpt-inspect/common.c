@@ -656,7 +656,6 @@ uint64_t elem_count(int rank, const int64_t *shape) {
   return n;
 }
 
-
 int check_output(const options *o, const char *in, const char *out) {
   struct stat si, so;
   if (stat(out, &so) == 0) {

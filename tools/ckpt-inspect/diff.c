@@ -3,11 +3,9 @@
 
 #include "common.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 typedef enum { D_ADDED, D_REMOVED, D_DTYPE, D_SHAPE, D_VALUES, D_CLOSE } dkind;
 

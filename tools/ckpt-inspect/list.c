@@ -3,11 +3,9 @@
 
 #include "common.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 int cmd_list(const options *o, const char *const *args) {
   char path[4096];

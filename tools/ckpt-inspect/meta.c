@@ -3,11 +3,9 @@
 
 #include "common.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static const char *meta_type_name(cairn_meta_type t) {
   switch (t) {

@@ -3,13 +3,6 @@
 
 #include "common.h"
 
-#include <errno.h>
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-
-
 int cmd_recover(const options *o, const char *const *args) {
   const char *in = args[0], *out = args[1];
   char path[4096];

@@ -3,11 +3,9 @@
 
 #include "common.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define EDGE_ITEMS 3
 #define THRESHOLD 1000

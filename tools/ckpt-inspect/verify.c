@@ -3,11 +3,8 @@
 
 #include "common.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static const char *g_verify_label = ""; /* cmd_verify: format_label of the file */
 
