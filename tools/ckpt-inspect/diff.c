@@ -1,4 +1,5 @@
-/* ckpt-inspect diff A B: two checkpoints compared tensor by tensor, every tensor decoded and checked. */
+/* ckpt-inspect diff A B: two checkpoints compared tensor by tensor, every
+ * tensor decoded and checked. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "common.h"

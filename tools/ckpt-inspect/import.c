@@ -1,4 +1,5 @@
-/* ckpt-inspect import IN OUT: a TensorFlow bundle, safetensors file or NumPy .npz written as a cairn checkpoint. */
+/* ckpt-inspect import IN OUT: a TensorFlow bundle, safetensors file or NumPy
+ * .npz written as a cairn checkpoint. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "common.h"

@@ -1,4 +1,5 @@
-/* ckpt-inspect recover IN OUT: the complete tensors of a cut-short or damaged file, into a new valid one. */
+/* ckpt-inspect recover IN OUT: the complete tensors of a cut-short or
+ * damaged file, into a new valid one. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "common.h"

@@ -1,4 +1,5 @@
-/* ckpt-inspect show CKPT NAME: one tensor's statistics and values, printed as numpy prints them. */
+/* ckpt-inspect show CKPT NAME: one tensor's statistics and values, printed
+ * as numpy prints them. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "common.h"
