@@ -23,14 +23,14 @@ while getopts B:e: o; do
 done
 here=$(cd "$(dirname "$0")" && pwd)
 data=/usr/share/datasets/fashion-mnist
-fm=$build/tools/cairn-fmnist
+fm=$build/tools/cairn-fmnist/cairn-fmnist
 [ -x "$fm" ] || { echo "compare-fmnist: $fm not built" >&2; exit 2; }
 if ! [ -r $data/train-images-idx3-ubyte.gz ]; then
   echo "compare-fmnist: skipped: no $data (Debian: apt-get install dataset-fashion-mnist)" >&2
   exit 0
 fi
 . "$here/blas-coretype.sh"
-blas_coretype_export "$build/tools/cairn-info" compare-fmnist
+blas_coretype_export "$build/tools/cairn-info/cairn-info" compare-fmnist
 out=$(mktemp -d "${TMPDIR:-/tmp}/cmp-fmnist.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 steps=$((epochs * 938)) # 60000 / 64 rounded up

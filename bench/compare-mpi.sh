@@ -30,7 +30,7 @@ if ! [ -x "$bench" ] || ! command -v mpirun >/dev/null 2>&1; then
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/blas-coretype.sh"
-blas_coretype_export "$build/tools/cairn-info" compare-mpi
+blas_coretype_export "$build/tools/cairn-info/cairn-info" compare-mpi
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp "${TMPDIR:-/tmp}/cmp-mpi.XXXXXX") || exit 1
 trap 'rm -f "$out"' EXIT

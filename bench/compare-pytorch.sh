@@ -41,7 +41,7 @@ if ! [ -x $py ] || ! $py -c 'import torch' 2>/dev/null; then
 fi
 first=${build%% *}
 . "$here/blas-coretype.sh"
-blas_coretype_export "$first/tools/cairn-info" compare-pytorch
+blas_coretype_export "$first/tools/cairn-info/cairn-info" compare-pytorch
 for b in $build; do
   [ -x "$b/bench/bench_train_step" ] || { echo "compare-pytorch: $b/bench/bench_train_step not built" >&2; exit 2; }
 done
@@ -53,7 +53,7 @@ trap 'rm -rf "$out"' EXIT
 k=0
 for b in $build; do
   k=$((k + 1))
-  lab=$("$b/tools/cairn-info" 2>/dev/null | sed -n '1s/.*; gemm engine \([^;]*\).*/\1/p')
+  lab=$("$b/tools/cairn-info/cairn-info" 2>/dev/null | sed -n '1s/.*; gemm engine \([^;]*\).*/\1/p')
   echo "${lab:-OpenBLAS} ($b)" >"$out/label.$k"
 done
 for t in $threads; do

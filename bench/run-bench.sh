@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
 done
 [ -x bench/bench_kernels ] || { echo "run-bench: run from the build directory after make" >&2; exit 2; }
 . "$here/blas-coretype.sh"
-blas_coretype_export ./tools/cairn-info run-bench
+blas_coretype_export ./tools/cairn-info/cairn-info run-bench
 res=bench-results
 mkdir -p $res
 : >$res/tables.txt

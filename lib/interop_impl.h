@@ -1,5 +1,6 @@
 /* Helpers shared by the foreign-format readers and writers (safetensors.c,
- * leveldb_table.c, tfbundle_read.c, tfbundle_write.c; interop_common.c).
+ * leveldb_table.c, tfbundle_read.c, tfbundle_write.c, npz_read.c,
+ * npz_write.c; interop_common.c).
  * Never installed. */
 #ifndef CAIRN_INTEROP_IMPL_H
 #define CAIRN_INTEROP_IMPL_H
@@ -62,5 +63,12 @@ void cairn__nameset_free(ck_nameset *s);
  * one of at most 10 bytes; else the bytes used. */
 size_t cairn__varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v);
 size_t cairn__varint_put(unsigned char *p, uint64_t v); /* p has 10 bytes */
+
+/* 1 when name[0..len) is a safe relative ZIP member name (.npz): 1..65535
+ * bytes of UTF-8 without control characters, no backslash, not absolute, no
+ * drive letter, no empty, "." or ".." component. The reader refuses an
+ * archive with another name; the writer a tensor that would give one.
+ * (npz_read.c) */
+int cairn__npz_name_safe(const char *name, size_t len);
 
 #endif

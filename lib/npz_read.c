@@ -30,6 +30,7 @@
 #include "ckpt_backend.h"
 #include "ckpt_write_impl.h"
 #include "internal.h"
+#include "interop_impl.h"
 
 #define NPZ_MAX_RANK 32           /* NumPy's limit is 64; more is refused as cairn's 8 is */
 #define NPY_MAX_HEADER 10000u     /* NumPy writes far less; its own reader's limit is 10,000 */
@@ -84,9 +85,8 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
 
 /* ---- names ------------------------------------------------------------------ */
 
-/* A safe relative member name: UTF-8 without control characters, no
- * backslash, not absolute, no drive letter, no empty, "." or ".." part. */
-static int name_is_safe(const char *name, size_t len) {
+/* interop_impl.h; the writer (npz_write.c) holds its members to the same rule. */
+int cairn__npz_name_safe(const char *name, size_t len) {
   const unsigned char *s = (const unsigned char *)name;
   if (len == 0 || len > 65535 || !cairn__ck_utf8_ok(s, len, 1)) return 0;
   if (s[0] == '/' || memchr(s, '\\', len)) return 0;
@@ -385,7 +385,7 @@ static cairn_status read_member_entry(cairn_npz_reader *r, const char *path, zip
   m->usize = zs.size;
   m->csize = zs.comp_size;
   m->crc = zs.crc;
-  if (!name_is_safe(name, strlen(name)))
+  if (!cairn__npz_name_safe(name, strlen(name)))
     return cairn__fail(CAIRN_E_FORMAT,
                        "npz_reader_open: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
                        "character or invalid UTF-8)",

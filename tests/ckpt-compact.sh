@@ -7,8 +7,8 @@
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
-TOOL="$top_builddir/tools/ckpt-inspect"
-FM="$top_builddir/tools/cairn-fmnist"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
+FM="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
 DATA="$top_srcdir/tests/data"
 tap_tmpdir ckpt-compact-test
 

@@ -16,7 +16,7 @@
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
-TOOL="$top_builddir/tools/ckpt-inspect"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 DATA="$top_srcdir/tests/data"
 PY=/usr/bin/python3
 TIME=/usr/bin/time

@@ -20,8 +20,8 @@
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/fmnist-data.sh"
-PROG="$top_builddir/tools/cairn-fmnist"
-TOOL="$top_builddir/tools/ckpt-inspect"
+PROG="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 command -v timeout >/dev/null 2>&1 || {
   echo "1..0 # SKIP no timeout(1)"
   exit 0

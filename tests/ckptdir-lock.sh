@@ -20,7 +20,7 @@
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/fmnist-data.sh"
-PROG="$top_builddir/tools/cairn-fmnist"
+PROG="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
 
 command -v timeout >/dev/null 2>&1 || {
   echo "1..0 # SKIP timeout(1) is missing"

@@ -12,7 +12,7 @@
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/fmnist-data.sh"
 PROG="$top_builddir/examples/train_resume"
-TOOL="$top_builddir/tools/ckpt-inspect"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 
 tap_tmpdir examples-test
 

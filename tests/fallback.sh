@@ -21,8 +21,8 @@
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/fmnist-data.sh"
-PROG="$top_builddir/tools/cairn-fmnist"
-TOOL="$top_builddir/tools/ckpt-inspect"
+PROG="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 
 tap_tmpdir fallback-test
 

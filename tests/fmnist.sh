@@ -22,8 +22,8 @@
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/fmnist-data.sh"
-PROG="$top_builddir/tools/cairn-fmnist"
-TOOL="$top_builddir/tools/ckpt-inspect"
+PROG="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 
 tap_tmpdir fmnist-test
 
@@ -222,7 +222,7 @@ else
   not_ok "--distributed with eval or warm-start: exit 2 (exit $r1, $rc)"
 fi
 # Whether this cairn has MPI: the program's own answer, not the build's config.h.
-if "$top_builddir/tools/cairn-info" | grep -qx 'mpi: yes'; then
+if "$top_builddir/tools/cairn-info/cairn-info" | grep -qx 'mpi: yes'; then
   ok "train --distributed without MPI: exit 2 # SKIP built with MPI (tests/mpi.sh runs it)"
 else
   run "$PROG" train --checkpoint-dir "$T/dist" $SMALL --distributed

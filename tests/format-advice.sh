@@ -8,7 +8,7 @@
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
-TOOL="$top_builddir/tools/ckpt-inspect"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 PROG="$top_builddir/examples/finetune"
 
 tap_tmpdir format-advice

@@ -19,8 +19,8 @@
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/fmnist-data.sh"
-TOOL="$top_builddir/tools/ckpt-inspect"
-PROG="$top_builddir/tools/cairn-fmnist"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
+PROG="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
 PY=/usr/bin/python3
 
 tap_tmpdir interop

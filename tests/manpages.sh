@@ -48,7 +48,7 @@ have_man=1
 command -v man >/dev/null 2>&1 || have_man=0
 
 for p in $PROGRAMS; do
-  prog="$top_builddir/tools/$p"
+  prog="$top_builddir/tools/$p/$p"
   page="$top_srcdir/tools/$p.1"
 
   # ---- --help ----

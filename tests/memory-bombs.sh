@@ -35,8 +35,8 @@
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
-FMNIST="$top_builddir/tools/cairn-fmnist"
-TOOL="$top_builddir/tools/ckpt-inspect"
+FMNIST="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 PY=/usr/bin/python3
 TIME=/usr/bin/time
 LIMIT_KB=1048576

@@ -3,8 +3,8 @@
 # cairn builds with and without MPI, and the tools must compile and behave
 # in both; the --without-mpi build (tools/quickstart.sh test) proves that
 # they compile, and this cheap check keeps the rule that makes it so:
-#   - in tools/*.c and tools/*.h, C code (comments stripped) outside the
-#     shim tools/fmnist_dist.c names no MPI: no cairn_mpi_* call (the public
+#   - in tools/ (*.c and *.h, and those of tools/*/), C code (comments stripped) outside the
+#     shim tools/cairn-fmnist/dist.c names no MPI: no cairn_mpi_* call (the public
 #     query cairn_mpi_available() excepted), no CAIRN_HAVE_MPI or
 #     CAIRN_WITH_MPI, no <mpi.h> or <cairn/mpi.h>, no MPI_* name, no g_mpi;
 #   - the shim holds exactly one #if region;
@@ -52,9 +52,12 @@ code() {
     }' "$@"
 }
 
-shim="$top_srcdir/tools/fmnist_dist.c"
-others=
-for f in "$top_srcdir"/tools/*.c "$top_srcdir"/tools/*.h; do
+shim="$top_srcdir/tools/cairn-fmnist/dist.c"
+# The tools' C files: tools/*.c and *.h, and those of each program's folder.
+sources= others=
+for f in "$top_srcdir"/tools/*.c "$top_srcdir"/tools/*.h "$top_srcdir"/tools/*/*.c "$top_srcdir"/tools/*/*.h; do
+  [ -f "$f" ] || continue
+  sources="$sources $f"
   [ "$f" = "$shim" ] || others="$others $f"
 done
 
@@ -63,24 +66,24 @@ done
 hits=$(code $others | sed 's/cairn_mpi_available//g' |
   grep -E 'cairn_mpi_|CAIRN_HAVE_MPI|CAIRN_WITH_MPI|[<"/]mpi\.h|[^A-Za-z0-9_]MPI_[A-Za-z]|g_mpi'; true)
 if [ -z "$hits" ]; then
-  ok "tools/: no MPI outside the shim tools/fmnist_dist.c"
+  ok "tools/: no MPI outside the shim tools/cairn-fmnist/dist.c"
 else
-  not_ok "tools/: no MPI outside the shim tools/fmnist_dist.c" "$hits"
+  not_ok "tools/: no MPI outside the shim tools/cairn-fmnist/dist.c" "$hits"
 fi
 
 if [ -f "$shim" ]; then
   ifs=$(code "$shim" | grep -cE '^[^:]*:[0-9]*: *# *if')
   if [ "$ifs" -eq 1 ]; then
-    ok "tools/fmnist_dist.c: one #if region"
+    ok "tools/cairn-fmnist/dist.c: one #if region"
   else
-    not_ok "tools/fmnist_dist.c: one #if region (found $ifs #if lines)" "$(code "$shim" | grep -E ': *# *if')"
+    not_ok "tools/cairn-fmnist/dist.c: one #if region (found $ifs #if lines)" "$(code "$shim" | grep -E ': *# *if')"
   fi
 else
-  not_ok "tools/fmnist_dist.c: one #if region (no such file)"
+  not_ok "tools/cairn-fmnist/dist.c: one #if region (no such file)"
 fi
 
 # shellcheck disable=SC2086
-hits=$(code "$top_srcdir"/tools/*.c "$top_srcdir"/tools/*.h | grep -E '# *include *[<"]config\.h[">]'; true)
+hits=$(code $sources | grep -E '# *include *[<"]config\.h[">]'; true)
 if [ -z "$hits" ]; then
   ok "tools/: no #include of config.h"
 else
@@ -102,7 +105,7 @@ else
   not_ok "tests/*.sh: no lookup in config.h" "$hits"
 fi
 
-info=$("$top_builddir/tools/cairn-info" 2>&1)
+info=$("$top_builddir/tools/cairn-info/cairn-info" 2>&1)
 mpi=$(printf '%s\n' "$info" | sed -n 's/^mpi: //p')
 hdr=$(sed -n 's/^#define CAIRN_WITH_MPI \([01]\)$/\1/p' "$top_builddir/include/cairn/build.h" 2>/dev/null)
 case "$mpi:$hdr" in

@@ -17,7 +17,7 @@
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/fmnist-data.sh"
-FMNIST="$top_builddir/tools/cairn-fmnist"
+FMNIST="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
 case $FMNIST in /*) ;; *) FMNIST="$(pwd)/$FMNIST" ;; esac
 TRAIN="$top_builddir/tests/mpi/mpi_train"
 case $TRAIN in /*) ;; *) TRAIN="$(pwd)/$TRAIN" ;; esac

@@ -33,9 +33,9 @@
 . "$top_srcdir/tests/fmnist-data.sh"
 PROG="$top_builddir/tests/mpi/mpi_train"
 case $PROG in /*) ;; *) PROG="$(pwd)/$PROG" ;; esac
-FMNIST="$top_builddir/tools/cairn-fmnist"
+FMNIST="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
 case $FMNIST in /*) ;; *) FMNIST="$(pwd)/$FMNIST" ;; esac
-TOOL="$top_builddir/tools/ckpt-inspect"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 case $TOOL in /*) ;; *) TOOL="$(pwd)/$TOOL" ;; esac
 
 if ! command -v mpirun >/dev/null 2>&1; then

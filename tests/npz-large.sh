@@ -26,7 +26,7 @@
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 . "$top_srcdir/tests/tap.sh"
-TOOL="$top_builddir/tools/ckpt-inspect"
+TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 PY=/usr/bin/python3
 TIME=/usr/bin/time
 

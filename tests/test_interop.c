@@ -1205,5 +1205,227 @@ Test(ckpt_out, writes_each_format_through_one_entry_point) {
   cr_assert_eq(cairn_ckpt_out_open(P("x"), &bad, &w), CAIRN_E_INVALID);
   cr_assert_null(w);
   cairn_ckpt_out_abort(NULL);
+/* ---- NumPy .npz writer ------------------------------------------------------------ */
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+TestSuite(npz_writer, .init = setup, .fini = teardown);
+
+/* The archive at npz read back through the library's reader into a cairn
+ * checkpoint at ckpt (member "X.npy" → tensor "X"), which is opened. */
+static cairn_ckpt *npz_read_back(const char *npz, const char *ckpt) {
+  cairn_npz_reader *r;
+  cr_assert_eq(cairn_npz_reader_open(npz, &r), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_ckpt_writer *w;
+  cr_assert_eq(cairn_ckpt_writer_open(ckpt, NULL, &w), CAIRN_OK, "%s", cairn_errmsg());
+  for (size_t i = 0; i < cairn_npz_reader_count(r); i++) {
+    const char *m = cairn_npz_reader_name(r, i);
+    size_t ml = strlen(m);
+    cr_assert(ml > 4 && strcmp(m + ml - 4, ".npy") == 0, "member '%s' ends in .npy", m);
+    char *name = strndup(m, ml - 4);
+    cr_assert_eq(cairn_npz_reader_import(r, i, w, name), CAIRN_OK, "%s: %s", name, cairn_errmsg());
+    free(name);
+  }
+  cr_assert_eq(cairn_ckpt_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_npz_reader_close(r);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(ckpt, NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+  return c;
+}
+
+/* t as it reads back from an .npz: bf16 widened to f32, the rest as is. */
+static void expect_npz_tensor(cairn_ckpt *c, const char *name, const cairn_tensor *t) {
+  cairn_ckpt_entry e;
+  cr_assert_eq(cairn_ckpt_find(c, name, &e), CAIRN_OK, "%s: %s", name, cairn_errmsg());
+  cairn_dtype want = t->dtype == CAIRN_DTYPE_BF16 ? CAIRN_DTYPE_F32 : t->dtype;
+  cr_assert_eq(e.dtype, want, "%s: dtype %d, want %d", name, (int)e.dtype, (int)want);
+  cr_assert_eq(e.rank, t->rank, "%s: rank", name);
+  for (int d = 0; d < t->rank; d++) cr_assert_eq(e.shape[d], t->shape[d], "%s: dim %d", name, d);
+  cairn_tensor *got;
+  cr_assert_eq(cairn_tensor_new(e.dtype, e.rank, e.shape, &got), CAIRN_OK);
+  cr_assert_eq(cairn_ckpt_read(c, name, got), CAIRN_OK, "%s", cairn_errmsg());
+  if (t->dtype == CAIRN_DTYPE_BF16) {
+    const uint16_t *b = t->data;
+    const uint32_t *f = got->data;
+    for (int64_t i = 0; i < t->size; i++)
+      cr_assert_eq(f[i], (uint32_t)b[i] << 16, "%s[%lld]: 0x%08x, the widened bf16 is 0x%08x", name, (long long)i,
+                   (unsigned)f[i], (unsigned)b[i] << 16);
+  } else {
+    cr_assert_eq(memcmp(got->data, t->data, cairn_tensor_nbytes(t)), 0, "%s differs", name);
+  }
+  cairn_tensor_free(got);
+}
+
+Test(npz_writer, round_trip_every_dtype_and_rank_reproducibly) {
+  set s;
+  make_set(&s);
+  for (int pass = 0; pass < 2; pass++) {
+    cairn_npz_writer *w;
+    cr_assert_eq(cairn_npz_writer_open(P(pass ? "b.npz" : "a.npz"), &w), CAIRN_OK, "%s", cairn_errmsg());
+    for (size_t i = 0; i < s.n; i++) cr_assert_eq(cairn_npz_writer_add(w, s.names[i], s.t[i]), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert_eq(cairn_npz_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  }
+  size_t na, nb;
+  unsigned char *a = slurp(P("a.npz"), &na), *b = slurp(P("b.npz"), &nb);
+  cr_assert(na == nb && memcmp(a, b, na) == 0, "the same tensors give the same bytes");
+  /* .npy 1.0: the data of the first member starts 64 bytes into it */
+  size_t nlen = (size_t)(a[26] | a[27] << 8), data_at = 30 + nlen;
+  cr_assert_eq(memcmp(a + data_at, "\x93NUMPY\x01\x00", 8), 0);
+  cr_assert_eq((10 + (size_t)(a[data_at + 8] | a[data_at + 9] << 8)) % 64, 0, "header padded to 64 bytes");
+  free(a);
+  free(b);
+  cairn_ckpt *c = npz_read_back(P("a.npz"), P("a.ckpt"));
+  cr_assert_eq(cairn_ckpt_count(c), s.n);
+  for (size_t i = 0; i < s.n; i++) expect_npz_tensor(c, s.names[i], s.t[i]);
+  cairn_ckpt_close(c);
+  free_set(&s);
+}
+
+/* Names a ZIP stores as they are but a terminal or a quoting would not:
+ * directories, non-ASCII UTF-8 (the member then carries the UTF-8 flag),
+ * a right-to-left override, quotes and spaces. */
+Test(npz_writer, names_that_need_escaping_round_trip) {
+  static const char *const names[] = {"dense/kernel", "poids \xc3\xa9t\xc3\xa9", "rtl\xe2\x80\xae" "cod.exe",
+                                      "it's \"quoted\"", "a b/c d"};
+  const size_t n = sizeof names / sizeof names[0];
+  cairn_tensor *t[5];
+  int64_t sh[1] = {3};
+  cairn_npz_writer *w;
+  cr_assert_eq(cairn_npz_writer_open(P("n.npz"), &w), CAIRN_OK, "%s", cairn_errmsg());
+  for (size_t i = 0; i < n; i++) {
+    cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_I32, 1, sh, &t[i]), CAIRN_OK);
+    for (int k = 0; k < 3; k++) cairn_tensor_i32(t[i])[k] = (int32_t)(10 * i + (size_t)k);
+    cr_assert_eq(cairn_npz_writer_add(w, names[i], t[i]), CAIRN_OK, "%s: %s", names[i], cairn_errmsg());
+  }
+  cr_assert_eq(cairn_npz_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  /* The second member ("poids été.npy") is the first with non-ASCII bytes:
+     general purpose flag bit 11 (UTF-8) in its local header. */
+  size_t len;
+  unsigned char *raw = slurp(P("n.npz"), &len);
+  size_t first = 30 + (size_t)(raw[26] | raw[27] << 8) + (size_t)(raw[18] | raw[19] << 8 | raw[20] << 16 | (size_t)raw[21] << 24);
+  cr_assert_eq(raw[6] | raw[7] << 8, 0, "an ASCII name: no UTF-8 flag");
+  cr_assert_eq((raw[first + 6] | raw[first + 7] << 8) & 0x800, 0x800, "a UTF-8 name: flag bit 11");
+  free(raw);
+  cairn_npz_reader *r;
+  cr_assert_eq(cairn_npz_reader_open(P("n.npz"), &r), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_reader_count(r), n);
+  for (size_t i = 0; i < n; i++) {
+    char want[128];
+    snprintf(want, sizeof want, "%s.npy", names[i]);
+    cr_assert_str_eq(cairn_npz_reader_name(r, i), want);
+  }
+  cairn_npz_reader_close(r);
+  cairn_ckpt *c = npz_read_back(P("n.npz"), P("n.ckpt"));
+  for (size_t i = 0; i < n; i++) expect_npz_tensor(c, names[i], t[i]);
+  cairn_ckpt_close(c);
+  for (size_t i = 0; i < n; i++) cairn_tensor_free(t[i]);
+}
+
+/* Names that would be unsafe ZIP member names, or are no tensor names, are
+ * refused with the name in the message; the writer stays usable. */
+Test(npz_writer, unsafe_names_refused_and_named) {
+  static const char *const bad[] = {"../up", "/abs", "a//b", "a/./b", "a\\b", "C:x", "x\ty", ""};
+  cairn_tensor *t;
+  int64_t sh[1] = {2};
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 1, sh, &t), CAIRN_OK);
+  cairn_npz_writer *w;
+  cr_assert_eq(cairn_npz_writer_open(P("u.npz"), &w), CAIRN_OK, "%s", cairn_errmsg());
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cr_assert_eq(cairn_npz_writer_add(w, bad[i], t), CAIRN_E_INVALID, "'%s' refused", bad[i]);
+    cr_assert(strstr(cairn_errmsg(), "npz_writer_add: '") != NULL, "%s", cairn_errmsg());
+  }
+  cr_assert_eq(cairn_npz_writer_add(w, "../up", t), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "'../up' is not a safe ZIP member name") != NULL, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_add(w, "ok", t), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_add(w, "ok", t), CAIRN_E_EXISTS);
+  cr_assert(strstr(cairn_errmsg(), "'ok' was already added") != NULL, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_npz_reader *r;
+  cr_assert_eq(cairn_npz_reader_open(P("u.npz"), &r), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_reader_count(r), 1);
+  cairn_npz_reader_close(r);
+  cairn_tensor_free(t);
+}
+
+/* A member larger than the reader's 1 MiB reads and the writer's bf16
+ * pieces (16384 elements): every byte comes back. */
+Test(npz_writer, big_member_round_trips) {
+  int64_t big[2] = {1 << 10, (1 << 10) + 3}, odd[1] = {3 * 16384 + 5};
+  cairn_tensor *f, *h;
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 2, big, &f), CAIRN_OK); /* about 4 MiB */
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_BF16, 1, odd, &h), CAIRN_OK);
+  uint32_t x = 12345;
+  for (int64_t i = 0; i < f->size; i++) {
+    x = x * 1664525u + 1013904223u;
+    cairn_tensor_f32(f)[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
+  }
+  uint16_t *hb = h->data;
+  for (int64_t i = 0; i < h->size; i++) hb[i] = (uint16_t)(0x3f80 + (i % 977)); /* 1.0 and up */
+  cairn_npz_writer *w;
+  cr_assert_eq(cairn_npz_writer_open(P("big.npz"), &w), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_add(w, "big", f), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_add(w, "half", h), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  struct stat st;
+  cr_assert_eq(stat(P("big.npz"), &st), 0);
+  cr_assert_geq((uint64_t)st.st_size, cairn_tensor_nbytes(f) + 4 * (uint64_t)h->size);
+  cairn_ckpt *c = npz_read_back(P("big.npz"), P("big.ckpt"));
+  expect_npz_tensor(c, "big", f);
+  expect_npz_tensor(c, "half", h);
+  cairn_ckpt_close(c);
+  cairn_tensor_free(f);
+  cairn_tensor_free(h);
+}
+
+static size_t count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d);
+  size_t n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+  closedir(d);
+  return n;
+}
+
+/* A missing directory, and a write that fails (a file size limit: EFBIG),
+ * give messages naming the file and the cause; after a failed add the
+ * writer refuses more and commit leaves nothing behind. */
+Test(npz_writer, errors_name_the_file_and_leave_nothing) {
+  cairn_npz_writer *w = (cairn_npz_writer *)1;
+  cr_assert_eq(cairn_npz_writer_open(P("no/such/dir/x.npz"), &w), CAIRN_E_IO);
+  cr_assert_null(w);
+  cr_assert(strstr(cairn_errmsg(), "no/such/dir/x.npz") && strstr(cairn_errmsg(), "No such file or directory"), "%s",
+            cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_add(NULL, "x", NULL), CAIRN_E_NULL);
+  cr_assert_eq(cairn_npz_writer_commit(NULL), CAIRN_E_NULL);
+  cairn_npz_writer_abort(NULL);
+
+  mkdir(P("lim"), 0777);
+  size_t before = count_entries(P("lim"));
+  int64_t sh[1] = {1 << 18}; /* 1 MiB of f32 */
+  cairn_tensor *t;
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 1, sh, &t), CAIRN_OK);
+  cr_assert_eq(cairn_npz_writer_open(P("lim/x.npz"), &w), CAIRN_OK, "%s", cairn_errmsg());
+  /* Past the limit a write fails with EFBIG instead of raising SIGXFSZ. */
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 64 << 10;
+  void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  cairn_status s = cairn_npz_writer_add(w, "w", t);
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", cairn_errmsg());
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, prev);
+  cr_assert_eq(s, CAIRN_E_IO, "%s", msg);
+  cr_assert(strstr(msg, "npz_writer_add: writing '") && strstr(msg, "lim/x.npz.tmp.") && strstr(msg, "File too large"),
+            "names the temporary file and the cause: %s", msg);
+  cr_assert_eq(cairn_npz_writer_add(w, "v", t), CAIRN_E_STATE);
+  cr_assert_eq(cairn_npz_writer_commit(w), CAIRN_E_IO);
+  cr_assert(strstr(cairn_errmsg(), "an earlier add failed") != NULL, "%s", cairn_errmsg());
+  cr_assert_eq(count_entries(P("lim")), before, "no archive and no temporary file left");
   cairn_tensor_free(t);
 }

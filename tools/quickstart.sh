@@ -102,7 +102,7 @@ build() { # dir, configure flags...
 
 build _build
 if [ "$mode" = demo ]; then
-  fm=_build/tools/cairn-fmnist dir=_build/fmnist-demo
+  fm=_build/tools/cairn-fmnist/cairn-fmnist dir=_build/fmnist-demo
   rm -rf "$dir"
   echo "== cairn-fmnist train, interrupted with SIGKILL after 10 s"
   timeout -s KILL 10 "$fm" train --checkpoint-dir "$dir"
@@ -111,7 +111,7 @@ if [ "$mode" = demo ]; then
   echo "== cairn-fmnist eval"
   "$fm" eval --checkpoint-dir "$dir" || exit 1
   echo "== ckpt-inspect list $dir"
-  exec _build/tools/ckpt-inspect list "$dir"
+  exec _build/tools/ckpt-inspect/ckpt-inspect list "$dir"
 fi
 
 passed=0 failed=0
@@ -159,7 +159,7 @@ echo "== --without-mpi build (what the demo builds where Open MPI is not install
 if (build _build-nompi --without-mpi); then
   ok "build with --without-mpi"
   check _build-nompi "make check --without-mpi" CAIRN_TEST_ISAS=default
-  fm=_build-nompi/tools/cairn-fmnist d=_build-nompi/fmnist-short
+  fm=_build-nompi/tools/cairn-fmnist/cairn-fmnist d=_build-nompi/fmnist-short
   rm -rf "$d"
   short="train --checkpoint-dir $d --max-steps 300 --hidden 32 --save-checkpoint-steps 50 --log-every 100 --threads 1"
   $fm $short >_build-nompi/short.out 2>&1 &
@@ -189,7 +189,7 @@ if (build _build-nompi --without-mpi); then
   else
     tail -5 _build-nompi/short.out; bad "--without-mpi: cairn-fmnist eval prints test_accuracy="
   fi
-  if _build-nompi/tools/ckpt-inspect list "$d" >_build-nompi/short.out 2>&1 && grep -q 'dense/kernel' _build-nompi/short.out; then
+  if _build-nompi/tools/ckpt-inspect/ckpt-inspect list "$d" >_build-nompi/short.out 2>&1 && grep -q 'dense/kernel' _build-nompi/short.out; then
     ok "--without-mpi: ckpt-inspect list"
   else
     tail -5 _build-nompi/short.out; bad "--without-mpi: ckpt-inspect list names dense/kernel"

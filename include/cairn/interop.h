@@ -1,4 +1,5 @@
-/* cairn/interop.h — TensorFlow checkpoints, safetensors files, NumPy .npz import.
+/* cairn/interop.h — TensorFlow checkpoints, safetensors files, NumPy .npz
+ * archives.
  *
  * Reading needs nothing from this header: cairn_ckpt_open (cairn/ckpt.h)
  * recognizes both formats by their bytes, so every reader of checkpoints —
@@ -20,7 +21,8 @@
  * cairn_ckpt_format tells which format a handle reads; cairn_ckpt_version
  * gives 1.0 for a TF bundle (its bundle version) and 0.0 for safetensors.
  *
- * This header adds the writers. Both write atomically (temporary file,
+ * This header adds the writers (and the NumPy .npz writer and reader
+ * below). Both write atomically (temporary file,
  * fsync, rename, fsync of the directory), like cairn's own writer, and
  * take every dtype cairn has. Names: 1..1024 bytes of UTF-8 without
  * control characters, unique (CAIRN_E_EXISTS). The full description of
@@ -136,6 +138,39 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_meta_str(cairn_ckpt_out *w
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_commit(cairn_ckpt_out *w);
 /* Frees w, writes nothing. abort(NULL) does nothing. */
 CAIRN_API void cairn_ckpt_out_abort(cairn_ckpt_out *w);
+/* ---- NumPy .npz (export) --------------------------------------------------- */
+
+/* An .npz archive numpy.load reads: one member "<name>.npy" per tensor,
+ * stored uncompressed (ZIP64 where a size, an offset or the count needs
+ * it), with a .npy 1.0 header in the host's byte order, and a fixed
+ * timestamp, so the same tensors in the same order give the same bytes.
+ * Written atomically like the other writers (a temporary file beside
+ * `path`, fsync, rename, fsync of the directory). NumPy has no bfloat16:
+ * a bf16 tensor is written widened to float32 ('<f4', exact), so it reads
+ * back (through cairn_npz_reader_import) as f32. Thread safety: a writer is
+ * used by one thread at a time. */
+typedef struct cairn_npz_writer cairn_npz_writer;
+
+/* Starts an archive that becomes `path` on commit (the temporary file is
+ * made here). Errors: CAIRN_E_NULL, CAIRN_E_IO (the directory is missing
+ * or not writable: the message names it), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_npz_writer_open(const char *path, cairn_npz_writer **out);
+/* Appends member "<name>.npy" holding t (written before returning: t may
+ * change afterwards). Errors: CAIRN_E_NULL; CAIRN_E_INVALID (a name that
+ * is not 1..1024 bytes of UTF-8 without control characters, or is no safe
+ * ZIP member name: absolute, a drive letter, a backslash, an empty, "." or
+ * ".." component; an inconsistent tensor), CAIRN_E_EXISTS (the name was
+ * added before), CAIRN_E_NOMEM: the writer stays usable; CAIRN_E_IO /
+ * CAIRN_E_NOSPC (the message names the temporary file) fail it: every
+ * later add returns CAIRN_E_STATE and commit the error. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_npz_writer_add(cairn_npz_writer *w, const char *name,
+                                                         const cairn_tensor *t);
+/* Writes the central directory and the end records, then commits the
+ * file into place; frees w whatever the outcome. Errors: CAIRN_E_IO,
+ * CAIRN_E_NOSPC, or an earlier add's (nothing is left behind). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_npz_writer_commit(cairn_npz_writer *w);
+/* Removes the temporary file and frees w; abort(NULL) does nothing. */
+CAIRN_API void cairn_npz_writer_abort(cairn_npz_writer *w);
 
 /* ---- NumPy .npz (import) --------------------------------------------------- */
 

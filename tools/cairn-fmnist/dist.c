@@ -1,11 +1,11 @@
-/* fmnist_dist.c — the MPI side of cairn-fmnist (see fmnist_dist.h).
+/* cairn-fmnist/dist.c — the MPI side of cairn-fmnist (see dist.h).
  *
  * The one region of conditional compilation in the tool: whether
  * <cairn/mpi.h> exists is what the installed <cairn/build.h> says
  * (CAIRN_WITH_MPI), which is how any program built against cairn would ask.
  * Without MPI every function is the single-process answer.
  */
-#include "fmnist_dist.h"
+#include "dist.h"
 
 #include <stdio.h>
 

@@ -1,9 +1,9 @@
-/* The tools' one UTF-8 decoder (ckpt-inspect's escaped output and npz.c's
- * member names). The tools use only the public API, and decoding text is
- * not the library's business, so they keep their own; the library's check
+/* ckpt-inspect's UTF-8 decoder (its escaped and JSON output). The tools
+ * use only the public API, and decoding text is not the library's
+ * business, so they keep their own; the library's check
  * of names and strings is cairn__ck_utf8_ok (lib/ckpt_format.c). */
-#ifndef CAIRN_TOOLS_UTF8_H
-#define CAIRN_TOOLS_UTF8_H
+#ifndef CAIRN_TOOLS_CKPT_INSPECT_UTF8_H
+#define CAIRN_TOOLS_CKPT_INSPECT_UTF8_H
 
 #include <stddef.h>
 #include <stdint.h>

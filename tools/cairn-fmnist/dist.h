@@ -1,8 +1,8 @@
-/* fmnist_dist.h — cairn-fmnist's one door to MPI (train --distributed).
+/* cairn-fmnist/dist.h — cairn-fmnist's one door to MPI (train --distributed).
  *
  * Every MPI call of the tool goes through these functions, so that
- * tools/cairn-fmnist.c reads the same in a build with MPI and in one
- * without, and has no conditional compilation. fmnist_dist.c is the only
+ * the rest of tools/cairn-fmnist/ reads the same in a build with MPI and in one
+ * without, and has no conditional compilation. dist.c is the only
  * file that asks whether cairn has MPI (CAIRN_WITH_MPI of <cairn/build.h>,
  * and cairn_mpi_available() at run time); it holds the job's one context.
  *
