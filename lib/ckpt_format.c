@@ -2,8 +2,8 @@
  * the writer (ckpt_write.c), the reader (ckpt_read.c) and salvage
  * (ckpt_recover.c): the name, key and UTF-8 checks, chunk-size rules, chunk
  * decoding (the byte planes are the shuffle kernels of lib/kernels), exact
- * pread, and the parsers
- * of superblock, footer, record, chunk, trailer and metadata block.
+ * pread, and the parsers of superblock, footer, record, chunk, trailer and
+ * metadata block.
  *
  * Nothing is trusted before its CRC verifies; every size is checked against
  * the caller's limits and the bytes present in the file before anything is
