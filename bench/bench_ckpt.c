@@ -11,8 +11,10 @@
  * codec (LZ4) and with compact (byte planes + zstd), alternating, and
  * restored as a restore does (verify each tensor, then decode it in place);
  * one JSON line per input: whole-file ratio (raw tensor bytes / file size),
- * median save and verified-restore seconds, and the fp32 sign+exponent
- * entropy limit (the lossless ceiling of byte-plane coding) beside them.
+ * median save and verified-restore seconds, wall and CPU (of every thread:
+ * run it with OMP_NUM_THREADS=1 on a shared machine), and the fp32/bf16
+ * sign+exponent entropy limit (the lossless ceiling of byte-plane coding)
+ * beside them.
  *
  * The tensor set is an MLP-like state of 26.8 M float32 (107.3 MB: kernels
  * (784, 4096), (4096, 4096), (4096, 1664), (1664, 10) and their biases),
@@ -65,6 +67,14 @@
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process (every thread): the figure that a
+ * shared, loaded machine disturbs least. */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -322,31 +332,34 @@ static void print_series(const char *name, const double *v, int n, const char *f
 
 /* ---- --input: codecs compared on real checkpoints ------------------------------ */
 
-/* Lossless ceiling of byte-plane coding for fp32: the sign+exponent field
- * (9 bits) coded at its empirical entropy, the 23 mantissa bits as they are
- * (noise in trained weights). Other dtypes count as incompressible. Returns
- * raw bytes / the ideal size. */
+/* Lossless ceiling of byte-plane coding for fp32 and bf16: the
+ * sign+exponent field (9 bits) coded at its empirical entropy, the mantissa
+ * bits (23, 7) as they are (noise in trained weights). Other dtypes count
+ * as incompressible. Returns raw bytes / the ideal size. */
 static double sign_exp_limit(cairn_tensor **t, size_t n) {
   double raw = 0, ideal = 0;
   static uint64_t h[512];
   for (size_t i = 0; i < n; i++) {
     size_t nb = cairn_tensor_nbytes(t[i]);
     raw += (double)nb;
-    if (t[i]->dtype != CAIRN_DTYPE_F32 || nb == 0) {
+    int f32 = t[i]->dtype == CAIRN_DTYPE_F32, bf16 = t[i]->dtype == CAIRN_DTYPE_BF16;
+    if (!(f32 || bf16) || nb == 0) {
       ideal += (double)nb;
       continue;
     }
-    size_t ne = nb / 4;
+    size_t ne = nb / (f32 ? 4 : 2);
     memset(h, 0, sizeof h);
-    const uint32_t *u = t[i]->data;
-    for (size_t k = 0; k < ne; k++) h[u[k] >> 23]++;
+    if (f32)
+      for (size_t k = 0; k < ne; k++) h[((const uint32_t *)t[i]->data)[k] >> 23]++;
+    else
+      for (size_t k = 0; k < ne; k++) h[((const uint16_t *)t[i]->data)[k] >> 7]++;
     double bits = 0;
     for (int k = 0; k < 512; k++)
       if (h[k]) {
         double p = (double)h[k] / (double)ne;
         bits -= (double)h[k] * __builtin_log2(p);
       }
-    ideal += (bits + 23.0 * (double)ne) / 8.0;
+    ideal += (bits + (f32 ? 23.0 : 7.0) * (double)ne) / 8.0;
   }
   return ideal > 0 ? raw / ideal : 1.0;
 }
@@ -396,7 +409,7 @@ static int compare_inputs(int argc, char **argv) {
       raw += (double)e.raw_bytes;
     }
     cairn_ckpt_close(c);
-    double save[2][MAX_ROUNDS], rest[2][MAX_ROUNDS];
+    double save[2][MAX_ROUNDS], rest[2][MAX_ROUNDS], save_cpu[2][MAX_ROUNDS], rest_cpu[2][MAX_ROUNDS];
     off_t size[2] = {0, 0};
     char path[2][4096];
     for (int m = 0; m < 2; m++) snprintf(path[m], sizeof path[m], "%s/bench-%s-%d.crn", dir, mode_names[m], (int)getpid());
@@ -404,13 +417,15 @@ static int compare_inputs(int argc, char **argv) {
       for (int j = 0; j < 2; j++) {
         int m = (r + j) % 2; /* alternate the order: the machine is shared */
         unlink(path[m]);
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         save_all(path[m], modes[m], names, t, n);
-        double t1 = now();
+        double t1 = now(), c1 = cpu_now();
         restore_all(path[m], names, t, n);
-        double t2 = now();
+        double t2 = now(), c2 = cpu_now();
         save[m][r] = t1 - t0;
         rest[m][r] = t2 - t1;
+        save_cpu[m][r] = c1 - c0;
+        rest_cpu[m][r] = c2 - c1;
         size[m] = file_size(path[m]);
       }
     double lim = sign_exp_limit(t, n);
@@ -419,10 +434,12 @@ static int compare_inputs(int argc, char **argv) {
     printf(", \"tensors\": %zu, \"raw_bytes\": %.0f, \"rounds\": %d, \"sign_exp_entropy_limit\": %.4f", n, raw,
            rounds, lim);
     for (int m = 0; m < 2; m++)
-      printf(", \"%s\": {\"file_bytes\": %lld, \"ratio\": %.4f, \"save_s\": %.4f, \"verified_restore_s\": %.4f}",
+      printf(", \"%s\": {\"file_bytes\": %lld, \"ratio\": %.4f, \"save_s\": %.4f, \"verified_restore_s\": %.4f, "
+             "\"save_cpu_s\": %.4f, \"verified_restore_cpu_s\": %.4f}",
              mode_names[m], (long long)size[m], raw / (double)size[m], median(save[m], rounds),
-             median(rest[m], rounds));
-    printf(", \"compact_vs_default_restore_speed\": %.3f}\n", median(rest[0], rounds) / median(rest[1], rounds));
+             median(rest[m], rounds), median(save_cpu[m], rounds), median(rest_cpu[m], rounds));
+    printf(", \"compact_vs_default_restore_speed\": %.3f, \"compact_vs_default_restore_speed_cpu\": %.3f}\n",
+           median(rest[0], rounds) / median(rest[1], rounds), median(rest_cpu[0], rounds) / median(rest_cpu[1], rounds));
     for (int m = 0; m < 2; m++) unlink(path[m]);
     for (size_t k = 0; k < n; k++) {
       free(names[k]);

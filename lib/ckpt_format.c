@@ -1,14 +1,16 @@
 /* The checkpoint format's shared part (doc/checkpoint-format.md), used by
  * the writer (ckpt_write.c), the reader (ckpt_read.c) and salvage
- * (ckpt_recover.c): the name, key and UTF-8 checks, chunk-size rules, the
- * byte-shuffle of codec 2 and chunk decoding, exact pread, and the parsers
- * of superblock, footer, record, chunk, trailer and metadata block.
+ * (ckpt_recover.c): the name, key and UTF-8 checks, chunk-size rules, chunk
+ * decoding (the byte planes are the shuffle kernels of lib/kernels), exact
+ * pread, and the parsers of superblock, footer, record, chunk, trailer and
+ * metadata block.
  *
  * Nothing is trusted before its CRC verifies; every size is checked against
  * the caller's limits and the bytes present in the file before anything is
  * allocated; every offset and size is computed with overflow checks. */
 #define _GNU_SOURCE 1
 #include "ckpt_impl.h"
+#include "kernels/kernels.h"
 
 #include <errno.h>
 #include <lz4.h>
@@ -138,56 +140,12 @@ int cairn__ck_entry_get(const unsigned char *p, ck_entry *e) {
   return !(p[5] || p[6] || p[7] || ck_get32(p + 52));
 }
 
-/* ---- byte-shuffle ------------------------------------------------------------------ */
+/* ---- chunk decoding -------------------------------------------------------------- */
 
-void cairn__ck_shuffle(unsigned char *dst, const unsigned char *src, size_t len, size_t es) {
-  size_t n = len / es;
-  switch (es) {
-    case 2:
-      for (size_t i = 0; i < n; i++) {
-        dst[i] = src[2 * i];
-        dst[n + i] = src[2 * i + 1];
-      }
-      break;
-    case 4:
-      for (size_t i = 0; i < n; i++)
-        for (size_t b = 0; b < 4; b++) dst[b * n + i] = src[4 * i + b];
-      break;
-    case 8:
-      for (size_t i = 0; i < n; i++)
-        for (size_t b = 0; b < 8; b++) dst[b * n + i] = src[8 * i + b];
-      break;
-    default:
-      for (size_t i = 0; i < n; i++)
-        for (size_t b = 0; b < es; b++) dst[b * n + i] = src[es * i + b];
-  }
-}
-
-void cairn__ck_unshuffle(unsigned char *dst, const unsigned char *src, size_t len, size_t es) {
-  size_t n = len / es;
-  switch (es) {
-    case 2:
-      for (size_t i = 0; i < n; i++) {
-        dst[2 * i] = src[i];
-        dst[2 * i + 1] = src[n + i];
-      }
-      break;
-    case 4:
-      for (size_t i = 0; i < n; i++)
-        for (size_t b = 0; b < 4; b++) dst[4 * i + b] = src[b * n + i];
-      break;
-    case 8:
-      for (size_t i = 0; i < n; i++)
-        for (size_t b = 0; b < 8; b++) dst[8 * i + b] = src[b * n + i];
-      break;
-    default:
-      for (size_t i = 0; i < n; i++)
-        for (size_t b = 0; b < es; b++) dst[es * i + b] = src[b * n + i];
-  }
-}
-
-/* codec 2 (3): LZ4 (zstd) into dst, copy to scratch (which may be src: it has been
- * consumed), unshuffle back into dst. */
+/* Codecs 2 and 3: the entropy decoder writes the byte planes into scratch,
+ * the unshuffle kernel interleaves them into dst (which may be src's
+ * buffer: src has been consumed by then); one pass over the planes, no
+ * copy. Codec 1 decodes straight into dst. */
 int cairn__ck_decode(unsigned codec, size_t es, const unsigned char *src, uint32_t stored, unsigned char *dst,
                      uint32_t raw, unsigned char *scratch) {
   if (codec == CK_CODEC_RAW) {
@@ -196,21 +154,16 @@ int cairn__ck_decode(unsigned codec, size_t es, const unsigned char *src, uint32
     return 0;
   }
   if (codec == CK_CODEC_SHUF_ZSTD) {
-    if (cairn__ck_zstd_decode(src, stored, dst, raw) != 0) return -1;
-    if (es > 1) {
-      memcpy(scratch, dst, raw);
-      cairn__ck_unshuffle(dst, scratch, raw, es);
-    }
+    if (cairn__ck_zstd_decode(src, stored, scratch, raw) != 0) return -1;
+    cairn__kernels()->unshuffle(dst, scratch, raw / es, es);
     return 0;
   }
   if (codec != CK_CODEC_LZ4 && codec != CK_CODEC_SHUF_LZ4) return -1;
   if (raw > (uint32_t)LZ4_MAX_INPUT_SIZE || stored > (uint32_t)LZ4_MAX_INPUT_SIZE) return -1;
-  int n = LZ4_decompress_safe((const char *)src, (char *)dst, (int)stored, (int)raw);
+  unsigned char *out = codec == CK_CODEC_SHUF_LZ4 ? scratch : dst;
+  int n = LZ4_decompress_safe((const char *)src, (char *)out, (int)stored, (int)raw);
   if (n < 0 || (uint32_t)n != raw) return -1;
-  if (codec == CK_CODEC_SHUF_LZ4 && es > 1) {
-    memcpy(scratch, dst, raw);
-    cairn__ck_unshuffle(dst, scratch, raw, es);
-  }
+  if (codec == CK_CODEC_SHUF_LZ4) cairn__kernels()->unshuffle(dst, scratch, raw / es, es);
   return 0;
 }
 

@@ -205,26 +205,36 @@ int cairn__ck_chunk_sizes_ok(unsigned codec, uint32_t raw, uint32_t stored);
 /* Short text for a name in messages: the first bytes, "..." if cut. */
 const char *cairn__ck_short(const char *name, size_t len, char *buf, size_t cap);
 
-/* ---- Byte-shuffle (codec 2) -------------------------------------------------- */
-void cairn__ck_shuffle(unsigned char *dst, const unsigned char *src, size_t len, size_t esize);
-void cairn__ck_unshuffle(unsigned char *dst, const unsigned char *src, size_t len, size_t esize);
-/* Decodes one chunk's stored bytes into dst (raw bytes) with
- * LZ4_decompress_safe; codec 2 needs scratch of raw bytes. 0 if ok. */
+/* ---- Chunk decoding ------------------------------------------------------------ */
+/* Decodes one chunk's stored bytes src into dst (raw bytes); 0 if they
+ * decode to exactly raw bytes. Codecs 2 and 3 decode the byte planes into
+ * scratch (raw bytes, overlapping neither src nor dst) and interleave them
+ * into dst with the unshuffle kernel (cairn__kernels()); for them dst may
+ * be src's own buffer. Codec 0 copies unless dst == src; codec 1 decodes
+ * into dst, which must not overlap src, and leaves scratch alone. */
 int cairn__ck_decode(unsigned codec, size_t esize, const unsigned char *src, uint32_t stored, unsigned char *dst,
                      uint32_t raw, unsigned char *scratch);
+/* Codecs whose stored bytes are byte planes (they need cairn__ck_decode's scratch). */
+static inline int ck_codec_planes(unsigned codec) {
+  return codec == CK_CODEC_SHUF_LZ4 || codec == CK_CODEC_SHUF_ZSTD;
+}
 
 /* ---- Codec 3, zstd part (ckpt_codec_zstd.c) ------------------------------------ */
 /* Largest window log a codec-3 chunk of raw bytes may use: ceil(log2(raw)), at least 10. */
 unsigned cairn__ck_zstd_window_log(uint32_t raw);
 /* Smallest stored size of a valid frame of raw bytes: 6 + 4·ceil(raw / 128 KiB). */
 uint64_t cairn__ck_zstd_min_stored(uint32_t raw);
-/* Decodes one frame into exactly raw bytes: 0 ok, -1 invalid, -2 out of memory. */
+/* Decodes one frame into exactly raw bytes: 0 ok, -1 invalid (the frame
+ * rules of doc/checkpoint-format.md, window included), -2 out of memory. */
 int cairn__ck_zstd_decode(const unsigned char *src, uint32_t stored, unsigned char *dst, uint32_t raw);
 /* Compression contexts (level 1, content size in the frame, no checksum, no dictionary id). */
 void *cairn__ck_zstd_cctx_new(void);
 void cairn__ck_zstd_cctx_free(void *cctx);
-/* Stored size (< raw, ≤ cap) or 0 when the chunk is better stored raw. */
-size_t cairn__ck_zstd_encode(void *cctx, unsigned char *dst, size_t cap, const unsigned char *src, uint32_t raw);
+/* One frame of the byte planes src (es planes of raw / es bytes, each
+ * ending a zstd block): the stored size (< raw, ≤ cap), or 0 when the chunk
+ * is better stored raw. */
+size_t cairn__ck_zstd_encode(void *cctx, unsigned char *dst, size_t cap, const unsigned char *src, uint32_t raw,
+                             size_t es);
 
 /* ---- Parsers. `path` and offsets only feed messages. ------------------------------ */
 /* "the file is incomplete ...; 'ckpt-inspect recover' can salvage ..." */

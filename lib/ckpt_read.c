@@ -594,9 +594,15 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
     x->out = src;
     return 0;
   }
-  unsigned char *d = x->dst ? x->dst + raw_off : lazy_buf(x, k, pb);
-  if (!d) return 1;
-  if (cairn__ck_decode(codec, cairn__ck_esize(e->dtype), src, stored, d, raw, (unsigned char *)src))
+  /* Byte planes are decoded into *pb and interleaved into the destination,
+   * or, when verifying, back into *pa (its stored bytes are consumed by
+   * then): two buffers per thread, one pass over the planes. */
+  unsigned char *d, *planes = NULL;
+  if (ck_codec_planes(codec) && !(planes = lazy_buf(x, k, pb))) return 1;
+  if (x->dst) d = x->dst + raw_off;
+  else if (planes) d = a;
+  else if (!(d = lazy_buf(x, k, pb))) return 1;
+  if (cairn__ck_decode(codec, cairn__ck_esize(e->dtype), src, stored, d, raw, planes))
     return perr_set(&x->pe, k, CAIRN_E_CORRUPT,
                     "'%s' offset %llu: '%s': chunk %llu: %s data does not decode to exactly %u bytes", c->path,
                     (ull)off, x->nm, (ull)k, codec == CK_CODEC_SHUF_ZSTD ? "zstd" : "LZ4", raw);

@@ -153,11 +153,13 @@ static int walk_record(scan *s, uint64_t off, const ck_rec *r, rrec *out, uint64
       if (c.stored > s->data_end - p - CK_CHUNK_HDR) return WALK_END;
       if (!bad) {
         if (read_upto(s, s->a, c.stored, p + CK_CHUNK_HDR) != c.stored) return WALK_END;
+        /* byte planes: decoded into b, interleaved back into a (consumed) */
+        unsigned char *d = ck_codec_planes(c.codec) ? s->a : s->b;
         if (cairn_crc32c(0, s->a, c.stored) != c.data_crc ||
-            cairn__ck_decode(c.codec, es, s->a, c.stored, s->b, raw, s->a) != 0)
+            cairn__ck_decode(c.codec, es, s->a, c.stored, d, raw, s->b) != 0)
           bad = 1;
         else
-          crc = cairn__crc32c_combine(crc, cairn_crc32c(0, s->b, raw), raw);
+          crc = cairn__crc32c_combine(crc, cairn_crc32c(0, d, raw), raw);
       }
       out->chunks[k] = (rchunk){.off = p + CK_CHUNK_HDR, .raw = raw, .stored = c.stored, .crc = c.data_crc,
                                 .codec = c.codec};

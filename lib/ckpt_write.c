@@ -14,6 +14,7 @@
  * during the call. */
 #define _GNU_SOURCE 1 /* getrandom */
 #include "ckpt_write_impl.h"
+#include "kernels/kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -375,10 +376,10 @@ static void encode_piece(const cairn_ckpt_writer *w, int slot, piece *p, size_t 
        * bytes): zstd's entropy stage is what finds the few bits of the
        * sign+exponent plane that LZ4's matches cannot. */
       if (es > 1) {
-        cairn__ck_shuffle(w->sbuf[slot], p->src, p->raw, es);
+        cairn__kernels()->shuffle(w->sbuf[slot], p->src, p->raw / es, es);
         in = w->sbuf[slot];
       }
-      size_t n = cairn__ck_zstd_encode(w->zctx[slot], w->cbuf[slot], (size_t)lz4_cap(p->raw), in, p->raw);
+      size_t n = cairn__ck_zstd_encode(w->zctx[slot], w->cbuf[slot], (size_t)lz4_cap(p->raw), in, p->raw, es);
       if (n > 0) {
         p->codec = CK_CODEC_SHUF_ZSTD;
         p->stored = (uint32_t)n;
@@ -387,7 +388,7 @@ static void encode_piece(const cairn_ckpt_writer *w, int slot, piece *p, size_t 
       goto crcs;
     }
     if (w->compress == CAIRN_CKPT_COMPRESS_SHUFFLE && es > 1) {
-      cairn__ck_shuffle(w->sbuf[slot], p->src, p->raw, es);
+      cairn__kernels()->shuffle(w->sbuf[slot], p->src, p->raw / es, es);
       in = w->sbuf[slot];
       codec = CK_CODEC_SHUF_LZ4;
     }

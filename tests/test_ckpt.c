@@ -1019,6 +1019,57 @@ Test(read, codec_3_needs_its_feature_bit) {
   cairn_tensor_free(x);
 }
 
+/* A hand-made codec-3 frame (RFC 8878) of raw bytes all equal to v: a
+ * 4-byte content size, then one RLE block; window_desc < 0 makes it a
+ * single-segment frame (window = content), else it is the
+ * Window_Descriptor byte (window 2^(10 + desc/8) + 1/8 of that per desc%8). */
+static size_t rle_frame(unsigned char *f, uint32_t fcs, uint32_t raw, int window_desc, unsigned char v) {
+  size_t n = 0;
+  ck_put32(f, 0xFD2FB528u);
+  n = 4;
+  f[n++] = window_desc < 0 ? 0x80 | 0x20 : 0x80; /* FCS field of 4 bytes (, Single_Segment) */
+  if (window_desc >= 0) f[n++] = (unsigned char)window_desc;
+  ck_put32(f + n, fcs);
+  n += 4;
+  uint32_t bh = raw << 3 | 1u << 1 | 1u; /* Block_Size, Block_Type RLE, Last_Block */
+  f[n++] = (unsigned char)bh;
+  f[n++] = (unsigned char)(bh >> 8);
+  f[n++] = (unsigned char)(bh >> 16);
+  f[n++] = v;
+  return n;
+}
+
+/* The frame rules of doc/checkpoint-format.md, "Codecs", on frames made
+ * by hand: a window above 2^max(10, ceil(log2 raw)) is refused before
+ * decoding (zstd's one-shot decoder ignores ZSTD_d_windowLogMax), as are a
+ * content size other than raw and bytes after the frame; the same frames
+ * within the rules decode. */
+Test(read, codec_3_frame_rules) {
+  unsigned char f[32], out[4096];
+  size_t n;
+  /* 256 raw bytes: W = 10, a window of at most 1 KiB */
+  n = rle_frame(f, 256, 256, 0, 0x3c); /* 1 KiB: at the limit */
+  cr_assert_eq(cairn__ck_zstd_decode(f, (uint32_t)n, out, 256), 0);
+  for (int i = 0; i < 256; i++) cr_assert_eq(out[i], 0x3c);
+  n = rle_frame(f, 256, 256, -1, 0x3c); /* single segment: the window is the content */
+  cr_assert_eq(cairn__ck_zstd_decode(f, (uint32_t)n, out, 256), 0);
+  n = rle_frame(f, 256, 256, 1, 0x3c); /* 1 KiB + 1/8: one step above */
+  cr_assert_eq(cairn__ck_zstd_decode(f, (uint32_t)n, out, 256), -1, "a 1152-byte window for 256 raw bytes");
+  n = rle_frame(f, 256, 256, 8 << 3, 0x3c); /* 256 KiB */
+  cr_assert_eq(cairn__ck_zstd_decode(f, (uint32_t)n, out, 256), -1, "a 256 KiB window for 256 raw bytes");
+  /* 4000 raw bytes: W = 12, 4 KiB allowed, 8 KiB not */
+  n = rle_frame(f, 4000, 4000, 2 << 3, 0x11);
+  cr_assert_eq(cairn__ck_zstd_decode(f, (uint32_t)n, out, 4000), 0);
+  n = rle_frame(f, 4000, 4000, 3 << 3, 0x11);
+  cr_assert_eq(cairn__ck_zstd_decode(f, (uint32_t)n, out, 4000), -1, "an 8 KiB window for 4000 raw bytes");
+  /* content size other than raw; a byte after the frame */
+  n = rle_frame(f, 255, 256, 0, 0x3c);
+  cr_assert_eq(cairn__ck_zstd_decode(f, (uint32_t)n, out, 256), -1);
+  n = rle_frame(f, 256, 256, 0, 0x3c);
+  f[n++] = 0;
+  cr_assert_eq(cairn__ck_zstd_decode(f, (uint32_t)n, out, 256), -1);
+}
+
 Test(read, versions_features_reserved) {
   write_two(P("x.crn"));
   img m = load(P("x.crn"));

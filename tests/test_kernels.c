@@ -1018,3 +1018,98 @@ Test(kernels, every_listed_kernel_is_in_every_table) {
 #undef CHECK_AVX2
 #endif
 }
+
+/* ---- byte planes (checkpoint codecs 2 and 3) ----------------------------- */
+
+/* A byte buffer of len bytes at offset off from a 32-byte boundary, with
+ * GUARD guard bytes (0xA5) on each side. */
+typedef struct {
+  unsigned char *mem, *p;
+  size_t len;
+} bbuf;
+
+static bbuf bbuf_new(size_t len, size_t off) {
+  bbuf b;
+  size_t bytes = (len + 2 * GUARD + 64 + 31) / 32 * 32;
+  b.mem = aligned_alloc(32, bytes);
+  cr_assert_not_null(b.mem);
+  memset(b.mem, 0xA5, bytes);
+  b.p = b.mem + 32 + off;
+  b.len = len;
+  return b;
+}
+static int bguards_ok(const bbuf *b) {
+  for (const unsigned char *q = b->mem; q < b->p; q++)
+    if (*q != 0xA5) return 0;
+  for (const unsigned char *q = b->p + b->len; q < b->p + b->len + GUARD; q++)
+    if (*q != 0xA5) return 0;
+  return 1;
+}
+
+static const size_t shuffle_lens[] = {0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 95, 96, 97, 1000, 4099};
+
+/* Planes written by a table's shuffle kernel, against the definition
+ * dst[b·n + i] = src[i·es + b], and unshuffle back to the elements, for
+ * element sizes 1-9 (2, 4 and 8 vectorized, the others the reference's),
+ * at every offset 0-31 of source and destination from a 32-byte boundary
+ * for the vector tiers. */
+static void check_shuffle(const cairn__kernel_table *T, size_t max_off) {
+  uint64_t s = 0x5eedull;
+  for (size_t es = 1; es <= 9; es++)
+    for (size_t li = 0; li < sizeof shuffle_lens / sizeof *shuffle_lens; li++)
+      for (size_t off = 0; off <= max_off; off += off < 3 ? 1 : 7) {
+        size_t n = shuffle_lens[li], len = n * es;
+        bbuf a = bbuf_new(len, off), p = bbuf_new(len, (off * 5 + 3) % 32), back = bbuf_new(len, (off + 17) % 32);
+        for (size_t k = 0; k < len; k++) a.p[k] = (unsigned char)rng_next(&s);
+        T->shuffle(p.p, a.p, n, es);
+        for (size_t i = 0; i < n; i++)
+          for (size_t b = 0; b < es; b++)
+            if (p.p[b * n + i] != a.p[i * es + b])
+              cr_assert_fail("%s shuffle es=%zu n=%zu off=%zu: plane %zu, element %zu is %02x, expected %02x", T->isa, es,
+                       n, off, b, i, p.p[b * n + i], a.p[i * es + b]);
+        T->unshuffle(back.p, p.p, n, es);
+        cr_assert(len == 0 || memcmp(back.p, a.p, len) == 0, "%s unshuffle es=%zu n=%zu off=%zu: not the elements",
+                  T->isa, es, n, off);
+        cr_assert(bguards_ok(&p) && bguards_ok(&back), "%s es=%zu n=%zu off=%zu: wrote outside its output", T->isa,
+                  es, n, off);
+        free(a.mem);
+        free(p.mem);
+        free(back.mem);
+      }
+}
+
+Test(kernels, shuffle_ref_is_the_transpose) { check_shuffle(cairn__kernels_ref(), 2); }
+Test(kernels, shuffle_avx2_is_the_transpose) { check_shuffle(avx2_or_skip(), 31); }
+
+/* The AVX2 planes byte for byte equal the reference's on real-looking
+ * float, double and half data (the blocks of 32 elements and the tail). */
+Test(kernels, avx2_shuffle_matches_ref) {
+  const cairn__kernel_table *A = avx2_or_skip(), *R = cairn__kernels_ref();
+  uint64_t s = 7;
+  const size_t es_list[] = {2, 4, 8};
+  for (size_t e = 0; e < 3; e++)
+    for (size_t li = 0; li < sizeof shuffle_lens / sizeof *shuffle_lens; li++) {
+      size_t es = es_list[e], n = shuffle_lens[li], len = n * es;
+      unsigned char *x = malloc(len + 1), *pa = malloc(len + 1), *pr = malloc(len + 1), *ua = malloc(len + 1),
+                    *ur = malloc(len + 1);
+      for (size_t i = 0; i < n; i++) {
+        float f = unif(&s, -0.2f, 0.2f);
+        double d = f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint16_t h = (uint16_t)(u >> 16); /* bf16 */
+        memcpy(x + i * es, es == 8 ? (void *)&d : es == 4 ? (void *)&f : (void *)&h, es);
+      }
+      A->shuffle(pa, x, n, es);
+      R->shuffle(pr, x, n, es);
+      cr_assert(len == 0 || memcmp(pa, pr, len) == 0, "shuffle es=%zu n=%zu", es, n);
+      A->unshuffle(ua, pr, n, es);
+      R->unshuffle(ur, pr, n, es);
+      cr_assert(len == 0 || (memcmp(ua, ur, len) == 0 && memcmp(ua, x, len) == 0), "unshuffle es=%zu n=%zu", es, n);
+      free(x);
+      free(pa);
+      free(pr);
+      free(ua);
+      free(ur);
+    }
+}

@@ -76,7 +76,13 @@
                  float b2, float eps, float wd))                                                   \
   X(void, rmsprop, (float *w, float *ms, float *mom, const float *g, size_t n, float lr, float rho, \
                     float mu, float eps))                                                          \
-  X(void, adagrad, (float *w, float *acc, const float *g, size_t n, float lr))
+  X(void, adagrad, (float *w, float *acc, const float *g, size_t n, float lr))                      \
+                                                                                                   \
+  /* ---- byte planes of checkpoint codecs 2 and 3: n elements of es bytes (no aliasing) ---- */   \
+  /* dst[b·n + i] = src[i·es + b]: (n, es) bytes -> (es, n), plane b = byte b of each element */    \
+  X(void, shuffle, (unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es)) \
+  /* dst[i·es + b] = src[b·n + i] */                                                               \
+  X(void, unshuffle, (unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es))
 
 #define CAIRN__KERNEL_MEMBER(ret, name, params) ret(*name) params;
 
