@@ -75,7 +75,12 @@
                  float b2, float eps, float wd))                                                   \
   X(void, rmsprop, (float *w, float *ms, float *mom, const float *g, size_t n, float lr, float rho, \
                     float mu, float eps))                                                          \
-  X(void, adagrad, (float *w, float *acc, const float *g, size_t n, float lr))
+  X(void, adagrad, (float *w, float *acc, const float *g, size_t n, float lr))                      \
+                                                                                                   \
+  /* ---- bfloat16 (doc/bf16.md): round to nearest even, NaN kept quiet, subnormals rounded ---- */ \
+  X(void, f32_to_bf16, (const float *x, uint16_t *y, size_t n))                                    \
+  /* exact: the 16 bits shifted up */                                                              \
+  X(void, bf16_to_f32, (const uint16_t *x, float *y, size_t n))
 
 #define CAIRN__KERNEL_MEMBER(ret, name, params) ret(*name) params;
 
