@@ -66,6 +66,10 @@ void bench_section(const char *title);
 /* bench_fma.c: GFLOP/s of an FMA loop run by `threads` threads, the wider
  * of AVX2 and AVX-512 (0 if this build or CPU has no AVX2+FMA). */
 double bench_fma_peak(int threads);
+/* bench_fma.c: GFLOP/s of a vdpbf16ps loop (avx512_bf16: 32 bf16 pairs,
+ * 64 FLOPs, per instruction) on `threads` threads; 0 when the CPU lacks
+ * avx512_bf16. */
+double bench_bf16_peak(int threads);
 /* bench_fma.c: elements [lo, hi) of the triad a = b + s·c (BENCH_TRIAD) or
  * of the in-place update b += s·c (BENCH_INPLACE), vectorized. */
 enum { BENCH_TRIAD, BENCH_INPLACE };

@@ -116,7 +116,8 @@ static void print_usage(FILE *out) {
           "                    [--async-checkpoints | --sync-checkpoints]\n"
           "                    [--compress lz4|shuffle|compact|none]   (checkpoint codec; default lz4)\n"
           "                    [--distributed]   (under mpirun: data-parallel over the ranks)\n"
-          "       " PROG " eval --checkpoint-dir DIR [--data-dir D] [--threads T]\n"
+          "                    [--precision f32|bf16]   (bf16: mixed precision, fp32 masters; default f32)\n"
+          "       " PROG " eval --checkpoint-dir DIR [--data-dir D] [--threads T] [--precision f32|bf16]\n"
           "       " PROG " warm-start --from CKPT --checkpoint-dir DIR --method init_fn|local_init_op|restore-option\n"
           "                    [train options]\n"
           "       " PROG " -h | --help\n"
@@ -148,6 +149,7 @@ typedef struct flags {
   int hidden_given;
   int async; /* --async-checkpoints / --sync-checkpoints */
   cairn_ckpt_compress compress; /* --compress lz4|shuffle|compact|none; default lz4 */
+  cairn_precision precision;    /* --precision f32|bf16; recorded as user.fmnist.precision */
 } flags;
 
 static int parse_int(const char *s, long long lo, long long hi, long long *out) {
@@ -307,7 +309,8 @@ static cairn_status mean_loss(void *user, double *loss) {
 
 /* features → hidden... → 10, ReLU, Adam: tf.layers.dense names (dense/kernel,
  * dense_1/..., the output layer last), Adam slots, beta powers, global_step. */
-static int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed) {
+static int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed,
+                     cairn_precision precision) {
   memset(m, 0, sizeof *m);
   int64_t sizes[CAIRN_MLP_MAX_LAYERS + 1];
   sizes[0] = features;
@@ -317,6 +320,7 @@ static int model_new(model *m, int64_t features, const int64_t *hidden, int n_hi
   cairn_mlp_config cfg = {.n_layers = m->n_layers, .sizes = sizes, .hidden_act = CAIRN_ACT_RELU,
                           .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(CAIRN_OPTIM_ADAM)};
   cfg.optim.learning_rate = 1e-3f;
+  cfg.precision = precision;
   cairn_status s = cairn_registry_new(seed, &m->reg);
   if (!s) s = cairn_mlp_new(m->reg, &cfg, &m->mlp);
   cairn_mlp_op_options to = cairn_mlp_op_options_default();
@@ -525,7 +529,11 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   char arch[256];
   format_hidden(f->hidden, f->n_hidden, ",", hbuf, sizeof hbuf);
   format_hidden(f->hidden, f->n_hidden, "-", arch, sizeof arch);
-  if ((st = cairn_saver_set_user_str(dst.saver, "fmnist.hidden", hbuf)) != CAIRN_OK) {
+  /* the precision the run trained in (checkpoints hold fp32 either way:
+     one trained in bf16 resumes or warm-starts in f32 and back) */
+  if ((st = cairn_saver_set_user_str(dst.saver, "fmnist.precision",
+                                     f->precision == CAIRN_PRECISION_BF16 ? "bf16" : "f32")) != CAIRN_OK ||
+      (st = cairn_saver_set_user_str(dst.saver, "fmnist.hidden", hbuf)) != CAIRN_OK) {
     ret = report_error("saver", st, NULL);
     goto out;
   }
@@ -769,7 +777,7 @@ static int cmd_train_or_warm(flags *f, int warm_start) {
     memcpy(f->hidden, h + 1, sizeof f->hidden);
   }
   if (data_load(&d, f->data_dir)) goto out;
-  if (model_new(&m, d.features, f->hidden, f->n_hidden, f->seed)) goto out;
+  if (model_new(&m, d.features, f->hidden, f->n_hidden, f->seed, f->precision)) goto out;
   fmnist_dist_average_grads(m.mlp);
 
   if (warm_start && !resuming) {
@@ -931,7 +939,7 @@ static int cmd_eval(flags *f) {
     int bad = hidden_from_open(c, path, f);
     cairn_ckpt_close(c);
     if (bad) goto out;
-    if (model_new(&m, d.features, f->hidden, f->n_hidden, 0)) goto out;
+    if (model_new(&m, d.features, f->hidden, f->n_hidden, 0, f->precision)) goto out;
     /* SingularMonitoredSession restoring exactly this file, no hooks: no
        CheckpointSaverHook, so nothing is written into DIR. */
     cairn_singular_monitored_session_options o = cairn_singular_monitored_session_options_default();
@@ -1066,6 +1074,8 @@ int main(int argc, char **argv) {
     else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "shuffle")) f.compress = CAIRN_CKPT_COMPRESS_SHUFFLE;
     else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "compact")) f.compress = CAIRN_CKPT_COMPRESS_COMPACT;
     else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "none")) f.compress = CAIRN_CKPT_COMPRESS_NONE;
+    else if (strcmp(a, "--precision") == 0 && !strcmp(val, "f32")) f.precision = CAIRN_PRECISION_F32;
+    else if (strcmp(a, "--precision") == 0 && !strcmp(val, "bf16")) f.precision = CAIRN_PRECISION_BF16;
     else if (is_train && strcmp(a, "--hidden") == 0 && !parse_hidden(val, f.hidden, &f.n_hidden)) f.hidden_given = 1;
     else {
       snprintf(why, sizeof why, "%s: bad option or value: %.100s %.100s", mode, a, val);
