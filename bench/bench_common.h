@@ -69,6 +69,10 @@ double bench_fma_peak(int threads);
 /* The two loops' own figures of the last bench_fma_peak call (0: not run):
  * a CPU that runs 512-bit FMAs in two halves shows about the same for both. */
 extern double bench_fma_peak_256, bench_fma_peak_512;
+/* bench_fma.c: GFLOP/s of a vdpbf16ps loop (avx512_bf16: 32 bf16 pairs,
+ * 64 FLOPs, per instruction) on `threads` threads; 0 when the CPU lacks
+ * avx512_bf16. */
+double bench_bf16_peak(int threads);
 /* bench_fma.c: elements [lo, hi) of the triad a = b + s·c (BENCH_TRIAD) or
  * of the in-place update b += s·c (BENCH_INPLACE), vectorized. */
 enum { BENCH_TRIAD, BENCH_INPLACE };

@@ -12,6 +12,7 @@
 #include "bench_common.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
@@ -72,6 +73,58 @@ static double fma_peak(int threads, int lanes) {
 }
 
 double bench_fma_peak_256, bench_fma_peak_512;
+/* The bf16 dot-product peak: twelve independent chains of vdpbf16ps
+ * (each: 16 fp32 lanes += 2 products of bf16 pairs), built for
+ * avx512bf16 by attribute and run only when cpuid says the CPU has it. */
+__attribute__((target("avx512f,avx512bf16"))) static double dpbf16_run(long iters) {
+  const __m512bh a_ = (__m512bh)_mm512_set1_epi16(0x3F80), b_ = (__m512bh)_mm512_set1_epi16(0x3F80);
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0,
+         c10 = c0, c11 = c0;
+  for (long i = 0; i < iters; i++) {
+    c0 = _mm512_dpbf16_ps(c0, a_, b_), c1 = _mm512_dpbf16_ps(c1, a_, b_), c2 = _mm512_dpbf16_ps(c2, a_, b_);
+    c3 = _mm512_dpbf16_ps(c3, a_, b_), c4 = _mm512_dpbf16_ps(c4, a_, b_), c5 = _mm512_dpbf16_ps(c5, a_, b_);
+    c6 = _mm512_dpbf16_ps(c6, a_, b_), c7 = _mm512_dpbf16_ps(c7, a_, b_), c8 = _mm512_dpbf16_ps(c8, a_, b_);
+    c9 = _mm512_dpbf16_ps(c9, a_, b_), c10 = _mm512_dpbf16_ps(c10, a_, b_), c11 = _mm512_dpbf16_ps(c11, a_, b_);
+  }
+  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                           _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
+  s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+  return (double)_mm512_reduce_add_ps(s);
+}
+
+static int cpu_has_avx512_bf16(void) {
+  unsigned a, b, c, d;
+  if (!cairn__cpu_has_avx512() || __get_cpuid_max(0, NULL) < 7) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  if (a < 1) return 0;
+  __cpuid_count(7, 1, a, b, c, d);
+  return (a >> 5) & 1;
+}
+
+double bench_bf16_peak(int threads) {
+  if (!cpu_has_avx512_bf16()) return 0.0;
+  const long iters = 10L * 1000 * 1000;
+  double best = 0.0;
+  volatile double sink = 0.0;
+  (void)threads;
+  for (int rep = 0; rep < 3; rep++) {
+    double t0 = bench_now();
+    double s = 0.0;
+    int ran = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : s, ran)
+    {
+      s += dpbf16_run(iters);
+      ran += 1;
+    }
+    double dt = bench_now() - t0;
+    sink += s;
+    /* 12 chains x 16 lanes x 2 pairs x 2 FLOPs per iteration */
+    double gf = (double)ran * (double)iters * 12 * 16 * 2 * 2 / dt * 1e-9;
+    if (gf > best) best = gf;
+  }
+  (void)sink;
+  return best;
+}
 
 double bench_fma_peak(int threads) {
   if (!cairn__cpu_has_avx2_fma()) return 0.0;

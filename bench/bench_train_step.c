@@ -21,6 +21,12 @@
  * these GEMMs in fp32 can run faster on this machine, so a peer's time over
  * it is the most any program could be faster than that peer here.
  *
+ * bf16 rows (doc/bf16.md): the same model with CAIRN_PRECISION_BF16, its
+ * Adam step and inference forward (train_step_adam_bf16,
+ * inference_forward_bf16), next to bf16_peak_floor_*: the FLOPs at the
+ * bf16 dot-product peak (a vdpbf16ps loop, bench_fma.c) measured in the
+ * same round, when the CPU has avx512_bf16.
+ *
  *   bench_train_step [--threads T] [--repeats R] [--quick] [--no-machine]
  *                    [--batch B] [--steps K]
  */
@@ -132,14 +138,17 @@ static void gemm_step(void) {
   for (int c = 0; c < n_calls; c++) run_call(&calls[c], ALT_CAIRN);
 }
 
-static cairn_mlp *make_mlp(cairn_optim_kind kind, cairn_registry **reg) {
+static cairn_mlp *make_mlp_p(cairn_optim_kind kind, cairn_precision prec, cairn_registry **reg) {
   cairn_mlp *m;
   cairn_mlp_config cfg = {.n_layers = 3, .sizes = sizes, .hidden_act = CAIRN_ACT_RELU,
-                          .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(kind)};
+                          .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(kind), .precision = prec};
   CHECK(cairn_registry_new(1, reg));
   CHECK(cairn_mlp_new(*reg, &cfg, &m));
   CHECK(cairn_registry_initialize_collection(*reg, CAIRN_COLL_GLOBAL));
   return m;
+}
+static cairn_mlp *make_mlp(cairn_optim_kind kind, cairn_registry **reg) {
+  return make_mlp_p(kind, CAIRN_PRECISION_F32, reg);
 }
 
 int main(int argc, char **argv) {
@@ -156,6 +165,8 @@ int main(int argc, char **argv) {
   }
   cairn_registry *ra, *rs;
   cairn_mlp *adam = make_mlp(CAIRN_OPTIM_ADAM, &ra), *sgd = make_mlp(CAIRN_OPTIM_SGD, &rs);
+  cairn_registry *rb;
+  cairn_mlp *adam16 = make_mlp_p(CAIRN_OPTIM_ADAM, CAIRN_PRECISION_BF16, &rb);
   cairn_tensor *X, *Y;
   int64_t xs[2] = {B, 784};
   CHECK(cairn_tensor_new(CAIRN_DTYPE_F32, 2, xs, &X));
@@ -183,6 +194,9 @@ int main(int argc, char **argv) {
   enum { T_ADAM, T_SGD, T_FWD, T_GSTEP, T_GFWD, NT };
   double t[NT][BENCH_MAX_REPEATS], q[3][BENCH_MAX_REPEATS];
   double peak_step[BENCH_MAX_REPEATS], peak_fwd[BENCH_MAX_REPEATS], q_peak[3][BENCH_MAX_REPEATS];
+  double t16[2][BENCH_MAX_REPEATS], q16[2][BENCH_MAX_REPEATS], peak16_step[BENCH_MAX_REPEATS],
+      peak16_fwd[BENCH_MAX_REPEATS], q16_peak[2][BENCH_MAX_REPEATS];
+  int have_peak16 = 1;
   double flops_step = 0, flops_fwd = 0;
   for (int c = 0; c < n_calls; c++) {
     double f = 2.0 * calls[c].M * calls[c].N * (double)calls[c].K;
@@ -204,6 +218,10 @@ int main(int argc, char **argv) {
     double t4 = bench_now();
     for (int k = 0; k < steps; k++) gemm_forward();
     double t5 = bench_now();
+    for (int k = 0; k < steps; k++) CHECK(cairn_mlp_train_step(adam16, X, Y, &loss));
+    double t6 = bench_now();
+    for (int k = 0; k < steps; k++) CHECK(cairn_mlp_forward(adam16, X, &logits));
+    double t7 = bench_now();
     /* each GEMM alone, each alternative right after the other */
     double bs = 0, bf = 0;
     const int calls_per = steps < 3 ? steps : 3; /* 5 alternatives x 8 GEMMs: keep the round short */
@@ -233,6 +251,19 @@ int main(int argc, char **argv) {
     q[0][rep] = t[T_ADAM][rep] / t[T_GSTEP][rep];
     q[1][rep] = t[T_SGD][rep] / t[T_GSTEP][rep];
     q[2][rep] = t[T_FWD][rep] / t[T_GFWD][rep];
+    t16[0][rep] = 1e3 * (t6 - t5) / steps;
+    t16[1][rep] = 1e3 * (t7 - t6) / steps;
+    q16[0][rep] = t16[0][rep] / t[T_ADAM][rep]; /* bf16 / fp32, same round */
+    q16[1][rep] = t16[1][rep] / t[T_FWD][rep];
+    double peak16 = bench_bf16_peak(o.threads);
+    if (peak16 > 0) {
+      peak16_step[rep] = flops_step / (peak16 * 1e6);
+      peak16_fwd[rep] = flops_fwd / (peak16 * 1e6);
+      q16_peak[0][rep] = t16[0][rep] / peak16_step[rep];
+      q16_peak[1][rep] = t16[1][rep] / peak16_fwd[rep];
+    } else {
+      have_peak16 = 0;
+    }
     /* GFLOP/s of the FMA loop on this round's threads: FLOPs / it, in ms */
     double peak = bench_fma_peak(o.threads);
     if (peak <= 0) {
@@ -270,6 +301,21 @@ int main(int argc, char **argv) {
     bench_emit("fma_peak_floor_forward", pf, bench_stats_of(peak_fwd, o.repeats), "ms", 0, NULL);
     bench_emit("inference_forward_over_peak", pf, bench_stats_of(q_peak[2], o.repeats), "x", 0, NULL);
   }
+  bench_section("bf16 (CAIRN_PRECISION_BF16), ms; ratio = bf16 / fp32 of the same round");
+  bench_emit("train_step_adam_bf16", p, bench_stats_of(t16[0], o.repeats), "ms", bench_stats_of(q16[0], o.repeats).median,
+             "train_step_adam");
+  bench_emit("inference_forward_bf16", p, bench_stats_of(t16[1], o.repeats), "ms",
+             bench_stats_of(q16[1], o.repeats).median, "inference_forward");
+  if (have_peak16) {
+    char pf[300];
+    bench_section("the same work at the bf16 dot-product peak (vdpbf16ps loop of this round); ratio = cairn bf16 / it");
+    snprintf(pf, sizeof pf, "%s, \"gflop\": %.4f", p, flops_step * 1e-9);
+    bench_emit("bf16_peak_floor_step", pf, bench_stats_of(peak16_step, o.repeats), "ms", 0, NULL);
+    bench_emit("train_step_adam_bf16_over_peak", pf, bench_stats_of(q16_peak[0], o.repeats), "x", 0, NULL);
+    snprintf(pf, sizeof pf, "%s, \"gflop\": %.4f", p, flops_fwd * 1e-9);
+    bench_emit("bf16_peak_floor_forward", pf, bench_stats_of(peak16_fwd, o.repeats), "ms", 0, NULL);
+    bench_emit("inference_forward_bf16_over_peak", pf, bench_stats_of(q16_peak[1], o.repeats), "x", 0, NULL);
+  }
   bench_section("the step's GEMMs one by one, ms per call; ratio = cairn's blocks / this alternative");
   for (int c = 0; c < n_calls; c++)
     for (int a = 0; a < N_ALT; a++) {
@@ -297,6 +343,8 @@ int main(int argc, char **argv) {
   cairn_tensor_free(Y);
   cairn_mlp_free(adam);
   cairn_mlp_free(sgd);
+  cairn_mlp_free(adam16);
+  cairn_registry_free(rb);
   cairn_registry_free(ra);
   cairn_registry_free(rs);
   return 0;

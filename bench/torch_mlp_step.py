@@ -3,7 +3,11 @@
 MLP (ReLU, softmax cross-entropy, Adam), batch 256, float32, on the CPU, with
 the same rounds x steps timing and median. Prints JSON. Run with Debian's
 python3-torch: /usr/bin/python3 bench/torch_mlp_step.py [--threads T] [--mode M]
---mode adam (default) | sgd (plain SGD, lr 0.01) | infer (forward under no_grad)."""
+--mode adam (default) | sgd (plain SGD, lr 0.01) | infer (forward under no_grad).
+--autocast bf16: the forward (and so the backward) under
+torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's mixed precision: the
+matmuls run in bf16 (their outputs bf16), the parameters and Adam stay fp32."""
+import contextlib
 import argparse, json, os, statistics, time
 
 import torch
@@ -14,6 +18,7 @@ ap.add_argument("--rounds", type=int, default=7)
 ap.add_argument("--steps", type=int, default=10)
 ap.add_argument("--threads", type=int, default=0)
 ap.add_argument("--mode", choices=("adam", "sgd", "infer"), default="adam")
+ap.add_argument("--autocast", choices=("none", "bf16"), default="none")
 a = ap.parse_args()
 if a.threads > 0:
     torch.set_num_threads(a.threads)
@@ -27,16 +32,23 @@ y = torch.arange(a.batch) % 10
 lossf = torch.nn.CrossEntropyLoss()
 
 
+def cast():
+    if a.autocast == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def step():
     opt.zero_grad(set_to_none=False)
-    loss = lossf(model(x), y)
+    with cast():
+        loss = lossf(model(x), y)
     loss.backward()
     opt.step()
     return loss
 
 
 def infer():
-    with torch.no_grad():
+    with torch.no_grad(), cast():
         return model(x)[0, 0]
 
 
@@ -54,7 +66,7 @@ for _ in range(a.rounds):
     for _ in range(a.steps):
         loss = step()
     times.append((clock() - t0) / a.steps)
-print(json.dumps({"bench": "torch_mlp_step", "mode": a.mode, "torch": torch.__version__, "threads": torch.get_num_threads(),
+print(json.dumps({"bench": "torch_mlp_step", "mode": a.mode, "autocast": a.autocast, "torch": torch.__version__, "threads": torch.get_num_threads(),
                   "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps,
                   "step_ms_median": round(1e3 * statistics.median(times), 3),
                   "step_ms_min": round(1e3 * min(times), 3), "last_loss": float(loss)}, indent=2))

@@ -297,6 +297,18 @@ int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float
   return ok ? 0 : -1;
 }
 
+/* ---- shared with gemm_dnnl_bf16.c (the bf16 matmul primitives) ---- */
+
+dnnl_engine_t cairn__dnnl_engine(void) { return cairn__dnnl_available() ? engine : NULL; }
+
+int cairn__dnnl_thread(size_t scratch, dnnl_stream_t *stream, void **scratch_buf) {
+  thread_ctx *t = cairn__dnnl_available() ? this_thread(scratch) : NULL;
+  if (!t) return -1;
+  *stream = t->stream;
+  *scratch_buf = t->scratch;
+  return 0;
+}
+
 #else /* no oneDNN in this build (or no OpenMP to keep it single-threaded) */
 
 int cairn__dnnl_available(void) { return 0; }

@@ -39,4 +39,66 @@ int cairn__gemm_engine_force(int engine);
  * count; otherwise they depend on the shape (and CAIRN_GEMM_BLOCKS) alone. */
 void cairn__gemm_plan(int engine, int M, int N, int K, int *split_n, int *n_blocks, int *block_len);
 
+/* ---- bf16 products (gemm_bf16.c, gemm_dnnl_bf16.c; doc/bf16.md) ----
+ * The inputs are bf16 (uint16_t bits, rounded by the f32_to_bf16 kernel),
+ * the products and their sums fp32, C fp32. */
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CAIRN__BF16_REFERENCE = 0, CAIRN__BF16_ONEDNN = 1 };
+
+/* What the reference engine widens the inputs into; owned by the caller
+ * (the model), grown on first use and kept. Zero-filled is empty. */
+typedef struct cairn__bf16_ws {
+  float *buf;
+  size_t cap; /* floats */
+} cairn__bf16_ws;
+void cairn__bf16_ws_free(cairn__bf16_ws *ws);
+
+/* C = op(A)·op(B) + bias (or + C when accumulate), as cairn__sgemm_ep with
+ * alpha 1 and beta 0 or 1, on bf16 A and B: cut into the blocks
+ * cairn__gemm_plan gives, each block on one thread, so the bits do not
+ * depend on the thread count. ep as cairn__sgemm_ep's. Returns 0, or -1
+ * when memory ran out (ws could not grow, or a oneDNN block failed); C is
+ * then partly written. */
+struct cairn__gemm_epilogue;
+int cairn__gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                     int ldb, int accumulate, float *C, int ldc, const float *bias,
+                     const struct cairn__gemm_epilogue *ep, cairn__bf16_ws *ws);
+/* The engine cairn__gemm_bf16 uses: CAIRN_BF16_ENGINE=reference|onednn,
+ * else oneDNN where the CPU has avx512_bf16 or amx_bf16 and oneDNN is in
+ * the build, else the reference. */
+int cairn__bf16_engine(void);
+/* Tests only: as cairn__gemm_engine_force, for the bf16 engine. */
+int cairn__bf16_engine_force(int engine);
+/* "onednn (<oneDNN's implementation>)" or "reference (...)", for cairn-info. */
+const char *cairn__bf16_engine_info(char *buf, size_t len);
+
+/* gemm_dnnl_bf16.c: 1 when this build has oneDNN and the CPU has
+ * avx512_bf16 or amx_bf16. */
+int cairn__dnnl_bf16_available(void);
+/* One block of cairn__gemm_bf16 on a oneDNN matmul primitive (src bf16,
+ * weights bf16, dst f32), made once per (trans_a, trans_b, M, N, K, lda,
+ * ldb, ldc, accumulate) in a one-thread context; run on the calling thread
+ * with its user scratchpad. 0 on success, -1
+ * when oneDNN cannot run it (the shape refused, only a reference
+ * implementation, out of memory). cairn__dnnl_bf16_ready says, before any
+ * block runs, whether the primitive for a key exists (making it). */
+int cairn__dnnl_bf16_ready(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc, int accumulate);
+int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                          int ldb, int accumulate, float *C, int ldc);
+/* bf16 primitives made so far, and the implementation oneDNN chose for
+ * the first ("brg:avx512_core_amx"; "" before any). */
+int cairn__dnnl_bf16_primitive_count(void);
+const char *cairn__dnnl_bf16_impl(void);
+
+#if defined(CAIRN_HAVE_DNNL) && defined(CAIRN_HAVE_OPENMP)
+#include <dnnl.h>
+/* gemm_dnnl.c's shared parts, for gemm_dnnl_bf16.c: the CPU engine (NULL
+ * when unavailable), and the calling thread's stream and scratchpad grown
+ * to `scratch` bytes (-1 when out of memory). */
+dnnl_engine_t cairn__dnnl_engine(void);
+int cairn__dnnl_thread(size_t scratch, dnnl_stream_t *stream, void **scratch_buf);
+#endif
+
 #endif

@@ -7,6 +7,11 @@
 #include <string.h>
 
 #include "cairn/model.h"
+#include "gemm_impl.h"
+#include "kernels/kernels.h"
+#include "model_impl.h"
+#include "optim_impl.h"
+#include "var_impl.h"
 
 struct cairn_mlp {
   int n;                                  /* dense layers */
@@ -28,6 +33,20 @@ struct cairn_mlp {
   float *Z[CAIRN_MLP_MAX_LAYERS], *A[CAIRN_MLP_MAX_LAYERS], *pp[2];
   int64_t max_width;
   cairn_tensor logits; /* what cairn_mlp_forward hands out */
+  /* bf16 mode (doc/bf16.md): Wb[i] is W[i] rounded, (sizes[i], sizes[i+1]),
+   * written by the optimizer as it updates W[i] and made again when W[i]'s
+   * generation moved from Wb_gen[i] (Wb_ok[i] 0: never made). For `bcap`
+   * rows: Xb the input rounded (B, sizes[0]), Ab[i] = A[i] rounded,
+   * dzb[i] = dZ_i rounded (B, sizes[i+1]; one per layer, so that the
+   * oracle of tests/test_model.c sees every product's inputs). ws: the
+   * reference engine's. */
+  cairn_precision prec;
+  uint16_t *Wb[CAIRN_MLP_MAX_LAYERS];
+  uint64_t Wb_gen[CAIRN_MLP_MAX_LAYERS];
+  int Wb_ok[CAIRN_MLP_MAX_LAYERS];
+  int64_t bcap;
+  uint16_t *Xb, *Ab[CAIRN_MLP_MAX_LAYERS], *dzb[CAIRN_MLP_MAX_LAYERS];
+  cairn__bf16_ws ws;
 };
 
 static void free_workspace(cairn_mlp *m) {
@@ -42,9 +61,23 @@ static void free_workspace(cairn_mlp *m) {
   m->cap = 0;
 }
 
+static void free_bf16_workspace(cairn_mlp *m) {
+  for (int i = 0; i < m->n; i++) {
+    cairn_free(m->Ab[i]);
+    cairn_free(m->dzb[i]);
+    m->Ab[i] = m->dzb[i] = NULL;
+  }
+  cairn_free(m->Xb);
+  m->Xb = NULL;
+  m->bcap = 0;
+}
+
 void cairn_mlp_free(cairn_mlp *m) {
   if (!m) return;
   free_workspace(m);
+  free_bf16_workspace(m);
+  cairn__bf16_ws_free(&m->ws);
+  for (int i = 0; i < m->n; i++) cairn_free(m->Wb[i]);
   for (int i = 0; i < 2 * m->n; i++) cairn_tensor_free(m->grad[i]);
   cairn_optim_free(m->opt);
   free(m);
@@ -65,6 +98,9 @@ cairn_status cairn_mlp_new(cairn_registry *r, const cairn_mlp_config *cfg, cairn
     return cairn__fail(CAIRN_E_INVALID, "%s: hidden activation must be elementwise, got %s", fn,
                        cairn_act_name(cfg->hidden_act));
   if ((unsigned)cfg->loss > CAIRN_LOSS_MSE) return cairn__fail(CAIRN_E_INVALID, "%s: unknown loss %d", fn, (int)cfg->loss);
+  if ((unsigned)cfg->precision > CAIRN_PRECISION_BF16)
+    return cairn__fail(CAIRN_E_INVALID, "%s: precision is %d; use CAIRN_PRECISION_F32 (0) or CAIRN_PRECISION_BF16", fn,
+                       (int)cfg->precision);
 
   cairn_mlp *m = calloc(1, sizeof *m);
   if (!m) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
@@ -100,6 +136,7 @@ cairn_status cairn_mlp_new(cairn_registry *r, const cairn_mlp_config *cfg, cairn
   }
   if (!s) s = cairn_optim_new(r, &cfg->optim, vars, (size_t)(2 * m->n), &m->opt);
   if (!s) s = cairn_registry_global_step(r, &m->step);
+  if (!s) s = cairn_mlp_set_precision(m, cfg->precision);
   if (s) {
     cairn_mlp_free(m);
     return s; /* the failing call set the message */
@@ -154,8 +191,12 @@ static cairn_status check_ready(const cairn_mlp *m, const char *fn, const cairn_
   return CAIRN_OK;
 }
 
-/* Z[i] = in·W + b, A[i] = act(Z[i]); the logits are Z[n-1]. */
-static cairn_status forward(cairn_mlp *m, const cairn_tensor *X) {
+static cairn_status forward_bf16(cairn_mlp *m, const cairn_tensor *X, int keep);
+
+/* Z[i] = in·W + b, A[i] = act(Z[i]); the logits are Z[n-1]. keep: A is
+ * needed by a backward pass (bf16 inference skips it). */
+static cairn_status forward(cairn_mlp *m, const cairn_tensor *X, int keep) {
+  if (m->prec == CAIRN_PRECISION_BF16) return forward_bf16(m, X, keep);
   int64_t B = X->shape[0];
   cairn_status s = ensure_workspace(m, B);
   cairn_tensor in = *X;
@@ -174,6 +215,172 @@ static cairn_status forward(cairn_mlp *m, const cairn_tensor *X) {
   return s;
 }
 
+/* ---- bf16 mode ---- */
+
+cairn_status cairn_mlp_set_precision(cairn_mlp *m, cairn_precision p) {
+  if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_set_precision: model is NULL");
+  if ((unsigned)p > CAIRN_PRECISION_BF16)
+    return cairn__fail(CAIRN_E_INVALID, "mlp_set_precision: precision is %d; use CAIRN_PRECISION_F32 (0) or "
+                       "CAIRN_PRECISION_BF16", (int)p);
+  if (p == CAIRN_PRECISION_BF16)
+    for (int i = 0; i < m->n; i++) {
+      if (m->Wb[i]) continue;
+      m->Wb[i] = cairn_alloc((size_t)m->sizes[i] * (size_t)m->sizes[i + 1] * sizeof(uint16_t));
+      if (!m->Wb[i])
+        return cairn__fail(CAIRN_E_NOMEM, "mlp_set_precision: cannot allocate the bf16 copy of '%s' (%lld x %lld)",
+                           cairn_var_name(m->W[i]), (long long)m->sizes[i], (long long)m->sizes[i + 1]);
+      m->Wb_ok[i] = 0;
+    }
+  /* the optimizer writes the copies only while they are used; a copy left
+   * behind in fp32 mode is made again when bf16 comes back */
+  for (int i = 0; i < m->n; i++) {
+    (void)cairn__optim_set_bf16_copy(m->opt, m->W[i], p == CAIRN_PRECISION_BF16 ? m->Wb[i] : NULL);
+    if (p != CAIRN_PRECISION_BF16) m->Wb_ok[i] = 0;
+  }
+  m->prec = p;
+  return CAIRN_OK;
+}
+
+cairn_precision cairn_mlp_precision(const cairn_mlp *m) { return m ? m->prec : CAIRN_PRECISION_F32; }
+
+int cairn__mlp_bf16_view(const cairn_mlp *m, int i, cairn__mlp_bf16_bufs *out) {
+  if (!m || m->prec != CAIRN_PRECISION_BF16 || i < 0 || i >= m->n || !m->bcap) return -1;
+  out->in = i == 0 ? m->Xb : m->Ab[i - 1];
+  out->w = m->Wb[i];
+  out->dz = m->dzb[i];
+  out->z = m->Z[i];
+  out->a = i < m->n - 1 ? m->A[i] : NULL;
+  out->ab = i < m->n - 1 ? m->Ab[i] : NULL;
+  return 0;
+}
+
+static cairn_status ensure_bf16_workspace(cairn_mlp *m, int64_t B) {
+  if (B <= m->bcap) return CAIRN_OK;
+  free_bf16_workspace(m);
+  m->Xb = cairn_alloc((size_t)B * (size_t)m->sizes[0] * sizeof(uint16_t));
+  int ok = m->Xb != NULL;
+  for (int i = 0; ok && i < m->n; i++) {
+    const size_t bytes = (size_t)B * (size_t)m->sizes[i + 1] * sizeof(uint16_t);
+    ok = (m->dzb[i] = cairn_alloc(bytes)) != NULL && (i == m->n - 1 || (m->Ab[i] = cairn_alloc(bytes)) != NULL);
+  }
+  if (!ok) {
+    free_bf16_workspace(m);
+    return cairn__fail(CAIRN_E_NOMEM, "mlp: cannot allocate the bf16 workspace for a batch of %lld", (long long)B);
+  }
+  m->bcap = B;
+  return CAIRN_OK;
+}
+
+struct round_ctx {
+  const float *x;
+  uint16_t *y;
+};
+static void round_range(void *p, size_t lo, size_t hi) {
+  const struct round_ctx *c = p;
+  cairn__kernels()->f32_to_bf16(c->x + lo, c->y + lo, hi - lo);
+}
+static void round_all(const float *x, uint16_t *y, size_t n) {
+  struct round_ctx c = {x, y};
+  cairn__par_for(n, round_range, &c);
+}
+
+/* Makes again the bf16 kernels whose fp32 master was written from outside
+ * the optimizer since their copy was made (or that were never made). */
+static void refresh_bf16_weights(cairn_mlp *m) {
+  for (int i = 0; i < m->n; i++) {
+    const uint64_t g = cairn__var_generation(m->W[i]);
+    if (m->Wb_ok[i] && m->Wb_gen[i] == g) continue;
+    round_all(cairn_var_tensor(m->W[i])->data, m->Wb[i], (size_t)m->sizes[i] * (size_t)m->sizes[i + 1]);
+    m->Wb_gen[i] = g;
+    m->Wb_ok[i] = 1;
+  }
+}
+
+/* The epilogue of a hidden layer's bf16 GEMM, per finished block of Z:
+ * a = act(z) (fp32; in place on z for inference, where A is not kept),
+ * then ab = a rounded: the next product's input, made while in cache. */
+struct bf16_ep {
+  const cairn__kernel_table *k;
+  cairn_act act;
+  float alpha;
+  float *z, *a; /* (B, out) */
+  uint16_t *ab; /* (B, out) */
+  int out;
+};
+static void bf16_ep_block(void *p, int r0, int r1, int c0, int c1) {
+  const struct bf16_ep *e = p;
+  const size_t w = (size_t)(c1 - c0);
+  const int whole = c0 == 0 && c1 == e->out;
+  for (int r = r0; r < r1; r += whole ? r1 - r0 : 1) {
+    const size_t off = (size_t)r * (size_t)e->out + (size_t)c0, len = whole ? (size_t)(r1 - r0) * w : w;
+    if (e->act == CAIRN_ACT_IDENTITY) {
+      if (e->a != e->z) memcpy(e->a + off, e->z + off, len * sizeof(float));
+    } else {
+      cairn__act_fwd_span(e->k, e->act, e->alpha, e->z + off, e->a + off, len);
+    }
+    e->k->f32_to_bf16(e->a + off, e->ab + off, len);
+  }
+}
+
+static cairn_status bf16_failed(const char *what, int layer) {
+  return cairn__fail(CAIRN_E_NOMEM, "mlp: the bf16 product %s of layer %d could not run (out of memory)", what, layer);
+}
+
+/* forward() in bf16: Z[i] = in_b·W_b + b, A[i] = act(Z[i]) (kept only when
+ * `keep`, for the backward), Ab[i] = A[i] rounded. */
+static cairn_status forward_bf16(cairn_mlp *m, const cairn_tensor *X, int keep) {
+  const int64_t B = X->shape[0];
+  cairn_status s = ensure_workspace(m, B);
+  if (!s) s = ensure_bf16_workspace(m, B);
+  if (s) return s;
+  refresh_bf16_weights(m);
+  round_all(X->data, m->Xb, (size_t)B * (size_t)m->sizes[0]);
+  const uint16_t *in = m->Xb;
+  for (int i = 0; i < m->n; i++) {
+    const int K = (int)m->sizes[i], N = (int)m->sizes[i + 1];
+    const float *bias = cairn_var_tensor(m->b[i])->data;
+    struct bf16_ep e = {cairn__kernels(), m->act, m->alpha, m->Z[i], keep ? m->A[i] : m->Z[i], m->Ab[i], N};
+    cairn__gemm_epilogue ep = {bf16_ep_block, &e};
+    const int last = i == m->n - 1;
+    if (cairn__gemm_bf16(0, 0, (int)B, N, K, in, K, m->Wb[i], N, 0, m->Z[i], N, bias, last ? NULL : &ep, &m->ws))
+      return bf16_failed("X·W", i);
+    in = m->Ab[i];
+  }
+  return CAIRN_OK;
+}
+
+struct colsum_ctx {
+  const float *dz; /* (B, out) */
+  float *db;       /* (out) */
+  size_t rows, out;
+};
+/* db[lo:hi] = Σ_r dZ[r, lo:hi], rows in order: the bits do not depend on
+ * how the columns are split (as cairn__dense_backward's) */
+static void colsum_range(void *p, size_t lo, size_t hi) {
+  const struct colsum_ctx *c = p;
+  const cairn__kernel_table *k = cairn__kernels();
+  memset(c->db + lo, 0, (hi - lo) * sizeof(float));
+  for (size_t r = 0; r < c->rows; r++) k->add(c->dz + r * c->out + lo, c->db + lo, hi - lo);
+}
+
+/* dW_i = in_bᵀ·dZ_b, db_i = Σ_B dZ (fp32), and dA_{i-1} = dZ_b·W_bᵀ when
+ * i > 0 (into da, (B, sizes[i])). */
+static cairn_status backward_bf16_layer(cairn_mlp *m, int i, int64_t B, const float *dz, float *da) {
+  const int in = (int)m->sizes[i], out = (int)m->sizes[i + 1];
+  round_all(dz, m->dzb[i], (size_t)B * (size_t)out);
+  const uint16_t *x = i == 0 ? m->Xb : m->Ab[i - 1];
+  if (da && cairn__gemm_bf16(0, 1, (int)B, in, out, m->dzb[i], out, m->Wb[i], out, 0, da, in, NULL, NULL, &m->ws))
+    return bf16_failed("dZ·Wᵀ", i);
+  if (cairn__gemm_bf16(1, 0, in, out, (int)B, x, in, m->dzb[i], out, 0, m->grad[2 * i]->data, out, NULL, NULL, &m->ws))
+    return bf16_failed("Xᵀ·dZ", i);
+  struct colsum_ctx c = {dz, m->grad[2 * i + 1]->data, (size_t)B, (size_t)out};
+  const size_t blk = 256, nblk = ((size_t)out + blk - 1) / blk;
+#pragma omp parallel for schedule(static) if ((size_t)B * (size_t)out >= CAIRN__PAR_MIN && nblk > 1)
+  for (size_t j = 0; j < nblk; j++)
+    colsum_range(&c, j * blk, j * blk + blk < (size_t)out ? j * blk + blk : (size_t)out);
+  return CAIRN_OK;
+}
+
 static cairn_status loss_of(const cairn_mlp *m, const cairn_tensor *logits, const cairn_tensor *labels, float *loss,
                             cairn_tensor *dlogits) {
   switch (m->loss) {
@@ -188,7 +395,7 @@ static cairn_status loss_of(const cairn_mlp *m, const cairn_tensor *logits, cons
 cairn_status cairn_mlp_forward(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor **logits) {
   if (!m || !logits) return cairn__fail(CAIRN_E_NULL, "mlp_forward: %s is NULL", m ? "logits" : "model");
   cairn_status s = check_ready(m, "mlp_forward", X);
-  if (!s) s = forward(m, X);
+  if (!s) s = forward(m, X, 0);
   if (s) return s;
   /* The returned view lives in the model so the pointer stays valid. */
   m->logits = view2(m->Z[m->n - 1], X->shape[0], m->sizes[m->n]);
@@ -199,7 +406,7 @@ cairn_status cairn_mlp_forward(cairn_mlp *m, const cairn_tensor *X, const cairn_
 cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *loss) {
   if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_train_step: model is NULL");
   cairn_status s = check_ready(m, "mlp_train_step", X);
-  if (!s) s = forward(m, X);
+  if (!s) s = forward(m, X, 1);
   if (s) return s;
   const int64_t B = X->shape[0];
   const int n = m->n;
@@ -214,8 +421,11 @@ cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cai
     cairn_tensor da = view2(m->pp[cur ^ 1], B, m->sizes[i]);
     /* dA_{i-1} = dZ_i·W_iᵀ (not needed below the first layer),
      * dW_i = A_{i-1}ᵀ·dZ_i, db_i = Σ_B dZ_i (overwritten, no zeroing pass). */
-    s = cairn__dense_backward(&in, cairn_var_tensor(m->W[i]), &dz, i > 0 ? &da : NULL, m->grad[2 * i],
-                              m->grad[2 * i + 1], 0);
+    if (m->prec == CAIRN_PRECISION_BF16)
+      s = backward_bf16_layer(m, i, B, dz.data, i > 0 ? da.data : NULL);
+    else
+      s = cairn__dense_backward(&in, cairn_var_tensor(m->W[i]), &dz, i > 0 ? &da : NULL, m->grad[2 * i],
+                                m->grad[2 * i + 1], 0);
     if (s) return s;
     if (i == 0) break;
     /* dZ_{i-1} = dA_{i-1} ⊙ act'(Z_{i-1}), in place */
@@ -234,7 +444,7 @@ cairn_status cairn_mlp_evaluate(cairn_mlp *m, const cairn_tensor *X, const cairn
                                 float *accuracy) {
   if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_evaluate: model is NULL");
   cairn_status s = check_ready(m, "mlp_evaluate", X);
-  if (!s) s = forward(m, X);
+  if (!s) s = forward(m, X, 0);
   if (s) return s;
   cairn_tensor logits = view2(m->Z[m->n - 1], X->shape[0], m->sizes[m->n]);
   float l = 0.0f, acc = 0.0f;

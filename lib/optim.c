@@ -13,6 +13,7 @@
 
 #include "cairn/optim.h"
 #include "kernels/kernels.h"
+#include "optim_impl.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h> /* MXCSR: subnormals flushed during updates */
@@ -37,6 +38,7 @@ static const char *const kind_slot_name[OPTIM_KIND_COUNT][2] = {
 typedef struct optim_entry {
   cairn_var *var;
   cairn_var *slot[2]; /* NULL past kind_nslots */
+  uint16_t *bf16;     /* NULL, or var's bf16 copy (cairn__optim_set_bf16_copy) */
 } optim_entry;
 
 struct cairn_optim {
@@ -270,6 +272,15 @@ fail:
   return s;
 }
 
+int cairn__optim_set_bf16_copy(cairn_optim *o, const cairn_var *var, uint16_t *dst) {
+  for (size_t i = 0; o && i < o->n; i++)
+    if (o->e[i].var == var) {
+      o->e[i].bf16 = dst;
+      return 0;
+    }
+  return -1;
+}
+
 void cairn_optim_free(cairn_optim *o) {
   if (!o) return;
   free(o->e);
@@ -375,7 +386,8 @@ typedef struct update_ctx {
   const cairn_optim_config *c;
   float *w, *s0, *s1;
   const float *g;
-  float lr_t; /* Adam: bias-corrected rate */
+  uint16_t *bf16; /* NULL, or where the updated chunk goes rounded to bf16 */
+  float lr_t;     /* Adam: bias-corrected rate */
 } update_ctx;
 
 /* Updates run with subnormal numbers flushed to zero, results (FTZ) and
@@ -428,6 +440,9 @@ static void update_range(void *p, size_t lo, size_t hi) {
       break;
   }
   FLUSH_END;
+  /* the bf16 copy of the chunk just written, while it is in cache (a
+   * separate sweep would read every weight again) */
+  if (u->bf16) u->k->f32_to_bf16(w, u->bf16 + lo, len);
 }
 
 /* A scalar f32 non-slot variable (beta power) ready to use. */
@@ -524,6 +539,7 @@ cairn_status cairn_optim_apply(cairn_optim *o, cairn_tensor *const *grads, cairn
     u.g = grads[i]->data;
     u.s0 = e->slot[0] ? cairn_var_tensor(e->slot[0])->data : NULL;
     u.s1 = e->slot[1] ? cairn_var_tensor(e->slot[1])->data : NULL;
+    u.bf16 = e->bf16;
     cairn__par_for((size_t)w->size, update_range, &u);
   }
   if (b1p) {

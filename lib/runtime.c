@@ -173,6 +173,10 @@ char *cairn_runtime_info(char *buf, size_t len) {
       snprintf(buf + used, len - used, "; gemm in fixed blocks");
   }
   used = strlen(buf);
+  /* the engine of bf16 models' products (gemm_bf16.c) */
+  char bf[160];
+  if (used + 1 < len) snprintf(buf + used, len - used, "; bf16 %s", cairn__bf16_engine_info(bf, sizeof bf));
+  used = strlen(buf);
   const char *advice = cairn_blas_coretype_advice();
   if (advice && used + 1 < len)
     snprintf(buf + used, len - used, " (slow for this CPU: set OPENBLAS_CORETYPE=%s)", advice);

@@ -23,6 +23,11 @@ struct cairn_var {
   /* Atomic: sessions on several threads read it (release on set after the
      values are written, acquire on read). */
   atomic_int initialized;
+  /* Bumped whenever the values may have been written from outside the
+   * optimizer (initialize, restore, broadcast, set_initialized): what a
+   * copy derived from the values (a bf16 model's weights) compares with
+   * the generation it was made at. */
+  atomic_uint_fast64_t generation;
   const cairn_registry *owner;
   uint64_t seed;        /* the owner's, for cairn_var_initialize(v) */
 };
@@ -452,13 +457,20 @@ int cairn_var_is_initialized(const cairn_var *v) {
 }
 
 void cairn_var_set_initialized(cairn_var *v, int initialized) {
-  if (v) atomic_store_explicit(&v->initialized, initialized != 0, memory_order_release);
+  if (!v) return;
+  atomic_fetch_add_explicit(&v->generation, 1, memory_order_relaxed);
+  atomic_store_explicit(&v->initialized, initialized != 0, memory_order_release);
+}
+
+uint64_t cairn__var_generation(const cairn_var *v) {
+  return v ? atomic_load_explicit(&((cairn_var *)v)->generation, memory_order_acquire) : 0;
 }
 
 cairn_status cairn_var_initialize(cairn_var *v) {
   if (!v) return cairn__fail(CAIRN_E_NULL, "var_initialize: variable is NULL");
   cairn_status s = cairn_init_fill(v->tensor, v->init, v->seed, v->name);
   if (s) return s;
+  atomic_fetch_add_explicit(&v->generation, 1, memory_order_relaxed);
   atomic_store_explicit(&v->initialized, 1, memory_order_release);
   return CAIRN_OK;
 }

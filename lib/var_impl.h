@@ -23,4 +23,11 @@ int cairn__globs_select(const char *name, const char *const *include, size_t n_i
  * initializing later cannot fail). Messages start with "fn: 'name': ". */
 cairn_status cairn__init_check(const char *fn, const char *name, cairn_dtype dt, cairn_init init);
 
+/* A counter bumped by every write of v's values from outside the
+ * optimizer that goes through the library (cairn_var_initialize,
+ * cairn_var_set_initialized: restores, warm starts, MPI broadcasts call
+ * it after writing). A bf16 model rebuilds its bf16 copy of a kernel when
+ * the counter moved since it made the copy. var.c */
+uint64_t cairn__var_generation(const cairn_var *v);
+
 #endif

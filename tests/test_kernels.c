@@ -1080,6 +1080,7 @@ static void check_shuffle(const cairn__kernel_table *T, size_t max_off) {
 
 Test(kernels, shuffle_ref_is_the_transpose) { check_shuffle(cairn__kernels_ref(), 2); }
 Test(kernels, shuffle_avx2_is_the_transpose) { check_shuffle(avx2_or_skip(), 31); }
+Test(kernels, shuffle_avx512_is_the_transpose) { check_shuffle(avx512_or_skip(), 31); }
 
 /* The AVX2 planes byte for byte equal the reference's on real-looking
  * float, double and half data (the blocks of 32 elements and the tail). */
@@ -1112,4 +1113,110 @@ Test(kernels, avx2_shuffle_matches_ref) {
       free(ua);
       free(ur);
     }
+/* ---- bfloat16 conversions ------------------------------------------------- */
+
+static uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* The rule written out case by case (doc/bf16.md), independent of the ref
+ * kernel's formula: NaN -> upper half with the quiet bit; otherwise the
+ * nearer of the two bf16 neighbours, the even one on a tie. */
+static uint16_t bf16_oracle(uint32_t u) {
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
+  uint32_t lo = u >> 16, rest = u & 0xFFFFu;
+  if (rest > 0x8000u || (rest == 0x8000u && (lo & 1u))) lo++;
+  return (uint16_t)lo;
+}
+
+static const uint32_t bf16_special_bits[] = {
+    0x00000000u, 0x80000000u,                           /* ±0 */
+    0x7F800000u, 0xFF800000u,                           /* ±inf */
+    0x7FC00000u, 0xFFC00000u,                           /* quiet NaNs */
+    0x7F800001u, 0xFF800001u, 0x7F80FFFFu, 0x7FBF0000u, /* NaNs with payload in the low bits only, sNaN */
+    0x7FFFFFFFu, 0xFFFFFFFFu,                           /* all-ones NaN */
+    0x00000001u, 0x80000001u, 0x00008000u, 0x00018000u, /* subnormals, ties to even */
+    0x007FFFFFu, 0x00800000u,                           /* largest subnormal, smallest normal */
+    0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F7F7FFFu, 0x7F7F8000u, /* FLT_MAX rounds to inf; its tie */
+    0x3F808000u, 0x3F818000u, 0x3F807FFFu, 0x3F808001u, /* 1 + half ulp: tie down, tie up, below, above */
+    0xBF808000u, 0xBF818000u,                           /* negative ties */
+    0x3F800000u, 0x40490FDBu,                           /* 1, pi */
+};
+
+static void bf16_check_table(const cairn__kernel_table *k) {
+  enum { NS = sizeof bf16_special_bits / sizeof bf16_special_bits[0] };
+  float x[NS];
+  uint16_t y[NS];
+  for (size_t i = 0; i < NS; i++) x[i] = u2f(bf16_special_bits[i]);
+  /* every special at every position of a vector, so each lane sees it */
+  for (size_t shift = 0; shift < 16; shift++) {
+    float xs[NS + 16];
+    uint16_t ys[NS + 16];
+    for (size_t i = 0; i < NS + 16; i++) xs[i] = i < shift ? 1.0f : x[(i - shift) % NS];
+    k->f32_to_bf16(xs, ys, NS + 16);
+    for (size_t i = shift; i < NS + 16; i++) {
+      const uint32_t u = f2u(xs[i]);
+      cr_assert_eq(ys[i], bf16_oracle(u), "%s: f32 0x%08x at %zu -> 0x%04x, the rule says 0x%04x", k->isa, u, i,
+                   ys[i], bf16_oracle(u));
+    }
+  }
+  k->f32_to_bf16(x, y, NS);
+  for (size_t i = 0; i < NS; i++) {
+    float back;
+    k->bf16_to_f32(&y[i], &back, 1);
+    if (isnan(x[i])) cr_assert(isnan(back) && signbit(back) == signbit(x[i]), "%s: NaN 0x%08x lost", k->isa, f2u(x[i]));
+    cr_assert_eq(f2u(back), (uint32_t)y[i] << 16, "%s: widening 0x%04x", k->isa, y[i]);
+  }
+}
+
+Test(kernels, bf16_rule_ref) { bf16_check_table(cairn__kernels_ref()); }
+Test(kernels, bf16_rule_avx2) { bf16_check_table(avx2_or_skip()); }
+Test(kernels, bf16_rule_avx512) { bf16_check_table(avx512_or_skip()); }
+
+/* Random bits (every exponent, NaNs included) and values near ties, every
+ * length, unaligned; ref against the oracle and each vector tier against
+ * ref bit for bit, with guards after the end untouched; widening is exact
+ * both ways. */
+Test(kernels, bf16_lengths_offsets) {
+  const cairn__kernel_table *R = cairn__kernels_ref(), *A = cairn__kernels_avx2(), *V = cairn__kernels_avx512();
+  uint64_t s = 7;
+  static float x[MAXN + 32];
+  static uint16_t yr[MAXN + 32 + GUARD], ya[MAXN + 32 + GUARD];
+  static float wr[MAXN + 32 + GUARD], wa[MAXN + 32 + GUARD];
+  for (size_t l = 0; l < NLENS; l++)
+    for (size_t off = 0; off < 3; off++) {
+      const size_t n = lens[l];
+      for (size_t i = 0; i < n + off; i++) {
+        uint32_t u = (uint32_t)rng_next(&s);
+        if (i % 3 == 1) u = (u & 0xFFFF0000u) | 0x8000u; /* an exact tie */
+        if (i % 5 == 2) u = (u & 0xFFFF0000u) | (0x7FFFu + (uint32_t)(i % 3)); /* around one */
+        x[i] = u2f(u);
+      }
+      for (size_t i = 0; i < MAXN + 32 + GUARD; i++) yr[i] = ya[i] = 0xA5A5u, wr[i] = wa[i] = 1234.5f;
+      R->f32_to_bf16(x + off, yr + off, n);
+      for (size_t i = 0; i < n; i++)
+        cr_assert_eq(yr[off + i], bf16_oracle(f2u(x[off + i])), "ref n=%zu off=%zu i=%zu: 0x%08x", n, off, i,
+                     f2u(x[off + i]));
+      R->bf16_to_f32(yr + off, wr + off, n);
+      for (size_t i = 0; i < n; i++) cr_assert_eq(f2u(wr[off + i]), (uint32_t)yr[off + i] << 16);
+      cr_assert_eq(yr[off + n], 0xA5A5u, "ref wrote past the end");
+      const cairn__kernel_table *tiers[2] = {A, V};
+      for (int t = 0; t < 2; t++) {
+        const cairn__kernel_table *T = tiers[t];
+        if (!T) continue;
+        for (size_t i = 0; i < MAXN + 32 + GUARD; i++) ya[i] = 0xA5A5u, wa[i] = 1234.5f;
+        T->f32_to_bf16(x + off, ya + off, n);
+        cr_assert(memcmp(ya, yr, sizeof ya) == 0, "%s f32_to_bf16 differs from ref at n=%zu off=%zu", T->isa, n, off);
+        T->bf16_to_f32(yr + off, wa + off, n);
+        cr_assert(memcmp(wa, wr, sizeof wa) == 0, "%s bf16_to_f32 differs from ref at n=%zu off=%zu", T->isa, n, off);
+      }
+    }
+  if (!A) cr_skip_test("AVX2+FMA kernels not compiled in or not supported by this CPU");
 }

@@ -1,6 +1,8 @@
 /* The sequential MLP: TF variable names, wiring checked against the nn
  * primitives, learning, determinism across thread counts, no allocation
  * after the first step, and errors. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include "config.h"
 
 #include <criterion/criterion.h>
@@ -14,7 +16,14 @@
 #endif
 
 #include <cairn.h>
+#include <errno.h>
+#include <unistd.h>
+
 #include "gemm_impl.h"
+#include "kernels/kernels.h"
+#include "model_impl.h"
+#include "rm_tree.h"
+#include "var_impl.h"
 
 TestSuite(model, .timeout = 120);
 
@@ -40,9 +49,13 @@ static void blobs_k(cairn_tensor *x, cairn_tensor *y, uint64_t seed, int32_t cla
 
 static void blobs(cairn_tensor *x, cairn_tensor *y, uint64_t seed) { blobs_k(x, y, seed, 4); }
 
+static int g_bf16; /* build() makes bf16 models (set_bf16_build) */
+static void set_bf16_build(int on) { g_bf16 = on; }
+
 static cairn_mlp *build(cairn_registry *r, const int64_t *sizes, int n, cairn_optim_kind opt, const char *scope) {
   cairn_mlp_config cfg = {.n_layers = n, .sizes = sizes, .hidden_act = CAIRN_ACT_RELU,
-                          .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(opt), .scope = scope};
+                          .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(opt), .scope = scope,
+                          .precision = g_bf16 ? CAIRN_PRECISION_BF16 : CAIRN_PRECISION_F32};
   cairn_mlp *m = NULL;
   cr_assert_eq(cairn_mlp_new(r, &cfg, &m), CAIRN_OK, "%s", cairn_errmsg());
   return m;
@@ -614,4 +627,357 @@ Test(model, fused_activation_matches_dense_then_act) {
       cairn_mlp_free(m);
       cairn_registry_free(r);
     }
+}
+
+
+/* ---- bf16 mode (doc/bf16.md) ---- */
+
+static cairn_mlp *build_p(cairn_registry *r, const int64_t *sizes, int n, cairn_act act, cairn_optim_kind opt,
+                          cairn_precision p) {
+  cairn_mlp_config cfg = {.n_layers = n, .sizes = sizes, .hidden_act = act, .act_alpha = 0.2f,
+                          .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(opt), .precision = p};
+  cairn_mlp *m = NULL;
+  cr_assert_eq(cairn_mlp_new(r, &cfg, &m), CAIRN_OK, "%s", cairn_errmsg());
+  return m;
+}
+
+static double w16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Runs the test body on each bf16 engine this machine has. */
+static int n_bf16_engines(int *engines) {
+  int n = 0;
+  engines[n++] = CAIRN__BF16_REFERENCE;
+  if (cairn__dnnl_bf16_available()) engines[n++] = CAIRN__BF16_ONEDNN;
+  return n;
+}
+
+typedef struct {
+  float *g[8];
+  size_t n;
+} grads_copy;
+
+/* Keeps the gradients and ends the step before the update, so that the
+ * buffers the oracle reads are those the gradients came from. */
+static cairn_status keep_grads(void *user, cairn_tensor *const *g, size_t n) {
+  grads_copy *c = user;
+  for (size_t i = 0; i < n && i < 8; i++) {
+    c->g[i] = realloc(c->g[i], (size_t)g[i]->size * sizeof(float));
+    memcpy(c->g[i], g[i]->data, (size_t)g[i]->size * sizeof(float));
+  }
+  c->n = n;
+  return CAIRN_E_CANCELLED;
+}
+
+/* |x - oracle| <= (K + 2)·2^-24·Σ|terms| + slack: the error of summing K
+ * exact products in fp32, in any order (each product of two bf16 is exact
+ * in fp32), with 2 for the bias and the final rounding. */
+static void near(double x, double oracle, double abs_sum, int K, double slack, const char *what, int layer, size_t i) {
+  const double bound = (K + 2) * ldexp(1.0, -24) * abs_sum + slack;
+  cr_assert(fabs(x - oracle) <= bound, "%s of layer %d at %zu: %.9g, oracle %.9g, bound %.3g", what, layer, i, x, oracle,
+            bound);
+}
+
+/* The step's products in bf16 mode against a float64 oracle computed on the
+ * same bf16-rounded inputs (the model's own rounded X, W, A and dZ), so the
+ * bounds measure fp32 accumulation alone: Z = in·W + b, dW = inᵀ·dZ,
+ * db = Σ dZ, and dA = dZ·Wᵀ through the activation's backward; that each
+ * rounded copy is the RNE rounding of its fp32 value (A = act(Z) rounded,
+ * dZ of the last layer = the loss gradient rounded, W the master rounded);
+ * for every elementwise activation, on each engine. */
+Test(model, bf16_step_against_f64_oracle) {
+  const cairn__kernel_table *k = cairn__kernels();
+  static const cairn_act acts[] = {CAIRN_ACT_IDENTITY, CAIRN_ACT_RELU, CAIRN_ACT_LEAKY_RELU, CAIRN_ACT_SIGMOID,
+                                   CAIRN_ACT_TANH,     CAIRN_ACT_GELU, CAIRN_ACT_GELU_TANH};
+  int engines[2];
+  const int ne = n_bf16_engines(engines);
+  for (int en = 0; en < ne; en++)
+    for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
+      const int prev = cairn__bf16_engine_force(engines[en]);
+      cairn_registry *r;
+      cr_assert_eq(cairn_registry_new(11, &r), CAIRN_OK);
+      /* big enough for blocks (>= 2 MFLOP products), odd widths */
+      int64_t sizes[4] = {200, 300, 260, 7}, B = 70;
+      cairn_mlp *m = build_p(r, sizes, 3, acts[ai], CAIRN_OPTIM_SGD, CAIRN_PRECISION_BF16);
+      cr_assert_eq(cairn_registry_initialize_collection(r, CAIRN_COLL_GLOBAL), CAIRN_OK);
+      for (int i = 0; i < 3; i++) { /* nonzero biases, so that they are checked too */
+        cairn_tensor *b = cairn_var_tensor(cairn_mlp_bias(m, i));
+        for (int64_t j = 0; j < b->size; j++) cairn_tensor_f32(b)[j] = 0.01f * (float)(j % 13) - 0.05f;
+      }
+      cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, B, sizes[0]), *y = mk(CAIRN_DTYPE_I32, 1, B, 0);
+      blobs_k(X, y, 5, 7);
+      grads_copy gc = {{0}, 0};
+      cairn_mlp_set_grads_hook(m, keep_grads, &gc);
+      cr_assert_eq(cairn_mlp_train_step(m, X, y, NULL), CAIRN_E_CANCELLED);
+      for (int i = 0; i < 3; i++) {
+        cairn__mlp_bf16_bufs L;
+        cr_assert_eq(cairn__mlp_bf16_view(m, i, &L), 0);
+        const int in = (int)sizes[i], out = (int)sizes[i + 1];
+        const float *W = cairn_tensor_f32(cairn_var_tensor(cairn_mlp_kernel(m, i)));
+        const float *bias = cairn_tensor_f32(cairn_var_tensor(cairn_mlp_bias(m, i)));
+        uint16_t h;
+        for (size_t j = 0; j < (size_t)in * out; j++) {
+          k->f32_to_bf16(&W[j], &h, 1);
+          cr_assert_eq(L.w[j], h, "W of layer %d at %zu is not the master rounded", i, j);
+        }
+        if (i == 0)
+          for (size_t j = 0; j < (size_t)(B * in); j++) {
+            k->f32_to_bf16(&cairn_tensor_f32(X)[j], &h, 1);
+            cr_assert_eq(L.in[j], h, "X at %zu is not rounded", j);
+          }
+        /* Z = in·W + b */
+        for (int64_t b = 0; b < B; b++)
+          for (int o = 0; o < out; o++) {
+            double acc = bias[o], abs = fabs(bias[o]);
+            for (int c = 0; c < in; c++) {
+              double t = w16(L.in[b * in + c]) * w16(L.w[(size_t)c * out + o]);
+              acc += t, abs += fabs(t);
+            }
+            near(L.z[b * out + o], acc, abs, in, 0.0, "Z", i, (size_t)(b * out + o));
+          }
+        /* A = act(Z) and its rounding, bit for bit with the kernels */
+        if (i < 2) {
+          float *a = malloc((size_t)(B * out) * sizeof(float));
+          uint16_t *ab = malloc((size_t)(B * out) * sizeof(uint16_t));
+          cairn_tensor zt, at;
+          int64_t sh[2] = {B, out};
+          cr_assert_eq(cairn_tensor_view(&zt, (void *)L.z, CAIRN_DTYPE_F32, 2, sh), CAIRN_OK);
+          cr_assert_eq(cairn_tensor_view(&at, a, CAIRN_DTYPE_F32, 2, sh), CAIRN_OK);
+          cr_assert_eq(cairn_act_forward(acts[ai], 0.2f, &zt, &at), CAIRN_OK);
+          cr_assert(memcmp(a, L.a, (size_t)(B * out) * sizeof(float)) == 0, "A of layer %d is not act(Z)", i);
+          k->f32_to_bf16(a, ab, (size_t)(B * out));
+          cr_assert(memcmp(ab, L.ab, (size_t)(B * out) * 2) == 0, "A of layer %d is not rounded to nearest even", i);
+          free(a), free(ab);
+        }
+        /* dW = inᵀ·dZ, db = Σ dZ (db sums the fp32 dZ: within half a bf16
+         * ulp of each term of the rounded one) */
+        for (int c = 0; c < in; c++)
+          for (int o = 0; o < out; o++) {
+            double acc = 0, abs = 0;
+            for (int64_t b = 0; b < B; b++) {
+              double t = w16(L.in[b * in + c]) * w16(L.dz[b * out + o]);
+              acc += t, abs += fabs(t);
+            }
+            near(gc.g[2 * i][(size_t)c * out + o], acc, abs, (int)B, 0.0, "dW", i, (size_t)c * out + o);
+          }
+        for (int o = 0; o < out; o++) {
+          double acc = 0, abs = 0;
+          for (int64_t b = 0; b < B; b++) acc += w16(L.dz[b * out + o]), abs += fabs(w16(L.dz[b * out + o]));
+          near(gc.g[2 * i + 1][o], acc, abs, (int)B, ldexp(abs, -8), "db", i, (size_t)o);
+        }
+        if (i == 0) continue;
+        /* dZ_{i-1} = act'(Z_{i-1}) ⊙ (dZ_i·W_iᵀ), then rounded: within the
+         * accumulation bound times |act'| plus half a bf16 ulp */
+        cairn__mlp_bf16_bufs P;
+        cr_assert_eq(cairn__mlp_bf16_view(m, i - 1, &P), 0);
+        for (int64_t b = 0; b < B; b++)
+          for (int c = 0; c < in; c++) {
+            double acc = 0, abs = 0;
+            for (int o = 0; o < out; o++) {
+              double t = w16(L.dz[b * out + o]) * w16(L.w[(size_t)c * out + o]);
+              acc += t, abs += fabs(t);
+            }
+            /* act' at this element: the kernels' backward of a unit dY */
+            float one = 1.0f, d = 0.0f;
+            const float zz = P.z[b * in + c], aa = P.a[b * in + c];
+            switch (acts[ai]) {
+              case CAIRN_ACT_IDENTITY: d = 1.0f; break;
+              case CAIRN_ACT_RELU: k->relu_bwd(&zz, &one, &d, 1); break;
+              case CAIRN_ACT_LEAKY_RELU: k->leaky_relu_bwd(&zz, &one, &d, 1, 0.2f); break;
+              case CAIRN_ACT_SIGMOID: k->sigmoid_bwd(&aa, &one, &d, 1); break;
+              case CAIRN_ACT_TANH: k->tanh_bwd(&aa, &one, &d, 1); break;
+              case CAIRN_ACT_GELU: k->gelu_bwd(&zz, &one, &d, 1); break;
+              case CAIRN_ACT_GELU_TANH: k->gelu_tanh_bwd(&zz, &one, &d, 1); break;
+              default: break;
+            }
+            const double want = d * acc, got = w16(P.dz[b * in + c]);
+            const double bound = fabs(d) * ((out + 2) * ldexp(1.0, -24) * abs) * 1.01 + ldexp(fabs(want), -8) +
+                                 4 * ldexp(fabs(want), -24) + 1e-30;
+            cr_assert(fabs(got - want) <= bound, "dZ of layer %d at (%lld, %d): %.9g, oracle %.9g, bound %.3g", i - 1,
+                      (long long)b, c, got, want, bound);
+          }
+      }
+      /* the last layer's dZ is the loss gradient of the logits, rounded */
+      cairn__mlp_bf16_bufs L;
+      cr_assert_eq(cairn__mlp_bf16_view(m, 2, &L), 0);
+      cairn_tensor *lg = mk(CAIRN_DTYPE_F32, 2, B, 7), *dl = mk(CAIRN_DTYPE_F32, 2, B, 7);
+      memcpy(lg->data, L.z, (size_t)(B * 7) * sizeof(float));
+      float loss;
+      cr_assert_eq(cairn_loss_sparse_softmax_xent(lg, y, &loss, dl), CAIRN_OK);
+      uint16_t *dlb = malloc((size_t)(B * 7) * 2);
+      k->f32_to_bf16(dl->data, dlb, (size_t)(B * 7));
+      cr_assert(memcmp(dlb, L.dz, (size_t)(B * 7) * 2) == 0, "dZ of the last layer is not the loss gradient rounded");
+      free(dlb);
+      cairn_tensor_free(lg), cairn_tensor_free(dl);
+      for (size_t i = 0; i < gc.n; i++) free(gc.g[i]);
+      cairn_tensor_free(X), cairn_tensor_free(y);
+      cairn_mlp_free(m);
+      cairn_registry_free(r);
+      cairn__bf16_engine_force(prev);
+    }
+}
+
+static void train_weights_bf16(int threads, int engine, float *out, size_t n_out) {
+#ifdef CAIRN_HAVE_OPENMP
+  omp_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+  const int prev = cairn__bf16_engine_force(engine);
+  cairn_registry *r;
+  cr_assert_eq(cairn_registry_new(2024, &r), CAIRN_OK);
+  int64_t sizes[3] = {300, 512, 10}, B = 128;
+  cairn_mlp *m = build_p(r, sizes, 2, CAIRN_ACT_RELU, CAIRN_OPTIM_ADAM, CAIRN_PRECISION_BF16);
+  cr_assert_eq(cairn_registry_initialize_collection(r, CAIRN_COLL_GLOBAL), CAIRN_OK);
+  cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, B, 300), *y = mk(CAIRN_DTYPE_I32, 1, B, 0);
+  blobs(X, y, 1);
+  for (int step = 0; step < 5; step++) cr_assert_eq(cairn_mlp_train_step(m, X, y, NULL), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_tensor *W = cairn_var_tensor(cairn_mlp_kernel(m, 0));
+  cr_assert_eq((size_t)W->size, n_out);
+  memcpy(out, W->data, n_out * sizeof(float));
+  cairn_tensor_free(X); cairn_tensor_free(y);
+  cairn_mlp_free(m);
+  cairn_registry_free(r);
+  cairn__bf16_engine_force(prev);
+}
+
+/* bf16 steps give the same bits at 1 and 2 threads, on each engine; and
+ * they are bf16 steps (other bits than fp32's). */
+Test(model, bf16_bitwise_identical_for_1_and_2_threads) {
+  size_t n = 300 * 512;
+  float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float)), *f = malloc(n * sizeof(float));
+  train_weights(1, f, n);
+  int engines[2];
+  const int ne = n_bf16_engines(engines);
+  for (int e = 0; e < ne; e++) {
+    train_weights_bf16(1, engines[e], a, n);
+    train_weights_bf16(2, engines[e], b, n);
+    cr_assert(memcmp(a, b, n * sizeof(float)) == 0, "engine %d: 1 and 2 threads give different weights", engines[e]);
+    cr_assert(memcmp(a, f, n * sizeof(float)) != 0, "engine %d: the bf16 steps gave the fp32 weights", engines[e]);
+  }
+#ifdef CAIRN_HAVE_OPENMP
+  omp_set_num_threads(2);
+#endif
+  free(a); free(b); free(f);
+}
+
+/* Train N steps in one go, and k steps, save, restore into a fresh model
+ * (new registry), N - k steps: the same bits, for every variable (kernels,
+ * biases, Adam slots, beta powers, global_step). The fresh model's bf16
+ * kernels must come from the restored masters. */
+Test(model, bf16_resume_is_bit_identical) {
+  char dir[] = "/tmp/cairn-bf16-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+  int64_t sizes[4] = {64, 96, 80, 10}, B = 48;
+  const int N = 6, K = 2;
+  cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, B, 64), *y = mk(CAIRN_DTYPE_I32, 1, B, 0);
+  cairn_registry *r1, *r2, *r3;
+  cr_assert_eq(cairn_registry_new(9, &r1), CAIRN_OK);
+  cr_assert_eq(cairn_registry_new(9, &r2), CAIRN_OK);
+  cr_assert_eq(cairn_registry_new(77, &r3), CAIRN_OK); /* other initial values */
+  cairn_mlp *a = build_p(r1, sizes, 3, CAIRN_ACT_RELU, CAIRN_OPTIM_ADAM, CAIRN_PRECISION_BF16);
+  cairn_mlp *b = build_p(r2, sizes, 3, CAIRN_ACT_RELU, CAIRN_OPTIM_ADAM, CAIRN_PRECISION_BF16);
+  cairn_mlp *c = build_p(r3, sizes, 3, CAIRN_ACT_RELU, CAIRN_OPTIM_ADAM, CAIRN_PRECISION_BF16);
+  cr_assert_eq(cairn_registry_initialize_collection(r1, CAIRN_COLL_GLOBAL), CAIRN_OK);
+  cr_assert_eq(cairn_registry_initialize_collection(r2, CAIRN_COLL_GLOBAL), CAIRN_OK);
+  cr_assert_eq(cairn_registry_initialize_collection(r3, CAIRN_COLL_GLOBAL), CAIRN_OK);
+  for (int s = 0; s < N; s++) {
+    blobs(X, y, 100 + (uint64_t)s);
+    cr_assert_eq(cairn_mlp_train_step(a, X, y, NULL), CAIRN_OK);
+  }
+  for (int s = 0; s < K; s++) {
+    blobs(X, y, 100 + (uint64_t)s);
+    cr_assert_eq(cairn_mlp_train_step(b, X, y, NULL), CAIRN_OK);
+  }
+  /* c has taken steps on its own values: its bf16 copies are made and
+   * fresh for them, then the restore writes other masters */
+  cr_assert_eq(cairn_mlp_train_step(c, X, y, NULL), CAIRN_OK);
+  cairn_saver *sv, *sc;
+  char path[512], prefix[300];
+  snprintf(prefix, sizeof prefix, "%s/model.ckpt", dir);
+  cr_assert_eq(cairn_saver_new(r2, NULL, &sv), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_saver_save(sv, prefix, K, path, sizeof path), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_saver_new(r3, NULL, &sc), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_saver_restore(sc, path, NULL), CAIRN_OK, "%s", cairn_errmsg());
+  for (int s = K; s < N; s++) {
+    blobs(X, y, 100 + (uint64_t)s);
+    cr_assert_eq(cairn_mlp_train_step(c, X, y, NULL), CAIRN_OK);
+  }
+  for (size_t i = 0;; i++) {
+    cairn_var *va = cairn__registry_var_at(r1, i), *vc = cairn__registry_var_at(r3, i);
+    if (!va) break;
+    cr_assert_not_null(vc);
+    cr_assert_str_eq(cairn_var_name(va), cairn_var_name(vc));
+    cr_assert(memcmp(cairn_var_tensor(va)->data, cairn_var_tensor(vc)->data, cairn_tensor_nbytes(cairn_var_tensor(va))) == 0,
+              "'%s' differs after the resume", cairn_var_name(va));
+  }
+  cairn_saver_free(sv), cairn_saver_free(sc);
+  cairn_mlp_free(a), cairn_mlp_free(b), cairn_mlp_free(c);
+  cairn_registry_free(r1), cairn_registry_free(r2), cairn_registry_free(r3);
+  cairn_tensor_free(X), cairn_tensor_free(y);
+  rm_tree(dir);
+}
+
+/* Values written into the kernels outside the optimizer (here by hand,
+ * then cairn_var_set_initialized, as a restore does) are what the next
+ * bf16 forward multiplies with: a model given another model's values
+ * gives its logits bit for bit. A stale bf16 copy would give the old
+ * model's. */
+Test(model, bf16_copy_rebuilt_after_values_change) {
+  int64_t sizes[3] = {32, 48, 5}, B = 16;
+  cairn_registry *r1, *r2;
+  cr_assert_eq(cairn_registry_new(1, &r1), CAIRN_OK);
+  cr_assert_eq(cairn_registry_new(2, &r2), CAIRN_OK);
+  cairn_mlp *a = build_p(r1, sizes, 2, CAIRN_ACT_TANH, CAIRN_OPTIM_ADAM, CAIRN_PRECISION_BF16);
+  cairn_mlp *b = build_p(r2, sizes, 2, CAIRN_ACT_TANH, CAIRN_OPTIM_ADAM, CAIRN_PRECISION_BF16);
+  cr_assert_eq(cairn_registry_initialize_collection(r1, CAIRN_COLL_GLOBAL), CAIRN_OK);
+  cr_assert_eq(cairn_registry_initialize_collection(r2, CAIRN_COLL_GLOBAL), CAIRN_OK);
+  cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, B, 32), *y = mk(CAIRN_DTYPE_I32, 1, B, 0);
+  blobs(X, y, 3);
+  cr_assert_eq(cairn_mlp_train_step(a, X, y, NULL), CAIRN_OK);
+  cr_assert_eq(cairn_mlp_train_step(b, X, y, NULL), CAIRN_OK); /* b's copies are made, for b's values */
+  for (int i = 0; i < 2; i++) {
+    cairn_var *src[2] = {cairn_mlp_kernel(a, i), cairn_mlp_bias(a, i)}, *dst[2] = {cairn_mlp_kernel(b, i), cairn_mlp_bias(b, i)};
+    for (int j = 0; j < 2; j++) {
+      memcpy(cairn_var_tensor(dst[j])->data, cairn_var_tensor(src[j])->data, cairn_tensor_nbytes(cairn_var_tensor(src[j])));
+      cairn_var_set_initialized(dst[j], 1);
+    }
+  }
+  const cairn_tensor *la, *lb;
+  cr_assert_eq(cairn_mlp_forward(a, X, &la), CAIRN_OK);
+  cr_assert_eq(cairn_mlp_forward(b, X, &lb), CAIRN_OK);
+  cr_assert(memcmp(la->data, lb->data, cairn_tensor_nbytes(la)) == 0, "b multiplied with a stale bf16 copy of its kernels");
+  /* and an fp32 model evaluated in fp32 after bf16 training, and back */
+  cr_assert_eq(cairn_mlp_set_precision(b, CAIRN_PRECISION_F32), CAIRN_OK);
+  cr_assert_eq(cairn_mlp_train_step(b, X, y, NULL), CAIRN_OK);
+  cr_assert_eq(cairn_mlp_set_precision(b, CAIRN_PRECISION_BF16), CAIRN_OK);
+  cr_assert_eq(cairn_mlp_train_step(b, X, y, NULL), CAIRN_OK);
+  cairn__mlp_bf16_bufs L;
+  cr_assert_eq(cairn__mlp_bf16_view(b, 0, &L), 0);
+  /* the copy after the fused update is the master rounded */
+  const cairn_tensor *W = cairn_var_tensor(cairn_mlp_kernel(b, 0));
+  uint16_t *wb = malloc((size_t)W->size * 2);
+  cairn__kernels()->f32_to_bf16(W->data, wb, (size_t)W->size);
+  cr_assert(memcmp(wb, L.w, (size_t)W->size * 2) == 0, "the optimizer's bf16 copy is not the updated master rounded");
+  free(wb);
+  cairn_mlp_free(a), cairn_mlp_free(b);
+  cairn_registry_free(r1), cairn_registry_free(r2);
+  cairn_tensor_free(X), cairn_tensor_free(y);
+}
+
+/* No allocation after the first step in bf16 mode, on each engine. */
+Test(model, bf16_no_allocation_after_first_step) {
+  int engines[2];
+  const int ne = n_bf16_engines(engines);
+  for (int e = 0; e < ne; e++) {
+    const int prev = cairn__bf16_engine_force(engines[e]);
+    set_bf16_build(1);
+    no_allocation_after_first_step();
+    set_bf16_build(0);
+    cairn__bf16_engine_force(prev);
+  }
 }

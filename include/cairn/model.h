@@ -38,6 +38,32 @@ typedef enum cairn_loss_kind {
   CAIRN_LOSS_MSE                      /* targets (B, C) f32 */
 } cairn_loss_kind;
 
+/* The arithmetic of the model's matrix products (doc/bf16.md).
+ * CAIRN_PRECISION_BF16 is mixed precision: the inputs of every GEMM — X
+ * (or the previous layer's activation), the kernels W and the gradient
+ * dY coming down — are rounded to bfloat16 (round to nearest, ties to
+ * even) and their products are summed in fp32. Everything else stays fp32:
+ * the master kernels and biases the optimizer updates, its slots, the
+ * pre-activations Z and activations A, the loss, dY itself and every
+ * reduction (db). Activations are kept in fp32, with a bf16 copy of each
+ * written by the GEMM's epilogue as the next product's input: the
+ * elementwise backward then runs on fp32 values, so bf16 touches the
+ * products only (PyTorch's autocast stores its matmul outputs in bf16;
+ * here the fp32 activation costs one more store per element of a step
+ * that the products dominate). The bf16 copy of each kernel is written by
+ * the optimizer as it updates each chunk, and made again from the fp32
+ * kernel after anything else wrote it (a restore, an initializer, an MPI
+ * broadcast: calls that end with cairn_var_set_initialized). Checkpoints
+ * hold the fp32 variables only, so they do not depend on the precision.
+ * Fast where oneDNN has bf16 kernels for the CPU (avx512_bf16 or AMX,
+ * cairn_runtime_info says "bf16: onednn"); elsewhere the products run
+ * bf16-rounded on the fp32 GEMM, slower than fp32 (CAIRN_BF16_ENGINE=
+ * reference forces that path). */
+typedef enum cairn_precision {
+  CAIRN_PRECISION_F32 = 0, /* the default */
+  CAIRN_PRECISION_BF16
+} cairn_precision;
+
 typedef struct cairn_mlp_config {
   int n_layers;           /* dense layers, 1..CAIRN_MLP_MAX_LAYERS */
   const int64_t *sizes;   /* n_layers + 1 widths: input, hidden..., output */
@@ -46,12 +72,13 @@ typedef struct cairn_mlp_config {
   cairn_loss_kind loss;
   cairn_optim_config optim;
   const char *scope;      /* NULL or a name prefix */
+  cairn_precision precision; /* 0: CAIRN_PRECISION_F32 */
 } cairn_mlp_config;
 
 typedef struct cairn_mlp cairn_mlp;
 
 /* Errors: CAIRN_E_INVALID (layer count, a width < 1, a row-wise hidden
- * activation, bad optimizer settings), CAIRN_E_EXISTS (names taken: use a
+ * activation, bad optimizer settings, an unknown precision), CAIRN_E_EXISTS (names taken: use a
  * scope), CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_new(cairn_registry *r, const cairn_mlp_config *cfg,
                                                   cairn_mlp **out);
@@ -82,6 +109,12 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_evaluate(cairn_mlp *m, const ca
  * message). fn NULL removes the hook; user is borrowed. */
 typedef cairn_status (*cairn_grads_fn)(void *user, cairn_tensor *const *grads, size_t n);
 CAIRN_API void cairn_mlp_set_grads_hook(cairn_mlp *m, cairn_grads_fn fn, void *user);
+/* Changes the precision of the following steps and evaluations (e.g. an
+ * fp32 evaluation of a model trained in bf16); the variables are not
+ * touched. Errors: CAIRN_E_NULL, CAIRN_E_INVALID (unknown precision),
+ * CAIRN_E_NOMEM (the bf16 copies of the kernels). */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_set_precision(cairn_mlp *m, cairn_precision p);
+CAIRN_API cairn_precision cairn_mlp_precision(const cairn_mlp *m);
 CAIRN_API cairn_optim *cairn_mlp_optimizer(const cairn_mlp *m);
 CAIRN_API cairn_var *cairn_mlp_global_step(const cairn_mlp *m);
 /* Layer i's kernel and bias (i < n_layers), NULL otherwise. */

@@ -219,7 +219,11 @@ CAIRN_API cairn_tensor *cairn_var_tensor(const cairn_var *v);
 CAIRN_API unsigned cairn_var_collections(const cairn_var *v);
 CAIRN_API cairn_init cairn_var_initializer(const cairn_var *v);
 CAIRN_API int cairn_var_is_initialized(const cairn_var *v);
-/* Sets the flag without touching the values (a restore that wrote them). */
+/* Sets the flag without touching the values (a restore that wrote them).
+ * Call it (with 1) after writing a variable's values through
+ * cairn_var_tensor() yourself: it also tells copies derived from the
+ * values, such as a bf16 model's bf16 weights (cairn/model.h), to be made
+ * again. */
 CAIRN_API void cairn_var_set_initialized(cairn_var *v, int initialized);
 /* Runs v's initializer and marks it initialized. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_var_initialize(cairn_var *v);

@@ -82,7 +82,12 @@
   /* dst[b·n + i] = src[i·es + b]: (n, es) bytes -> (es, n), plane b = byte b of each element */    \
   X(void, shuffle, (unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es)) \
   /* dst[i·es + b] = src[b·n + i] */                                                               \
-  X(void, unshuffle, (unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es))
+  X(void, unshuffle, (unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es)) \
+                                                                                                   \
+  /* ---- bfloat16 (doc/bf16.md): round to nearest even, NaN kept quiet, subnormals rounded ---- */ \
+  X(void, f32_to_bf16, (const float *x, uint16_t *y, size_t n))                                    \
+  /* exact: the 16 bits shifted up */                                                              \
+  X(void, bf16_to_f32, (const uint16_t *x, float *y, size_t n))
 
 #define CAIRN__KERNEL_MEMBER(ret, name, params) ret(*name) params;
 

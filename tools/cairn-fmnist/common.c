@@ -129,7 +129,8 @@ static cairn_status mean_loss(void *user, double *loss) {
   return fmnist_dist_mean_loss(loss);
 }
 
-int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed) {
+int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed,
+              cairn_precision precision) {
   memset(m, 0, sizeof *m);
   int64_t sizes[CAIRN_MLP_MAX_LAYERS + 1];
   sizes[0] = features;

@@ -37,6 +37,7 @@ typedef struct flags {
   int hidden_given;
   int async;                    /* --async-checkpoints / --sync-checkpoints */
   cairn_ckpt_compress compress; /* --compress lz4|shuffle|compact|none; default lz4 */
+  cairn_precision precision;    /* --precision f32|bf16; recorded as user.fmnist.precision */
   int distributed;              /* --distributed */
   int *argc;                    /* main's, for MPI_Init (--distributed) */
   char ***argv;
@@ -102,7 +103,8 @@ typedef struct model {
 /* features → hidden... → 10, ReLU, Adam: tf.layers.dense names (dense/kernel,
  * dense_1/..., the output layer last), Adam slots, beta powers, global_step.
  * 0 or 1 (printed). */
-int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed);
+int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, uint64_t seed,
+              cairn_precision precision);
 void model_free(model *m);
 
 /* ---- the architecture a checkpoint holds (common.c) ------------------------------------------ */

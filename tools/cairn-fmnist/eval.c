@@ -58,7 +58,7 @@ int cmd_eval(flags *f) {
     int bad = hidden_from_ckpt(c, path, f);
     cairn_ckpt_close(c);
     if (bad) goto out;
-    if (model_new(&m, d.features, f->hidden, f->n_hidden, 0)) goto out;
+    if (model_new(&m, d.features, f->hidden, f->n_hidden, 0, f->precision)) goto out;
     /* SingularMonitoredSession restoring exactly this file, no hooks: no
        CheckpointSaverHook, so nothing is written into DIR. */
     cairn_singular_monitored_session_options o = cairn_singular_monitored_session_options_default();

@@ -95,6 +95,8 @@ int flags_parse(const char *name, unsigned opts, int argc, char **argv, flags *f
     else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "shuffle")) f->compress = CAIRN_CKPT_COMPRESS_SHUFFLE;
     else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "compact")) f->compress = CAIRN_CKPT_COMPRESS_COMPACT;
     else if (trains && strcmp(a, "--compress") == 0 && !strcmp(val, "none")) f->compress = CAIRN_CKPT_COMPRESS_NONE;
+    else if (strcmp(a, "--precision") == 0 && !strcmp(val, "f32")) f->precision = CAIRN_PRECISION_F32;
+    else if (strcmp(a, "--precision") == 0 && !strcmp(val, "bf16")) f->precision = CAIRN_PRECISION_BF16;
     else if ((opts & FL_HIDDEN) && strcmp(a, "--hidden") == 0 && !parse_hidden(val, f->hidden, &f->n_hidden))
       f->hidden_given = 1;
     else {

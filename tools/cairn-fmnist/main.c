@@ -7,7 +7,7 @@
  *                      [--eval-every N] [--log-every N] [--hidden H1,H2,...]
  *                      [--data-dir D] [--threads T] [--distributed]
  *                      [--async-checkpoints | --sync-checkpoints]
- *   cairn-fmnist eval --checkpoint-dir DIR [--data-dir D] [--threads T]
+ *   cairn-fmnist eval --checkpoint-dir DIR [--data-dir D] [--threads T] [--precision f32|bf16]
  *   cairn-fmnist warm-start --from CKPT --checkpoint-dir DIR
  *                      --method init_fn|local_init_op|restore-option [train flags]
  *
@@ -98,9 +98,10 @@ static const command commands[] = {
               "                    [--log-every N] [--hidden H1,H2,...] [--data-dir D] [--threads T]\n"
               "                    [--async-checkpoints | --sync-checkpoints]\n"
               "                    [--compress lz4|shuffle|compact|none]   (checkpoint codec; default lz4)\n"
-              "                    [--distributed]   (under mpirun: data-parallel over the ranks)\n"},
+              "                    [--distributed]   (under mpirun: data-parallel over the ranks)\n"
+              "                    [--precision f32|bf16]   (bf16: mixed precision, fp32 masters; default f32)\n"},
     {.name = "eval", .opts = 0, .run = cmd_eval,
-     .usage = "eval --checkpoint-dir DIR [--data-dir D] [--threads T]\n"},
+     .usage = "eval --checkpoint-dir DIR [--data-dir D] [--threads T] [--precision f32|bf16]\n"},
     {.name = "warm-start", .opts = FL_TRAIN | FL_WARM, .run = cmd_warm_start,
      .usage = "warm-start --from CKPT --checkpoint-dir DIR --method init_fn|local_init_op|restore-option\n"
               "                    [train options]\n"},

@@ -80,7 +80,11 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   char arch[256];
   format_hidden(f->hidden, f->n_hidden, ",", hbuf, sizeof hbuf);
   format_hidden(f->hidden, f->n_hidden, "-", arch, sizeof arch);
-  if ((st = cairn_saver_set_user_str(dst.saver, "fmnist.hidden", hbuf)) != CAIRN_OK) {
+  /* the precision the run trained in (checkpoints hold fp32 either way:
+     one trained in bf16 resumes or warm-starts in f32 and back) */
+  if ((st = cairn_saver_set_user_str(dst.saver, "fmnist.precision",
+                                     f->precision == CAIRN_PRECISION_BF16 ? "bf16" : "f32")) != CAIRN_OK ||
+      (st = cairn_saver_set_user_str(dst.saver, "fmnist.hidden", hbuf)) != CAIRN_OK) {
     ret = report_error("saver", st, NULL);
     goto out;
   }
@@ -308,7 +312,7 @@ static int train_or_warm(flags *f, int warm_start) {
     memcpy(f->hidden, h + 1, sizeof f->hidden);
   }
   if (data_load(&d, f->data_dir)) goto out;
-  if (model_new(&m, d.features, f->hidden, f->n_hidden, f->seed)) goto out;
+  if (model_new(&m, d.features, f->hidden, f->n_hidden, f->seed, f->precision)) goto out;
   fmnist_dist_average_grads(m.mlp);
 
   if (warm_start && !resuming) {

@@ -1,0 +1,147 @@
+/* cairn__gemm_bf16: C = op(A)·op(B) (+ bias or + C) on bf16 inputs with
+ * fp32 products and sums, on one of two engines (doc/bf16.md):
+ * - oneDNN's bf16 matmul (gemm_dnnl_bf16.c) where the CPU has avx512_bf16
+ *   or amx_bf16: vdpbf16ps or AMX tiles multiply bf16 pairs exactly and
+ *   add them in fp32, in oneDNN's order;
+ * - the reference, anywhere: A and B widened to fp32 (exact: a bf16 is an
+ *   f32 with 16 zero bits) and the fp32 GEMM of the engine in use
+ *   (cairn__sgemm_ep: OpenBLAS or oneDNN f32). A product of two bf16 has at
+ *   most 16 significant bits, so it is exact in fp32 on every engine; the
+ *   sums are not, and each engine adds in its own order, so the engines
+ *   agree to the fp32 accumulation error, not bit for bit.
+ * Both keep the bits independent of the thread count: oneDNN runs in the
+ * fixed, shape-determined blocks of cairn__gemm_plan, one thread each; the
+ * reference inherits cairn__sgemm_ep's guarantee. */
+#define _POSIX_C_SOURCE 200809L
+#include "tensor_impl.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm_impl.h"
+#include "kernels/kernels.h"
+
+void cairn__bf16_ws_free(cairn__bf16_ws *ws) {
+  if (!ws) return;
+  cairn_free(ws->buf);
+  ws->buf = NULL;
+  ws->cap = 0;
+}
+
+static int engine_auto = -1, engine_forced = -1;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static void engine_init(void) {
+  const char *e = getenv("CAIRN_BF16_ENGINE");
+  int want = cairn__dnnl_bf16_available() ? CAIRN__BF16_ONEDNN : CAIRN__BF16_REFERENCE;
+  if (e && !strcmp(e, "reference")) want = CAIRN__BF16_REFERENCE;
+  engine_auto = want;
+}
+
+int cairn__bf16_engine(void) {
+  pthread_once(&engine_once, engine_init);
+  int f = __atomic_load_n(&engine_forced, __ATOMIC_RELAXED);
+  return f >= 0 ? f : engine_auto;
+}
+
+int cairn__bf16_engine_force(int e) {
+  if (e == CAIRN__BF16_ONEDNN && !cairn__dnnl_bf16_available()) return -1;
+  int prev = cairn__bf16_engine();
+  __atomic_store_n(&engine_forced, e == CAIRN__BF16_REFERENCE || e == CAIRN__BF16_ONEDNN ? e : -1, __ATOMIC_RELAXED);
+  return prev;
+}
+
+const char *cairn__bf16_engine_info(char *buf, size_t len) {
+  if (cairn__bf16_engine() == CAIRN__BF16_ONEDNN) {
+    /* the implementation oneDNN picks: make one primitive if none ran yet */
+    if (!cairn__dnnl_bf16_impl()[0]) (void)cairn__dnnl_bf16_ready(0, 0, 256, 1024, 1024, 1024, 1024, 1024, 0);
+    const char *impl = cairn__dnnl_bf16_impl();
+    snprintf(buf, len, "onednn (%s)", impl[0] ? impl : "no primitive made");
+  } else {
+    const char *e = getenv("CAIRN_BF16_ENGINE");
+    snprintf(buf, len, "reference (bf16 widened to fp32, then the fp32 gemm; %s)",
+             e && !strcmp(e, "reference") ? "CAIRN_BF16_ENGINE=reference"
+             : cairn__dnnl_available()    ? "no avx512_bf16 or amx_bf16 on this cpu"
+                                          : "no oneDNN in this build");
+  }
+  return buf;
+}
+
+/* ---- the reference: widen, then the fp32 GEMM ---- */
+
+struct widen_ctx {
+  const uint16_t *x;
+  float *y;
+};
+static void widen_range(void *p, size_t lo, size_t hi) {
+  const struct widen_ctx *c = p;
+  cairn__kernels()->bf16_to_f32(c->x + lo, c->y + lo, hi - lo);
+}
+
+/* elements spanned by op(X) (rows, cols) stored with leading dimension ld */
+static size_t span(int rows, int cols, int trans, int ld) {
+  const size_t r = (size_t)(trans ? cols : rows);
+  const size_t c = (size_t)(trans ? rows : cols);
+  return r == 0 ? 0 : (r - 1) * (size_t)ld + c;
+}
+
+static int reference(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                     int acc, float *C, int ldc, const float *bias, const cairn__gemm_epilogue *ep,
+                     cairn__bf16_ws *ws) {
+  const size_t na = span(M, K, ta, lda), nb = span(K, N, tb, ldb);
+  if (na + nb > ws->cap) {
+    float *p = cairn_alloc((na + nb) * sizeof(float));
+    if (!p) return -1;
+    cairn_free(ws->buf);
+    ws->buf = p;
+    ws->cap = na + nb;
+  }
+  struct widen_ctx a = {A, ws->buf}, b = {B, ws->buf + na};
+  cairn__par_for(na, widen_range, &a);
+  cairn__par_for(nb, widen_range, &b);
+  cairn__sgemm_ep(ta, tb, M, N, K, 1.0f, ws->buf, lda, ws->buf + na, ldb, acc ? 1.0f : 0.0f, C, ldc, bias, ep);
+  return 0;
+}
+
+int cairn__gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                     int acc, float *C, int ldc, const float *bias, const cairn__gemm_epilogue *ep,
+                     cairn__bf16_ws *ws) {
+  if (M <= 0 || N <= 0) return 0;
+  if (bias) acc = 1; /* rows start as the bias and the product is added */
+  if (K <= 0 || cairn__bf16_engine() != CAIRN__BF16_ONEDNN)
+    return reference(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc, bias, ep, ws);
+  int split_n, nb, len;
+  cairn__gemm_plan(CAIRN__GEMM_ONEDNN, M, N, K, &split_n, &nb, &len);
+  /* oneDNN where it has the primitives of every block (a block's key is
+   * its own shape: at most two per product; decided by the shape alone,
+   * once), else the reference */
+  const int d0 = split_n ? N : M, l0 = len < d0 ? len : d0, l1 = d0 - (nb - 1) * len;
+  for (int j = 0; j < 2; j++) {
+    const int l = j ? l1 : l0;
+    if (l <= 0 || (j && l == l0)) continue;
+    if (!cairn__dnnl_bf16_ready(ta, tb, split_n ? M : l, split_n ? l : N, K, lda, ldb, ldc, acc))
+      return reference(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc, bias, ep, ws);
+  }
+  const int d = split_n ? N : M;
+  int failed = 0;
+#pragma omp parallel for schedule(static) reduction(| : failed)
+  for (int i = 0; i < nb; i++) {
+    int lo = i * len, hi = lo + len < d ? lo + len : d;
+    if (lo >= hi) continue;
+    const int r0 = split_n ? 0 : lo, r1 = split_n ? M : hi, c0 = split_n ? lo : 0, c1 = split_n ? hi : N;
+    if (bias)
+      for (int r = r0; r < r1; r++) memcpy(C + (size_t)r * ldc + c0, bias + c0, (size_t)(c1 - c0) * sizeof(float));
+    int rc;
+    if (split_n) {
+      const uint16_t *Bb = tb ? B + (size_t)lo * ldb : B + lo;
+      rc = cairn__dnnl_bf16_gemm(ta, tb, M, hi - lo, K, A, lda, Bb, ldb, acc, C + lo, ldc);
+    } else {
+      const uint16_t *Ab = ta ? A + lo : A + (size_t)lo * lda;
+      rc = cairn__dnnl_bf16_gemm(ta, tb, hi - lo, N, K, Ab, lda, B, ldb, acc, C + (size_t)lo * ldc, ldc);
+    }
+    if (rc) failed = 1;
+    else if (ep) ep->fn(ep->ctx, r0, r1, c0, c1);
+  }
+  return failed ? -1 : 0;
+}

@@ -1,0 +1,299 @@
+/* cairn__dnnl_bf16_gemm: one block of a bf16 product (src bf16, weights
+ * bf16, dst f32) on a oneDNN matmul primitive.
+ *
+ * Built like the fp32 primitives of gemm_dnnl.c, whose engine, per-thread
+ * stream and per-thread user scratchpad it shares: a primitive per
+ * (trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate), made once with the
+ * OpenMP thread count held at 1 and run on the calling thread inside
+ * cairn's blocks, so the bits depend on the shape alone; each thread keeps
+ * the memory objects of each primitive and points them at each call's
+ * buffers, so a step after the first makes nothing.
+ *
+ * M and K are fixed dimensions here, not run-time ones as in gemm_dnnl.c:
+ * with run-time dimensions oneDNN 2.6 gives bf16 its "gemm:jit" kernels,
+ * with fixed ones its brgemm ("brg:avx512_core_amx_bf16" on this Emerald
+ * Rapids, AMX tiles). Measured at one thread, CPU time, 256x1024x1024:
+ * both ~250 GFLOP/s; the weight gradient (Aᵀ·B, 784x1024 over K 256):
+ * gemm:jit 152, brgemm 265 GFLOP/s. A new batch size thus makes new
+ * primitives (three per layer, once); the shapes of a program are few.
+ * A primitive whose implementation is oneDNN's reference loop ("ref:...")
+ * is refused: the caller then takes cairn's reference engine for that
+ * shape, which is faster. */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm_impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+/* avx512_bf16 (cpuid 7.1 EAX bit 5) or amx_bf16 (cpuid 7.0 EDX bit 22),
+ * with the OS saving the ZMM state; oneDNN asks Linux for the AMX tile
+ * state itself. */
+static int cpu_has_bf16(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (__get_cpuid_max(0, NULL) < 7) return 0;
+  unsigned lo, hi;
+  __cpuid(1, a, b, c, d);
+  if (!(c & (1u << 27))) return 0; /* OSXSAVE */
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 0xE6u) != 0xE6u) return 0; /* SSE, AVX, opmask, ZMM */
+  __cpuid_count(7, 0, a, b, c, d);
+  const int amx = (d >> 22) & 1;
+  const unsigned max_sub = a;
+  int avx512bf16 = 0;
+  if (max_sub >= 1) {
+    __cpuid_count(7, 1, a, b, c, d);
+    avx512bf16 = (a >> 5) & 1;
+  }
+  return amx || avx512bf16;
+#else
+  return 0;
+#endif
+}
+
+#if defined(CAIRN_HAVE_DNNL) && defined(CAIRN_HAVE_OPENMP)
+#include <omp.h>
+
+int cairn__dnnl_bf16_available(void) {
+  static int cached = -1;
+  int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (c < 0) {
+    c = cpu_has_bf16() && cairn__dnnl_engine() != NULL;
+    __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
+  }
+  return c;
+}
+
+typedef struct {
+  dnnl_memory_t m[4]; /* A, B, C, scratchpad */
+} slot;
+
+typedef struct {
+  int ta, tb, M, N, K, lda, ldb, ldc, acc;
+  int id;
+  int ok;               /* 0: oneDNN refused the key (kept so it is asked once) */
+  dnnl_primitive_t prim;
+  size_t scratch;
+} entry;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static entry **cache;
+static int n_cache, cap_cache, n_made;
+static char impl_name[64];
+
+/* Each thread's memory objects, per entry id (freed when the thread ends). */
+typedef struct {
+  slot *s;
+  int n;
+} thread_slots;
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void slot_clear(slot *s) {
+  for (int i = 0; i < 4; i++)
+    if (s->m[i]) dnnl_memory_destroy(s->m[i]);
+  memset(s, 0, sizeof *s);
+}
+static void slots_free(void *p) {
+  thread_slots *t = p;
+  if (!t) return;
+  for (int i = 0; i < t->n; i++) slot_clear(&t->s[i]);
+  free(t->s);
+  free(t);
+}
+static void key_init(void) { (void)pthread_key_create(&key, slots_free); }
+
+/* (rows, cols) bf16 or f32, row-major or the transpose of one with leading
+ * dimension ld */
+static dnnl_status_t md(dnnl_memory_desc_t *d, int64_t rows, int64_t cols, int trans, int ld, dnnl_data_type_t dt) {
+  dnnl_dims_t dims = {rows, cols};
+  dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+  return dnnl_memory_desc_init_by_strides(d, 2, dims, dt, strides);
+}
+
+static void make(entry *e) {
+  dnnl_engine_t eng = cairn__dnnl_engine();
+  dnnl_memory_desc_t a, b, c;
+  dnnl_matmul_desc_t d;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  int ok = eng && md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
+           md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
+           md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
+           dnnl_matmul_desc_init(&d, &a, &b, NULL, &c) == dnnl_success &&
+           dnnl_primitive_attr_create(&attr) == dnnl_success &&
+           dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+  if (ok && e->acc)
+    ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+         dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+  if (ok) {
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    ok = dnnl_primitive_desc_create(&pd, &d, attr, eng, NULL) == dnnl_success;
+    const char *impl = NULL;
+    if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+        strncmp(impl, "ref", 3) == 0)
+      ok = 0; /* oneDNN's reference loop: cairn's reference engine is faster */
+    if (ok) {
+      const dnnl_memory_desc_t *s = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+      e->scratch = s ? dnnl_memory_desc_get_size(s) : 0;
+      ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+      if (ok && !impl_name[0] && impl) snprintf(impl_name, sizeof impl_name, "%s", impl);
+    }
+    omp_set_num_threads(threads);
+  }
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (po) dnnl_post_ops_destroy(po);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  e->ok = ok;
+  if (ok) n_made++;
+}
+
+/* The entry for the key, made (or refused) on first use; NULL only when
+ * out of memory. */
+static entry *lookup(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int acc) {
+  entry *found = NULL;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < n_cache && !found; i++) {
+    entry *e = cache[i];
+    if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->lda == lda && e->ldb == ldb &&
+        e->ldc == ldc && e->acc == acc)
+      found = e;
+  }
+  if (!found) {
+    if (n_cache == cap_cache) {
+      int cap = cap_cache ? 2 * cap_cache : 16;
+      entry **grown = realloc(cache, (size_t)cap * sizeof *grown);
+      if (grown) cache = grown, cap_cache = cap;
+    }
+    entry *e = n_cache < cap_cache ? calloc(1, sizeof *e) : NULL;
+    if (e) {
+      *e = (entry){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc,
+                   .id = n_cache};
+      make(e);
+      cache[n_cache++] = e;
+      found = e;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return found;
+}
+
+static int slot_make(slot *s, const entry *e) {
+  dnnl_engine_t eng = cairn__dnnl_engine();
+  dnnl_memory_desc_t a, b, c, d;
+  const dnnl_dims_t sdim = {(int64_t)e->scratch};
+  int ok = md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
+           md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
+           md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
+           dnnl_memory_create(&s->m[0], &a, eng, DNNL_MEMORY_NONE) == dnnl_success &&
+           dnnl_memory_create(&s->m[1], &b, eng, DNNL_MEMORY_NONE) == dnnl_success &&
+           dnnl_memory_create(&s->m[2], &c, eng, DNNL_MEMORY_NONE) == dnnl_success;
+  if (ok && e->scratch)
+    ok = dnnl_memory_desc_init_by_tag(&d, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success &&
+         dnnl_memory_create(&s->m[3], &d, eng, DNNL_MEMORY_NONE) == dnnl_success;
+  if (!ok) {
+    slot_clear(s);
+    return -1;
+  }
+  return 0;
+}
+
+/* The calling thread's memory objects for e, made at its first use. */
+static slot *slot_for(entry *e) {
+  pthread_once(&key_once, key_init);
+  thread_slots *t = pthread_getspecific(key);
+  if (!t) {
+    if (!(t = calloc(1, sizeof *t))) return NULL;
+    if (pthread_setspecific(key, t) != 0) {
+      free(t);
+      return NULL;
+    }
+  }
+  if (e->id >= t->n) {
+    const int n = e->id + 16;
+    slot *grown = realloc(t->s, (size_t)n * sizeof *grown);
+    if (!grown) return NULL;
+    memset(grown + t->n, 0, (size_t)(n - t->n) * sizeof *grown);
+    t->s = grown, t->n = n;
+  }
+  slot *s = &t->s[e->id];
+  if (!s->m[0] && slot_make(s, e) != 0) return NULL;
+  return s;
+}
+
+int cairn__dnnl_bf16_ready(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc, int accumulate) {
+  if (!cairn__dnnl_bf16_available()) return 0;
+  entry *e = lookup(!!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
+  return e && e->ok;
+}
+
+int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                          int ldb, int accumulate, float *C, int ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (!cairn__dnnl_bf16_available()) return -1;
+  entry *e = lookup(!!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
+  if (!e || !e->ok) return -1;
+  dnnl_stream_t stream;
+  void *scratch;
+  if (cairn__dnnl_thread(e->scratch, &stream, &scratch) != 0) return -1;
+  slot *sl = slot_for(e);
+  if (!sl) return -1;
+  int ok = dnnl_memory_set_data_handle(sl->m[0], (void *)A) == dnnl_success &&
+           dnnl_memory_set_data_handle(sl->m[1], (void *)B) == dnnl_success &&
+           dnnl_memory_set_data_handle(sl->m[2], C) == dnnl_success &&
+           (!sl->m[3] || dnnl_memory_set_data_handle(sl->m[3], scratch) == dnnl_success);
+  if (ok) {
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, sl->m[0]}, {DNNL_ARG_WEIGHTS, sl->m[1]}, {DNNL_ARG_DST, sl->m[2]},
+                               {DNNL_ARG_SCRATCHPAD, sl->m[3]}};
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (threads > 1) omp_set_num_threads(1);
+    ok = dnnl_primitive_execute(e->prim, stream, sl->m[3] ? 4 : 3, args) == dnnl_success &&
+         dnnl_stream_wait(stream) == dnnl_success;
+    if (threads > 1) omp_set_num_threads(threads);
+  }
+  return ok ? 0 : -1;
+}
+
+int cairn__dnnl_bf16_primitive_count(void) {
+  pthread_mutex_lock(&lock);
+  int n = n_made;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+const char *cairn__dnnl_bf16_impl(void) {
+  pthread_mutex_lock(&lock);
+  const char *s = impl_name;
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
+#else /* no oneDNN in this build (or no OpenMP to keep it single-threaded) */
+
+int cairn__dnnl_bf16_available(void) {
+  (void)cpu_has_bf16;
+  return 0;
+}
+int cairn__dnnl_bf16_ready(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc, int accumulate) {
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)lda, (void)ldb, (void)ldc, (void)accumulate;
+  return 0;
+}
+int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                          int ldb, int accumulate, float *C, int ldc) {
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)accumulate,
+      (void)C, (void)ldc;
+  return -1;
+}
+int cairn__dnnl_bf16_primitive_count(void) { return 0; }
+const char *cairn__dnnl_bf16_impl(void) { return ""; }
+#endif
