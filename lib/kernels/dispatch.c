@@ -6,11 +6,9 @@
  * below it, with a warning in the log and in cairn_runtime_info. */
 #include "config.h"
 
-#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cairn/env.h"
 #include "internal.h"
@@ -87,18 +85,6 @@ int cairn__cpu_has_avx512(void) {
 
 static const cairn__kernel_table *chosen = &table_ref;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
-
-_Thread_local int cairn__kernels_stream;
-
-size_t cairn__stream_min_bytes(void) {
-  static size_t cached;
-  size_t m = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (m) return m;
-  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  m = (size_t)cairn__env_long("CAIRN_STREAM_MIN_BYTES", l3 > 0 ? l3 : 32L << 20, 1, LONG_MAX);
-  __atomic_store_n(&cached, m, __ATOMIC_RELAXED);
-  return m;
-}
 
 static const char *fallback; /* CAIRN_ISA's value when it could not be followed */
 

@@ -140,6 +140,7 @@ int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, u
   cairn_mlp_config cfg = {.n_layers = m->n_layers, .sizes = sizes, .hidden_act = CAIRN_ACT_RELU,
                           .loss = CAIRN_LOSS_SPARSE_SOFTMAX_XENT, .optim = cairn_optim_defaults(CAIRN_OPTIM_ADAM)};
   cfg.optim.learning_rate = 1e-3f;
+  cfg.precision = precision;
   cairn_status s = cairn_registry_new(seed, &m->reg);
   if (!s) s = cairn_mlp_new(m->reg, &cfg, &m->mlp);
   cairn_mlp_op_options to = cairn_mlp_op_options_default();
