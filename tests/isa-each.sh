@@ -13,7 +13,10 @@ shift
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cairn-tap.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 
-info=${top_builddir:-$(dirname "$prog")/..}/tools/cairn-info
+info=${top_builddir:-$(dirname "$prog")/..}/tools/cairn-info/cairn-info
+# Without cairn-info every vector ISA would look missing and be skipped in
+# silence: that is an error, not a skip.
+[ -x "$info" ] || { echo "Bail out! $info not found: cannot tell which ISAs this build and CPU have"; exit 1; }
 want=${CAIRN_TEST_ISAS:-avx512 avx2 ref}
 isas=
 notes=

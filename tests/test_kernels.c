@@ -1113,6 +1113,8 @@ Test(kernels, avx2_shuffle_matches_ref) {
       free(ua);
       free(ur);
     }
+}
+
 /* ---- bfloat16 conversions ------------------------------------------------- */
 
 static uint32_t f2u(float f) {
