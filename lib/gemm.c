@@ -223,7 +223,8 @@ int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K) {
   return cairn__gemm_engine() == CAIRN__GEMM_ONEDNN;
 }
 
-void cairn__gemm_plan(int engine, int M, int N, int K, int *split_n, int *n_blocks, int *block_len) {
+void cairn__gemm_plan(int engine, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
+                      int accumulate, int *split_n, int *n_blocks, int *block_len) {
   const double flops = 2.0 * M * N * (double)K;
   /* Cut rows when there are enough of them for two blocks of 128: each
    * block then packs half of op(A) and shares op(B). Measured against
@@ -235,10 +236,21 @@ void cairn__gemm_plan(int engine, int M, int N, int K, int *split_n, int *n_bloc
   int nb = block_count(d, split ? M : N, flops);
   /* block length: a multiple of 16 so that blocks start on kernel edges */
   int len = (((d + nb - 1) / nb) + 15) & ~15;
-  /* oneDNN keeps fixed blocks: its gemm-based matmul on AVX2 gives other
-   * bits when C's rows are cut, at every width tried, for some transpose
-   * pairs (bench/RESULTS.md, "GEMM engines") */
-  const int cut = split || engine == CAIRN__GEMM_ONEDNN ? 0 : cairn__gemm_row_cut();
+  /* oneDNN: its JIT sgemm gives other bits when C's rows are cut for some
+   * shapes and not for others (on AVX2, at every width tried for some
+   * transpose pairs; bench/RESULTS.md, "GEMM engines" and "oneDNN on
+   * AVX-512"), so the rows follow the threads only where a probe of the
+   * shape says that every thread count's blocks keep the bits of one call
+   * (gemm_dnnl.c); they are cut on multiples of 16, a 512-bit vector of
+   * floats. Elsewhere, and for column cuts, fixed blocks. */
+  int cut = 0;
+  if (!split && engine == CAIRN__GEMM_ONEDNN)
+    cut = accumulate >= 0 && nb > 1 &&
+                  cairn__dnnl_rows_keep_bits(trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, nb, 16)
+              ? 16
+              : 0;
+  else if (!split)
+    cut = cairn__gemm_row_cut();
   if (cut) {
     /* rows cut where the bits do not change: one block per thread */
     int nt = 1;
@@ -266,7 +278,9 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
 #endif
   const int lib = cairn__gemm_engine();
   int split_n, nb, len;
-  cairn__gemm_plan(lib, M, N, K, &split_n, &nb, &len);
+  /* -1: oneDNN does not run it (block_sgemm), no probe */
+  const int acc = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) ? beta == 1.0f : -1;
+  cairn__gemm_plan(lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, acc, &split_n, &nb, &len);
   const int d = split_n ? N : M;
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < nb; i++) {
