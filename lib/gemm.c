@@ -172,10 +172,19 @@ int cairn__gemm_row_cut(void) {
 /* Which engine runs a GEMM, from the CPU's ISA and the shape alone (never
  * from timings, so two runs give the same bits):
  * - a CPU with AVX-512 (cpuid and XGETBV, as the kernel dispatch checks):
- *   every GEMM on oneDNN. OpenBLAS 0.3.21's speed there depends on which
- *   kernels it picks for the CPU, SSE3 ones on CPUs newer than itself and
- *   Haswell ones where OPENBLAS_CORETYPE is pinned (about half the
- *   machine's FMA peak); oneDNN picks its own 512-bit kernels.
+ *   every GEMM on oneDNN, whatever its shape. Measured on an Intel Emerald
+ *   Rapids (bench_gemm, CPU time, every product of the MLP
+ *   784-1024-1024-10 at batch 256 and 1024, bench/RESULTS.md "oneDNN on
+ *   AVX-512"): at 1 thread oneDNN ran them at 1.05-1.77x the speed of
+ *   OpenBLAS 0.3.21's SkylakeX kernels and 1.10-2.13x its Haswell ones
+ *   (those an OPENBLAS_CORETYPE=Haswell environment gets), 104-137
+ *   GFLOP/s on the wide products against a 156-167 GFLOP/s FMA peak; at 2
+ *   threads 0.93-1.41x SkylakeX (within the noise of a load of 9-17) and
+ *   1.34-2.02x Haswell. Without OPENBLAS_CORETYPE, 0.3.21 takes its SSE3
+ *   kernels on this CPU (32 GFLOP/s). The one shape OpenBLAS's SkylakeX
+ *   kernels won, the output layer's weight gradient TN 1024x10x256 (0.55x at
+ *   1 thread, 1.25x against Haswell), is 0.06 ms of a 25 ms step: not worth
+ *   a rule that depends on which kernels OpenBLAS picked.
  * - elsewhere (AVX2 machines like the AMD EPYC Zen 3 this was measured
  *   on): OpenBLAS for every shape. oneDNN ran the forward products there
  *   at about half OpenBLAS's speed and won only the weight gradients (by

@@ -7,31 +7,42 @@
  * (rows of X·W and of dY·Wᵀ, the sum of Xᵀ·dY): a smaller last batch, or
  * the row blocks of another thread count, reuse the primitive.
  *
+ * Which implementation. With run-time M and K, oneDNN 2.6 runs every
+ * matmul of the MLP on its JIT sgemm ("gemm:jit"), on AVX2 and on AVX-512
+ * alike (ONEDNN_VERBOSE=1; on the Emerald Rapids it dispatches to its
+ * AVX-512 kernels, isa avx512_core_amx). With M and K fixed it would pick
+ * its brgemm matmul ("brg:avx512_core"), which was not faster there: one
+ * call over 256x1024x784 NN 108 vs 108 GFLOP/s, 784x1024x256 TN 96-122 vs
+ * 110-143, 1024x1024x784 NN 95-121 vs 102-140 (bench/RESULTS.md, "oneDNN
+ * on AVX-512"), and it would need a primitive per batch size and block
+ * length. So the run-time dimensions stay.
+ *
  * Threads. oneDNN 2.6 (Debian's libdnnl, OpenMP runtime) decides how many
  * threads a product uses from omp_get_max_threads() of the calling thread,
- * and runs single-threaded inside an active OpenMP parallel region; an
- * implementation may also fix its work split when the primitive is made
- * (the gemm-based one it picks on AVX2 does not; what the ones it picks on
- * AVX-512 do is not measured yet). A
- * split changes the bits (measured here: a 64x64 product with K = 65536,
- * run with 2 threads outside a parallel region, gives other bits than with
- * 1). So every primitive is made and run with the calling thread's OpenMP
+ * and runs single-threaded inside an active OpenMP parallel region. A
+ * split changes the bits (measured: a 64x64 product with K = 65536, run
+ * with 2 threads outside a parallel region, gives other bits than with 1).
+ * So every primitive is made and run with the calling thread's OpenMP
  * thread count held at 1; cairn's own row and column blocks are the only
- * parallelism, as with the BLAS.
+ * parallelism, as with the BLAS. Where those blocks may follow the thread
+ * count is decided per shape (cairn__dnnl_rows_keep_bits, below).
  *
  * Memory. Primitives are made with a user scratchpad
  * (dnnl_scratchpad_mode_user): each thread that runs blocks owns one
  * buffer, grown to the largest size a primitive asks for and kept until the
  * thread ends. Each thread also keeps the memory objects (A, B, C,
- * scratchpad) of each primitive at the (M, K) it last ran, two per
+ * scratchpad) of each primitive at the (M, K) it last ran, SLOTS per
  * primitive, and points them at each call's buffers. So a step after the
- * first makes nothing of cairn's. What is left: oneDNN 2.6 builds the
- * argument list of each execution on the heap and frees it before it
- * returns (about 5 allocations per block), and its C API cannot give a
- * memory object other dimensions, so the first step at a new batch size
- * replaces the memory objects of a slot (3 small ones per block, freed and
- * allocated again). The gemm-based implementation oneDNN 2.6 picks on AVX2
- * asks for no scratchpad. */
+ * first makes nothing of cairn's. What is left is oneDNN's own: it builds
+ * the argument list of each execution on the heap and frees it before it
+ * returns (4 small allocations per block), its JIT sgemm asks for no
+ * scratchpad and allocates its packing buffer (74 KB to 2 MB for the MLP's
+ * shapes, aligned) inside each call and frees it before it returns, and
+ * its C API cannot give a memory object other dimensions, so the first
+ * step at a new batch size replaces the memory objects of a slot (3 small
+ * ones per block). The heap in use is the same from the fourth step on
+ * (glibc's per-thread cache first fills with the slack of the aligned
+ * buffers; tests/test_model.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
