@@ -289,7 +289,8 @@ static slot *slot_for(thread_ctx *t, entry *e, int M, int N, int K, int lda, int
  * count (one call at 1 thread: one packing of the shared operand instead
  * of two); elsewhere it keeps the fixed blocks. The answer depends on the
  * shape and the library alone, so two runs agree. The first use of a
- * shape pays the probe: max_nb products of its size, and its buffers. */
+ * shape pays the probe: max_nb products of its size, and its buffers
+ * (shapes whose copies would pass 256 MB keep the fixed blocks). */
 typedef struct {
   int ta, tb, M, N, K, lda, ldb, ldc, acc, max_nb, width, ok;
 } probe_rec;
@@ -306,6 +307,9 @@ static float made_up(size_t i) {
 static int probe(const probe_rec *r) {
   const int M = r->M, N = r->N, K = r->K;
   const size_t na = (size_t)(r->ta ? K : M) * r->lda, nb = (size_t)(r->tb ? N : K) * r->ldb, nc = (size_t)M * r->ldc;
+  /* a product whose copies would take more than 256 MB keeps the fixed
+   * blocks rather than double its memory once (a rule of the shape too) */
+  if ((na + nb + 3 * nc) * sizeof(float) > ((size_t)256 << 20)) return 0;
   float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *C0 = malloc(nc * sizeof *C0),
         *C1 = malloc(nc * sizeof *C1), *C2 = malloc(nc * sizeof *C2);
   int ok = A && B && C0 && C1 && C2;
