@@ -15,6 +15,8 @@
 
 #include <cairn.h>
 
+#include "gemm_impl.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -180,7 +182,12 @@ static void context(const bench_opts *o) {
   json_str(stdout, core);
   printf(", \"openblas_coretype_env\": ");
   json_str(stdout, cs ? cs : "");
-  printf(", \"openblas_threads\": %d, \"gemm_engine\": \"%s\", \"runtime\": ", blas_threads, cairn_gemm_engine_name());
+  /* oneDNN's implementation and ISA ("none" on the BLAS engine) */
+  const char *dnnl_impl = strcmp(cairn_gemm_engine_name(), "onednn") ? "none" : cairn__dnnl_impl();
+  printf(", \"openblas_threads\": %d, \"gemm_engine\": \"%s\", \"onednn_impl\": ", blas_threads,
+         cairn_gemm_engine_name());
+  json_str(stdout, dnnl_impl);
+  printf(", \"runtime\": ");
   json_str(stdout, info);
   printf(", \"peak_gflops_fma_256\": %.1f, \"peak_gflops_fma_512\": %.1f", bench_fma_peak_256, bench_fma_peak_512);
   printf(", \"peak_gflops_fma\": %.1f, \"triad_gbs\": %.1f, \"inplace_update_gbs\": %.1f, \"l3_bytes\": %zu, "
@@ -188,8 +195,9 @@ static void context(const bench_opts *o) {
          bench_mach.peak_gflops, bench_mach.triad_gbs, bench_mach.inplace_gbs, bench_mach.l3_bytes,
          bench_mach.array_bytes, o->repeats, o->quick ? "true" : "false");
   fflush(stdout);
-  fprintf(stderr, "== %s: %s; %ld cores; %d thread(s); isa %s; OpenBLAS core %s, %d thread(s); gemm engine %s\n",
-          suite_name, model, cores, o->threads, cairn_isa_name(), core, blas_threads, cairn_gemm_engine_name());
+  fprintf(stderr, "== %s: %s; %ld cores; %d thread(s); isa %s; OpenBLAS core %s, %d thread(s); gemm engine %s%s%s\n",
+          suite_name, model, cores, o->threads, cairn_isa_name(), core, blas_threads, cairn_gemm_engine_name(),
+          strcmp(dnnl_impl, "none") ? " " : "", strcmp(dnnl_impl, "none") ? dnnl_impl : "");
   if (o->machine)
     fprintf(stderr,
             "   measured: FMA peak %.1f GFLOP/s (256-bit %.1f, 512-bit %.1f), triad %.1f GB/s, in-place update %.1f GB/s\n",

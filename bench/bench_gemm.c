@@ -3,7 +3,7 @@
  * (2·M·N·K per call), interleaved round by round so that load from other
  * programs falls on both alike. Shapes: 256x1024x1024 in every transpose
  * pair, and the three GEMMs of each layer of the MLP 784-1024-1024-10 at
- * batch 256 (forward X·W NN, dX = dY·Wᵀ NT, dW = Xᵀ·dY TN). The ratio is
+ * batch 256 and 1024 (forward X·W NN, dX = dY·Wᵀ NT, dW = Xᵀ·dY TN). The ratio is
  * OpenBLAS time / oneDNN time (> 1: oneDNN is faster).
  *
  *   bench_gemm [--threads T] [--repeats R] [--quick] [--no-machine]
@@ -35,9 +35,16 @@ int main(int argc, char **argv) {
       {0, 0, 256, 1024, 1024}, {0, 1, 256, 1024, 1024}, {1, 0, 256, 1024, 1024}, {1, 1, 256, 1024, 1024},
       {0, 0, 256, 1024, 784},  {0, 1, 256, 784, 1024},  {1, 0, 784, 1024, 256},  /* layer 1 */
       {0, 0, 256, 1024, 1024}, {0, 1, 256, 1024, 1024}, {1, 0, 1024, 1024, 256}, /* layer 2 */
-      {0, 0, 256, 10, 1024},   {0, 1, 256, 1024, 10},   {1, 0, 1024, 10, 256}};  /* layer 3 */
-  static const char *what[] = {"square", "square", "square", "square", "mlp_l1_fwd", "mlp_l1_dx", "mlp_l1_dw",
-                               "mlp_l2_fwd", "mlp_l2_dx", "mlp_l2_dw", "mlp_l3_fwd", "mlp_l3_dx", "mlp_l3_dw"};
+      {0, 0, 256, 10, 1024},   {0, 1, 256, 1024, 10},   {1, 0, 1024, 10, 256},   /* layer 3 */
+      /* the same layers at batch 1024 */
+      {0, 0, 1024, 1024, 784}, {0, 1, 1024, 784, 1024}, {1, 0, 784, 1024, 1024},
+      {0, 0, 1024, 1024, 1024}, {0, 1, 1024, 1024, 1024}, {1, 0, 1024, 1024, 1024},
+      {0, 0, 1024, 10, 1024},  {0, 1, 1024, 1024, 10},  {1, 0, 1024, 10, 1024}};
+  static const char *what[] = {"square",     "square",     "square",     "square",     "mlp_l1_fwd",
+                               "mlp_l1_dx",  "mlp_l1_dw",  "mlp_l2_fwd", "mlp_l2_dx",  "mlp_l2_dw",
+                               "mlp_l3_fwd", "mlp_l3_dx",  "mlp_l3_dw",  "mlp_l1_fwd", "mlp_l1_dx",
+                               "mlp_l1_dw",  "mlp_l2_fwd", "mlp_l2_dx",  "mlp_l2_dw",  "mlp_l3_fwd",
+                               "mlp_l3_dx",  "mlp_l3_dw"};
   const int nshapes = o.quick ? 4 : (int)(sizeof shapes / sizeof shapes[0]);
   const int have_dnnl = cairn__dnnl_available();
   const int engines[2] = {CAIRN__GEMM_OPENBLAS, CAIRN__GEMM_ONEDNN};

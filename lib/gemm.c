@@ -172,10 +172,19 @@ int cairn__gemm_row_cut(void) {
 /* Which engine runs a GEMM, from the CPU's ISA and the shape alone (never
  * from timings, so two runs give the same bits):
  * - a CPU with AVX-512 (cpuid and XGETBV, as the kernel dispatch checks):
- *   every GEMM on oneDNN. OpenBLAS 0.3.21's speed there depends on which
- *   kernels it picks for the CPU, SSE3 ones on CPUs newer than itself and
- *   Haswell ones where OPENBLAS_CORETYPE is pinned (about half the
- *   machine's FMA peak); oneDNN picks its own 512-bit kernels.
+ *   every GEMM on oneDNN, whatever its shape. Measured on an Intel Emerald
+ *   Rapids (bench_gemm, CPU time, every product of the MLP
+ *   784-1024-1024-10 at batch 256 and 1024, bench/RESULTS.md "oneDNN on
+ *   AVX-512"): at 1 thread oneDNN ran them at 1.05-1.77x the speed of
+ *   OpenBLAS 0.3.21's SkylakeX kernels and 1.10-2.13x its Haswell ones
+ *   (those an OPENBLAS_CORETYPE=Haswell environment gets), 104-137
+ *   GFLOP/s on the wide products against a 156-167 GFLOP/s FMA peak; at 2
+ *   threads 0.93-1.41x SkylakeX (within the noise of a load of 9-17) and
+ *   1.34-2.02x Haswell. Without OPENBLAS_CORETYPE, 0.3.21 takes its SSE3
+ *   kernels on this CPU (32 GFLOP/s). The one shape OpenBLAS's SkylakeX
+ *   kernels won, the output layer's weight gradient TN 1024x10x256 (0.55x at
+ *   1 thread, 1.25x against Haswell), is 0.06 ms of a 25 ms step: not worth
+ *   a rule that depends on which kernels OpenBLAS picked.
  * - elsewhere (AVX2 machines like the AMD EPYC Zen 3 this was measured
  *   on): OpenBLAS for every shape. oneDNN ran the forward products there
  *   at about half OpenBLAS's speed and won only the weight gradients (by
@@ -223,7 +232,8 @@ int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K) {
   return cairn__gemm_engine() == CAIRN__GEMM_ONEDNN;
 }
 
-void cairn__gemm_plan(int engine, int M, int N, int K, int *split_n, int *n_blocks, int *block_len) {
+void cairn__gemm_plan(int engine, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
+                      int accumulate, int *split_n, int *n_blocks, int *block_len) {
   const double flops = 2.0 * M * N * (double)K;
   /* Cut rows when there are enough of them for two blocks of 128: each
    * block then packs half of op(A) and shares op(B). Measured against
@@ -235,10 +245,21 @@ void cairn__gemm_plan(int engine, int M, int N, int K, int *split_n, int *n_bloc
   int nb = block_count(d, split ? M : N, flops);
   /* block length: a multiple of 16 so that blocks start on kernel edges */
   int len = (((d + nb - 1) / nb) + 15) & ~15;
-  /* oneDNN keeps fixed blocks: its gemm-based matmul on AVX2 gives other
-   * bits when C's rows are cut, at every width tried, for some transpose
-   * pairs (bench/RESULTS.md, "GEMM engines") */
-  const int cut = split || engine == CAIRN__GEMM_ONEDNN ? 0 : cairn__gemm_row_cut();
+  /* oneDNN: its JIT sgemm gives other bits when C's rows are cut for some
+   * shapes and not for others (on AVX2, at every width tried for some
+   * transpose pairs; bench/RESULTS.md, "GEMM engines" and "oneDNN on
+   * AVX-512"), so the rows follow the threads only where a probe of the
+   * shape says that every thread count's blocks keep the bits of one call
+   * (gemm_dnnl.c); they are cut on multiples of 16, a 512-bit vector of
+   * floats. Elsewhere, and for column cuts, fixed blocks. */
+  int cut = 0;
+  if (!split && engine == CAIRN__GEMM_ONEDNN)
+    cut = accumulate >= 0 && nb > 1 &&
+                  cairn__dnnl_rows_keep_bits(trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, nb, 16)
+              ? 16
+              : 0;
+  else if (!split)
+    cut = cairn__gemm_row_cut();
   if (cut) {
     /* rows cut where the bits do not change: one block per thread */
     int nt = 1;
@@ -266,7 +287,9 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
 #endif
   const int lib = cairn__gemm_engine();
   int split_n, nb, len;
-  cairn__gemm_plan(lib, M, N, K, &split_n, &nb, &len);
+  /* -1: oneDNN does not run it (block_sgemm), no probe */
+  const int acc = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) ? beta == 1.0f : -1;
+  cairn__gemm_plan(lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, acc, &split_n, &nb, &len);
   const int d = split_n ? N : M;
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < nb; i++) {

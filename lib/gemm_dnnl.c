@@ -7,35 +7,48 @@
  * (rows of X·W and of dY·Wᵀ, the sum of Xᵀ·dY): a smaller last batch, or
  * the row blocks of another thread count, reuse the primitive.
  *
+ * Which implementation. With run-time M and K, oneDNN 2.6 runs every
+ * matmul of the MLP on its JIT sgemm ("gemm:jit"), on AVX2 and on AVX-512
+ * alike (ONEDNN_VERBOSE=1; on the Emerald Rapids it dispatches to its
+ * AVX-512 kernels, isa avx512_core_amx). With M and K fixed it would pick
+ * its brgemm matmul ("brg:avx512_core"), which was not faster there: one
+ * call over 256x1024x784 NN 108 vs 108 GFLOP/s, 784x1024x256 TN 96-122 vs
+ * 110-143, 1024x1024x784 NN 95-121 vs 102-140 (bench/RESULTS.md, "oneDNN
+ * on AVX-512"), and it would need a primitive per batch size and block
+ * length. So the run-time dimensions stay.
+ *
  * Threads. oneDNN 2.6 (Debian's libdnnl, OpenMP runtime) decides how many
  * threads a product uses from omp_get_max_threads() of the calling thread,
- * and runs single-threaded inside an active OpenMP parallel region; an
- * implementation may also fix its work split when the primitive is made
- * (the gemm-based one it picks on AVX2 does not; what the ones it picks on
- * AVX-512 do is not measured yet). A
- * split changes the bits (measured here: a 64x64 product with K = 65536,
- * run with 2 threads outside a parallel region, gives other bits than with
- * 1). So every primitive is made and run with the calling thread's OpenMP
+ * and runs single-threaded inside an active OpenMP parallel region. A
+ * split changes the bits (measured: a 64x64 product with K = 65536, run
+ * with 2 threads outside a parallel region, gives other bits than with 1).
+ * So every primitive is made and run with the calling thread's OpenMP
  * thread count held at 1; cairn's own row and column blocks are the only
- * parallelism, as with the BLAS.
+ * parallelism, as with the BLAS. Where those blocks may follow the thread
+ * count is decided per shape (cairn__dnnl_rows_keep_bits, below).
  *
  * Memory. Primitives are made with a user scratchpad
  * (dnnl_scratchpad_mode_user): each thread that runs blocks owns one
  * buffer, grown to the largest size a primitive asks for and kept until the
  * thread ends. Each thread also keeps the memory objects (A, B, C,
- * scratchpad) of each primitive at the (M, K) it last ran, two per
+ * scratchpad) of each primitive at the (M, K) it last ran, SLOTS per
  * primitive, and points them at each call's buffers. So a step after the
- * first makes nothing of cairn's. What is left: oneDNN 2.6 builds the
- * argument list of each execution on the heap and frees it before it
- * returns (about 5 allocations per block), and its C API cannot give a
- * memory object other dimensions, so the first step at a new batch size
- * replaces the memory objects of a slot (3 small ones per block, freed and
- * allocated again). The gemm-based implementation oneDNN 2.6 picks on AVX2
- * asks for no scratchpad. */
+ * first makes nothing of cairn's. What is left is oneDNN's own: it builds
+ * the argument list of each execution on the heap and frees it before it
+ * returns (4 small allocations per block), its JIT sgemm asks for no
+ * scratchpad and allocates its packing buffer (74 KB to 2 MB for the MLP's
+ * shapes, aligned) inside each call and frees it before it returns, and
+ * its C API cannot give a memory object other dimensions, so the first
+ * step at a new batch size replaces the memory objects of a slot (3 small
+ * ones per block). The heap in use is the same from the fourth step on
+ * (glibc's per-thread cache first fills with the slack of the aligned
+ * buffers; tests/test_model.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -261,6 +274,147 @@ static slot *slot_for(thread_ctx *t, entry *e, int M, int N, int K, int lda, int
   return s;
 }
 
+/* Rows that follow the thread count. oneDNN's bits change where C's rows
+ * are cut for some shapes and not for others: its JIT sgemm chooses
+ * between a packing and a no-packing driver, and between kernels, from M,
+ * N, K and the leading dimensions (on AVX-512, e.g., NN 256x1024x784 keeps
+ * its bits when cut at 128 rows but not below, NT 256x784x1024 at any
+ * multiple of 16, TN 784x1024x256 anywhere; measured on an Emerald
+ * Rapids). No API says which, so cairn asks the library: once per shape
+ * (transposes, M, N, K, leading dimensions, accumulate) it computes a
+ * product of made-up values in one call and in the row blocks that every
+ * thread count from 2 to max_nb would cut (blocks of ceil(M/t) rows
+ * rounded up to `width`, as cairn__gemm_plan cuts them) and compares the
+ * bits. Where all agree, cairn__gemm_plan lets the rows follow the thread
+ * count (one call at 1 thread: one packing of the shared operand instead
+ * of two); elsewhere it keeps the fixed blocks. The answer depends on the
+ * shape and the library alone, so two runs agree. The first use of a
+ * shape pays the probe: max_nb products of its size, and its buffers
+ * (shapes whose copies would pass 256 MB keep the fixed blocks). */
+typedef struct {
+  int ta, tb, M, N, K, lda, ldb, ldc, acc, max_nb, width, ok;
+} probe_rec;
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static probe_rec *probes;
+static int n_probes, cap_probes;
+
+static float made_up(size_t i) {
+  uint32_t u = (uint32_t)i * 2654435761u;
+  u ^= u >> 15;
+  return (float)(u % 2003u) / 997.0f - 1.0f;
+}
+
+static int probe(const probe_rec *r) {
+  const int M = r->M, N = r->N, K = r->K;
+  const size_t na = (size_t)(r->ta ? K : M) * r->lda, nb = (size_t)(r->tb ? N : K) * r->ldb, nc = (size_t)M * r->ldc;
+  /* a product whose copies would take more than 256 MB keeps the fixed
+   * blocks rather than double its memory once (a rule of the shape too) */
+  if ((na + nb + 3 * nc) * sizeof(float) > ((size_t)256 << 20)) return 0;
+  float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *C0 = malloc(nc * sizeof *C0),
+        *C1 = malloc(nc * sizeof *C1), *C2 = malloc(nc * sizeof *C2);
+  int ok = A && B && C0 && C1 && C2;
+  if (ok) {
+    for (size_t i = 0; i < na; i++) A[i] = made_up(i);
+    for (size_t i = 0; i < nb; i++) B[i] = made_up(i + na);
+    for (size_t i = 0; i < nc; i++) C0[i] = made_up(i + 7 * nc); /* what C += A·B adds to */
+    memcpy(C1, C0, nc * sizeof *C1);
+    ok = cairn__dnnl_sgemm(r->ta, r->tb, M, N, K, A, r->lda, B, r->ldb, r->acc, C1, r->ldc) == 0;
+  }
+  for (int t = 2; ok && t <= r->max_nb; t++) {
+    const int len = ((M + t - 1) / t + r->width - 1) / r->width * r->width;
+    memcpy(C2, C0, nc * sizeof *C2);
+    for (int lo = 0; ok && lo < M; lo += len) {
+      const int hi = lo + len < M ? lo + len : M;
+      ok = cairn__dnnl_sgemm(r->ta, r->tb, hi - lo, N, K, r->ta ? A + lo : A + (size_t)lo * r->lda, r->lda, B,
+                             r->ldb, r->acc, C2 + (size_t)lo * r->ldc, r->ldc) == 0;
+    }
+    for (int i = 0; ok && i < M; i++)
+      ok = !memcmp(C1 + (size_t)i * r->ldc, C2 + (size_t)i * r->ldc, (size_t)N * sizeof *C1);
+  }
+  free(A), free(B), free(C0), free(C1), free(C2);
+  return ok;
+}
+
+int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
+                               int accumulate, int max_nb, int width) {
+  if (max_nb < 2 || M <= 0 || N <= 0 || !cairn__dnnl_available()) return max_nb < 2;
+  const probe_rec key = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
+                         .ldc = ldc, .acc = !!accumulate, .max_nb = max_nb, .width = width};
+  pthread_mutex_lock(&probe_lock);
+  for (int i = 0; i < n_probes; i++) {
+    const probe_rec *p = &probes[i];
+    if (p->ta == key.ta && p->tb == key.tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
+        p->ldb == ldb && p->ldc == ldc && p->acc == key.acc && p->max_nb == max_nb && p->width == width) {
+      const int ok = p->ok;
+      pthread_mutex_unlock(&probe_lock);
+      return ok;
+    }
+  }
+  probe_rec r = key;
+  r.ok = probe(&r);
+  /* remember it; out of memory, the answer is found again next time (the
+   * same answer: it depends on the shape alone) */
+  if (n_probes == cap_probes) {
+    const int cap = cap_probes ? 2 * cap_probes : 32;
+    probe_rec *grown = realloc(probes, (size_t)cap * sizeof *grown);
+    if (grown) probes = grown, cap_probes = cap;
+  }
+  if (n_probes < cap_probes) probes[n_probes++] = r;
+  pthread_mutex_unlock(&probe_lock);
+  return r.ok;
+}
+
+/* What oneDNN runs cairn's products with, for cairn-info and the benches'
+ * context: the implementation it picks for a matmul made as cairn makes
+ * them (run-time M and K, one thread, user scratchpad; the forward product
+ * of a 1024-wide layer) and the ISA it dispatches to. Measured on an Intel
+ * Emerald Rapids: "gemm:jit" (its JIT sgemm, AVX-512 kernels) for every
+ * shape and transpose pair of the MLP; with M and K fixed it would pick
+ * "brg:avx512_core" (bench/RESULTS.md, "oneDNN on AVX-512"). */
+static char impl_name[96];
+static pthread_once_t impl_once = PTHREAD_ONCE_INIT;
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+static void impl_init(void) {
+  const int64_t RT = DNNL_RUNTIME_DIM_VAL;
+  dnnl_memory_desc_t a, b, c;
+  dnnl_matmul_desc_t d;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  const char *impl = NULL;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  if (md_init(&a, RT, RT, 0, 1024) == dnnl_success && md_init(&b, RT, 1024, 0, 1024) == dnnl_success &&
+      md_init(&c, RT, 1024, 0, 1024) == dnnl_success && dnnl_matmul_desc_init(&d, &a, &b, NULL, &c) == dnnl_success &&
+      dnnl_primitive_attr_create(&attr) == dnnl_success &&
+      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+      dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL) == dnnl_success &&
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+    impl = NULL;
+  omp_set_num_threads(threads);
+  snprintf(impl_name, sizeof impl_name, "%.60s, isa %s", impl ? impl : "unknown",
+           isa_name(dnnl_get_effective_cpu_isa()));
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+}
+
+const char *cairn__dnnl_impl(void) {
+  if (!cairn__dnnl_available()) return "none";
+  pthread_once(&impl_once, impl_init);
+  return impl_name;
+}
+
 int cairn__dnnl_primitive_count(void) {
   pthread_mutex_lock(&cache_lock);
   int n = n_cache;
@@ -314,6 +468,15 @@ int cairn__dnnl_thread(size_t scratch, dnnl_stream_t *stream, void **scratch_buf
 int cairn__dnnl_available(void) { return 0; }
 
 int cairn__dnnl_primitive_count(void) { return 0; }
+
+const char *cairn__dnnl_impl(void) { return "none"; }
+
+int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
+                               int accumulate, int max_nb, int width) {
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)lda, (void)ldb, (void)ldc, (void)accumulate,
+      (void)width;
+  return max_nb < 2;
+}
 
 int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
                       int ldb, int accumulate, float *C, int ldc) {

@@ -163,11 +163,16 @@ char *cairn_runtime_info(char *buf, size_t len) {
   if (used + 1 < len)
     snprintf(buf + used, len - used, "; gemm engine %s (%s)", cairn_gemm_engine_name(), why);
   used = strlen(buf);
+  if (on_dnnl && used + 1 < len) snprintf(buf + used, len - used, "; onednn %s", cairn__dnnl_impl());
+  used = strlen(buf);
   /* how GEMM rows are cut over the threads: this decides which bits a
    * result has (gemm.c) */
-  const int cut = on_dnnl ? 0 : cairn__gemm_row_cut(); /* oneDNN: fixed blocks */
+  const int cut = on_dnnl ? 0 : cairn__gemm_row_cut(); /* oneDNN: probed per shape */
   if (used + 1 < len) {
-    if (cut)
+    if (on_dnnl)
+      snprintf(buf + used, len - used, "; gemm rows follow the threads where oneDNN keeps its bits (probed per shape), "
+                                       "fixed blocks elsewhere");
+    else if (cut)
       snprintf(buf + used, len - used, "; gemm rows cut on multiples of %d (the bits of one call)", cut);
     else
       snprintf(buf + used, len - used, "; gemm in fixed blocks");

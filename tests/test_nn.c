@@ -500,6 +500,7 @@ void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, co
                   const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
 int cairn__gemm_row_cut(void);
 int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K);
+int cairn__cpu_has_avx512(void);
 
 /* Where the BLAS keeps its bits when C's rows are cut (found by the
  * library at its first GEMM), cairn's GEMMs on the row path give the bits
@@ -513,7 +514,7 @@ Test(nn, gemm_rows_cut_on_the_kernel_width_give_the_bits_of_one_call) {
                            {1, 1, 513, 64, 300}, {0, 0, 256, 10, 1024}, {1, 0, 784, 1024, 256}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
-    if (cairn__gemm_on_dnnl(ta, tb, N, K)) continue; /* oneDNN's shapes keep fixed blocks */
+    if (cairn__gemm_on_dnnl(ta, tb, N, K)) continue; /* oneDNN's shapes: gemm_onednn_* below */
     const int lda = ta ? M : K, ldb = tb ? K : N;
     cairn_tensor *A = mk(2, M, K), *B = mk(2, K, N), *bias = mk(1, N, 0), *ref = mk(2, M, N), *C = mk(2, M, N);
     fill(A, -1, 1, 21); fill(B, -1, 1, 22); fill(bias, -1, 1, 23);
@@ -605,12 +606,68 @@ Test(nn, gemm_onednn_same_bits_for_1_and_2_threads) {
 #endif
 }
 
-/* The oneDNN engine cuts C into fixed, shape-determined blocks (oneDNN's
- * own bits change where its rows are cut, so the blocks cannot follow the
- * thread count as the BLAS's do), and each block is one oneDNN call: at 1
- * thread and at 2, cairn's GEMM gives the bits of one oneDNN call per
- * block of cairn__gemm_plan, made here one after the other, and of one
- * call over the whole product where the plan has one block. */
+/* Where oneDNN keeps its bits when C's rows are cut (probed per shape,
+ * lib/gemm_dnnl.c), the oneDNN engine's rows follow the thread count: one
+ * call at 1 thread, and at 1 and 2 threads the bits of one oneDNN call
+ * over all rows. Where it does not, the plan's blocks are the same at 1
+ * and 2 threads. On a CPU with AVX-512 the MLP's batch-256 products all
+ * keep their bits (measured on an Emerald Rapids), so some shape must
+ * follow the threads there. */
+Test(nn, gemm_onednn_rows_follow_the_threads_where_the_bits_stay) {
+#ifdef CAIRN_HAVE_OPENMP
+  const int prev = force_onednn();
+  /* ta, tb, M, N, K: forward, dX and dW of the MLP 784-1024-1024-10 at
+   * batch 256, an odd batch and odd sizes */
+  const int shapes[][5] = {{0, 0, 256, 1024, 784}, {0, 1, 256, 784, 1024}, {1, 0, 784, 1024, 256},
+                           {0, 0, 256, 10, 1024},  {0, 1, 256, 1024, 10},  {1, 0, 1024, 10, 256},
+                           {0, 0, 300, 700, 130},  {1, 1, 513, 64, 300},   {0, 1, 453, 37, 1000}};
+  int followed = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int acc = 0; acc <= 1; acc++) {
+      const int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
+      const int lda = ta ? M : K, ldb = tb ? K : N;
+      cairn_tensor *A = mk(2, M, K), *B = mk(2, K, N), *ref = mk(2, M, N), *C = mk(2, M, N), *C0 = mk(2, M, N);
+      fill(A, -1, 1, 51); fill(B, -1, 1, 52); fill(C0, -1, 1, 53);
+      const float *a = cairn_tensor_f32(A), *b = cairn_tensor_f32(B);
+      float *r = cairn_tensor_f32(ref), *c = cairn_tensor_f32(C);
+      int split_n, nb[2], len[2];
+      for (int t = 1; t <= 2; t++) {
+        cr_assert_eq(cairn_set_num_threads(t), CAIRN_OK);
+        cairn__gemm_plan(CAIRN__GEMM_ONEDNN, ta, tb, M, N, K, lda, ldb, N, acc, &split_n, &nb[t - 1], &len[t - 1]);
+      }
+      const int follows = nb[0] != nb[1] || len[0] != len[1];
+      if (follows) {
+        followed++;
+        cr_assert(!split_n && nb[0] == 1, "%c%c %dx%dx%d: rows that follow the threads are one call at 1 thread",
+                  ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K);
+        memcpy(r, C0->data, cairn_tensor_nbytes(C0));
+        cr_assert_eq(cairn__dnnl_sgemm(ta, tb, M, N, K, a, lda, b, ldb, acc, r, N), 0);
+        for (int t = 1; t <= 2; t++) {
+          cr_assert_eq(cairn_set_num_threads(t), CAIRN_OK);
+          memcpy(c, C0->data, cairn_tensor_nbytes(C0));
+          cairn__sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, N, NULL);
+          cr_assert(memcmp(c, r, cairn_tensor_nbytes(C)) == 0,
+                    "%c%c %dx%dx%d (accumulate %d) at %d thread(s): rows follow the threads but give other bits than "
+                    "one oneDNN call", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, acc, t);
+        }
+      }
+      cairn_tensor *ts[] = {A, B, ref, C, C0};
+      for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
+    }
+  if (cairn__cpu_has_avx512())
+    cr_assert_gt(followed, 0, "no MLP shape's rows follow the threads on this AVX-512 CPU");
+  cairn__gemm_engine_force(prev);
+#else
+  cr_skip_test("serial build (--disable-openmp): no oneDNN engine");
+#endif
+}
+
+/* The oneDNN engine cuts C into the blocks of cairn__gemm_plan (fixed by
+ * the shape, or rows that follow the thread count where oneDNN keeps its
+ * bits), and each block is one oneDNN call: at 1 thread and at 2, cairn's
+ * GEMM gives the bits of one oneDNN call per block of the plan, made here
+ * one after the other, and of one call over the whole product where the
+ * plan has one block. */
 Test(nn, gemm_onednn_gives_the_bits_of_one_call_per_block) {
 #ifdef CAIRN_HAVE_OPENMP
   const int prev = force_onednn();
@@ -628,7 +685,7 @@ Test(nn, gemm_onednn_gives_the_bits_of_one_call_per_block) {
     float *r = cairn_tensor_f32(ref), *c = cairn_tensor_f32(C);
     for (int i = 0; i < M; i++) memcpy(r + (size_t)i * N, bias->data, (size_t)N * sizeof(float));
     int split_n, nb, len;
-    cairn__gemm_plan(CAIRN__GEMM_ONEDNN, M, N, K, &split_n, &nb, &len);
+    cairn__gemm_plan(CAIRN__GEMM_ONEDNN, ta, tb, M, N, K, lda, ldb, N, 1, &split_n, &nb, &len);
     for (int i = 0; i < nb; i++) {
       const int lo = i * len, hi = lo + len < (split_n ? N : M) ? lo + len : (split_n ? N : M);
       if (lo >= hi) continue;
