@@ -112,7 +112,9 @@ int cairn__gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int
   if (K <= 0 || cairn__bf16_engine() != CAIRN__BF16_ONEDNN)
     return reference(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc, bias, ep, ws);
   int split_n, nb, len;
-  cairn__gemm_plan(CAIRN__GEMM_ONEDNN, M, N, K, &split_n, &nb, &len);
+  /* accumulate -1: no probe, fixed blocks (the probe is of the fp32
+   * sgemm's bits; the bf16 primitives keep theirs per block shape) */
+  cairn__gemm_plan(CAIRN__GEMM_ONEDNN, ta, tb, M, N, K, lda, ldb, ldc, -1, &split_n, &nb, &len);
   /* oneDNN where it has the primitives of every block (a block's key is
    * its own shape: at most two per product; decided by the shape alone,
    * once), else the reference */

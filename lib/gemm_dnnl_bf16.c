@@ -255,11 +255,7 @@ int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const u
   if (ok) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, sl->m[0]}, {DNNL_ARG_WEIGHTS, sl->m[1]}, {DNNL_ARG_DST, sl->m[2]},
                                {DNNL_ARG_SCRATCHPAD, sl->m[3]}};
-    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (threads > 1) omp_set_num_threads(1);
-    ok = dnnl_primitive_execute(e->prim, stream, sl->m[3] ? 4 : 3, args) == dnnl_success &&
-         dnnl_stream_wait(stream) == dnnl_success;
-    if (threads > 1) omp_set_num_threads(threads);
+    ok = cairn__dnnl_execute(e->prim, stream, sl->m[3] ? 4 : 3, args) == 0;
   }
   return ok ? 0 : -1;
 }

@@ -117,6 +117,9 @@ const char *cairn__dnnl_bf16_impl(void);
  * to `scratch` bytes (-1 when out of memory). */
 dnnl_engine_t cairn__dnnl_engine(void);
 int cairn__dnnl_thread(size_t scratch, dnnl_stream_t *stream, void **scratch_buf);
+/* Runs prim on the calling thread alone, asynchronous signals held back
+ * meanwhile (gemm_dnnl.c says why); 0, or -1 when oneDNN failed. */
+int cairn__dnnl_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int nargs, const dnnl_exec_arg_t *args);
 #endif
 
 #endif
