@@ -265,7 +265,7 @@ fi
 
 echo "== libFuzzer: checkpoint reader under ASan+UBSan"
 # A separate clang build (static, serial so runs are deterministic) of
-# tests/fuzz/fuzz_ckpt and fuzz_interop, each run for a bounded time on a copy
+# tests/fuzz/fuzz_ckpt, fuzz_interop and fuzz_codec, each run for a bounded time on a copy
 # of its seed corpus.
 fuzz_secs=${CAIRN_FUZZ_SECONDS:-60}
 mkdir -p _build-fuzz
@@ -288,11 +288,14 @@ fuzz_run() {
   fi
 }
 if (cd _build-fuzz && export CC=clang && configure_as --enable-fuzzing --disable-openmp --disable-shared &&
-    make -j"$jobs" tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_interop >make.out 2>&1); then
+    make -j"$jobs" tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_interop tests/fuzz/fuzz_codec >make.out 2>&1); then
   fuzz_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-fuzz.XXXXXX")
   fuzz_run fuzz_ckpt tests/fuzz/corpus "$fuzz_secs"
   # The TensorFlow bundle and safetensors readers: a third of the time more.
   fuzz_run fuzz_interop tests/fuzz/corpus-interop $((fuzz_secs / 3 + 1))
+  # The chunk decoders (codecs 1-3: LZ4, byte planes, zstd) on bytes no CRC
+  # guards, which fuzz_ckpt's mutations rarely get past: a third more.
+  fuzz_run fuzz_codec tests/fuzz/corpus-codec $((fuzz_secs / 3 + 1))
   rm -rf "$fuzz_dir"
 else
   tail -40 _build-fuzz/make.out 2>/dev/null
