@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "cairn/ckpt.h"
+#include "cairn/checkpoint_dir.h"
 #include "cairn/saver.h"
 
 cairn_status cairn__checkpoint_in_dir(const char *dir, char *path, size_t len, cairn_ckpt **out) {
@@ -145,4 +146,14 @@ void cairn__near_files(const char *path, char *hint, size_t len) {
     snprintf(hint, len, "%s", found);
   for (size_t i = 0; i < dn.n; i++) free(dn.v[i]);
   free(dn.v);
+}
+
+size_t cairn_checkpoint_dir_suggest(const char *path, char *buf, size_t cap) {
+  if (cap) buf[0] = '\0';
+  if (!path || !buf || !cap) return 0;
+  cairn__near_files(path, buf, cap);
+  /* the hint names each candidate in quotes: two quotes per name */
+  size_t q = 0;
+  for (const char *p = buf; *p; p++) q += *p == '\'';
+  return q / 2;
 }

@@ -3,7 +3,7 @@
 # names the format it found and works when followed (TAP): a TF bundle's
 # data shard named instead of its prefix; a bundle whose .index is missing;
 # a SavedModel-style directory (DIR/variables.index); `import` of a
-# truncated safetensors file. Needs $top_builddir and $top_srcdir.
+# truncated safetensors file; a misspelled file or prefix. Needs $top_builddir and $top_srcdir.
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -12,7 +12,7 @@ TOOL="$top_builddir/tools/ckpt-inspect/ckpt-inspect"
 PROG="$top_builddir/examples/finetune"
 
 tap_tmpdir format-advice
-echo "1..5"
+echo "1..7"
 
 "$PROG" pretrain --dir "$T/pre" >/dev/null 2>&1
 mkdir -p "$T/tf" "$T/sm"
@@ -57,4 +57,15 @@ if [ "$rc" -ne 0 ] && grep -q "a safetensors file, not a ZIP (.npz) file, and it
 else
   not_ok "import of a truncated safetensors file says truncated (exit $rc)"
 fi
+# 5. a misspelled checkpoint file, and a misspelled TF prefix: the closest
+#    names, and the one named lists
+run "$TOOL" list "$T/pre/model.ckt-100"
+if [ "$rc" -ne 0 ] && grep -qF "no such file or directory (did you mean 'model.ckpt-100'" "$T/err" &&
+  "$TOOL" list "$T/pre/model.ckpt-100" >/dev/null 2>&1; then
+  ok "a misspelled file: the closest checkpoint named, and it lists"
+else
+  not_ok "a misspelled file: the closest checkpoint named, and it lists (exit $rc)"
+fi
+run "$TOOL" list "$T/tf/modle"
+check "a misspelled TF prefix: the bundle's prefix named" grep -qF "(did you mean 'model'?)" "$T/err"
 [ "$failed" -eq 0 ]

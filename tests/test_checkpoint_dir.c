@@ -229,3 +229,30 @@ Test(checkpoint_dir, save_in_stops_when_the_directory_is_replaced) {
   cairn_checkpoint_dir_close(d);
   model_free(&m);
 }
+
+/* A misspelled path: the closest entries of its directory, a TF bundle by
+ * its prefix; nothing close, an unreadable directory and a tiny buffer give
+ * "" and 0. */
+Test(checkpoint_dir, suggest_names_the_closest_entries) {
+  model m;
+  model_new(&m, 0);
+  save_steps(&m, 2);
+  model_free(&m);
+  char p[400], buf[300];
+  snprintf(p, sizeof p, "%s/variables.index", g_dir);
+  FILE *f = fopen(p, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  snprintf(p, sizeof p, "%s/model.ckt-2", g_dir);
+  cr_assert_geq(cairn_checkpoint_dir_suggest(p, buf, sizeof buf), 1);
+  HAS(buf, "did you mean 'model.ckpt-2'");
+  snprintf(p, sizeof p, "%s/varaibles", g_dir);
+  cr_assert_eq(cairn_checkpoint_dir_suggest(p, buf, sizeof buf), 1);
+  cr_assert_str_eq(buf, " (did you mean 'variables'?)");
+  snprintf(p, sizeof p, "%s/zzzzzzzzzzzz", g_dir);
+  cr_assert_eq(cairn_checkpoint_dir_suggest(p, buf, sizeof buf), 0);
+  cr_assert_str_eq(buf, "");
+  cr_assert_eq(cairn_checkpoint_dir_suggest("/nonexistent-dir-of-cairn/x", buf, sizeof buf), 0);
+  cr_assert_str_eq(buf, "");
+  cr_assert_eq(cairn_checkpoint_dir_suggest(NULL, buf, sizeof buf), 0);
+}

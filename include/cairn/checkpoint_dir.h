@@ -353,6 +353,17 @@ CAIRN_API void cairn_checkpoint_lock_removed(const cairn_checkpoint_lock *l, siz
  * guards the directory. Errors: CAIRN_E_NULL, CAIRN_E_NOMEM. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_lock_check(const char *dir);
 
+/* ---- a misspelled checkpoint path ----
+ * For a path that names nothing: writes to buf (cap bytes, always
+ * NUL-terminated when cap > 0) " (did you mean 'a' or 'b'?)" naming up to
+ * three entries of the path's directory closest to its last component
+ * (a small edit distance, the same last '/' part, or a longer name that
+ * starts with it; a TensorFlow bundle "x.index" counts as its prefix "x"),
+ * or "" when none is close or the directory cannot be read. Returns the
+ * number of names it wrote. The restores name them in their "not found"
+ * messages; ckpt-inspect does too. Thread-safe. */
+CAIRN_API size_t cairn_checkpoint_dir_suggest(const char *path, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -450,7 +450,9 @@ static void explain_missing(const char *arg) {
            "PREFIX.index plus its PREFIX.data-* shards; copy the .index file too",
            arg, arg, shards, shards == 1 ? " is" : "s are");
   } else if (nfound == 0) {
-    errorf("%s: no such file or directory", arg);
+    char near[1300];
+    cairn_checkpoint_dir_suggest(arg, near, sizeof near);
+    errorf("%s: no such file or directory%s", arg, near);
   } else {
     qsort(found, nfound, sizeof *found, cmp_str);
     fputs(PROG ": ", stderr);
