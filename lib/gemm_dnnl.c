@@ -148,39 +148,49 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static entry **cache;
 static int n_cache, cap_cache;
 
-/* dims (rows, cols) of a row-major matrix, or of the transpose of one with
- * leading dimension ld */
-static dnnl_status_t md_init(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int trans, int ld) {
+/* dims (rows, cols) of type dt, a row-major matrix or the transpose of one
+ * with leading dimension ld */
+dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int trans, int ld,
+                             dnnl_data_type_t dt) {
   dnnl_dims_t dims = {rows, cols};
   dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
-  return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+  return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
+}
+static dnnl_status_t md_init(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int trans, int ld) {
+  return cairn__dnnl_md(md, rows, cols, trans, ld, dnnl_f32);
 }
 
-/* The primitive for e's key, made with the OpenMP thread count at 1. */
-static int make(entry *e) {
-  const int64_t RT = DNNL_RUNTIME_DIM_VAL;
-  dnnl_memory_desc_t a, b, c;
+/* C = A·B (C += A·B with acc: the sum post-op with scale 1, the BLAS's
+ * beta = 1) as a matmul primitive with a user scratchpad, made with the
+ * OpenMP thread count at 1 (its work split is fixed then). impl (when not
+ * NULL, impl_len bytes) gets oneDNN's implementation name. With prim NULL
+ * only the primitive descriptor is made (to name the implementation).
+ * refuse_ref: oneDNN's reference loop counts as a failure. 0 or -1. */
+int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
+                            int acc, int refuse_ref, dnnl_primitive_t *prim, size_t *scratch, char *impl,
+                            size_t impl_len) {
   dnnl_matmul_desc_t d;
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t po = NULL;
   dnnl_primitive_desc_t pd = NULL;
-  int ok = md_init(&a, RT, RT, e->ta, e->lda) == dnnl_success && md_init(&b, RT, e->N, e->tb, e->ldb) == dnnl_success &&
-           md_init(&c, RT, e->N, 0, e->ldc) == dnnl_success &&
-           dnnl_matmul_desc_init(&d, &a, &b, NULL, &c) == dnnl_success &&
+  const char *name = NULL;
+  int ok = engine_ok && dnnl_matmul_desc_init(&d, a, b, NULL, c) == dnnl_success &&
            dnnl_primitive_attr_create(&attr) == dnnl_success &&
            dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
-  /* C += A·B is the sum post-op with scale 1 (the BLAS's beta = 1) */
-  if (ok && e->acc)
+  if (ok && acc)
     ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
          dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
   if (ok) {
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     ok = dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL) == dnnl_success;
-    if (ok) {
+    if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success) name = NULL;
+    if (ok && refuse_ref && name && strncmp(name, "ref", 3) == 0) ok = 0;
+    if (ok && impl && impl_len) snprintf(impl, impl_len, "%s", name ? name : "unknown");
+    if (ok && prim) {
       const dnnl_memory_desc_t *s = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-      e->scratch = s ? dnnl_memory_desc_get_size(s) : 0;
-      ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+      if (scratch) *scratch = s ? dnnl_memory_desc_get_size(s) : 0;
+      ok = dnnl_primitive_create(prim, pd) == dnnl_success;
     }
     omp_set_num_threads(threads);
   }
@@ -188,6 +198,16 @@ static int make(entry *e) {
   if (po) dnnl_post_ops_destroy(po);
   if (attr) dnnl_primitive_attr_destroy(attr);
   return ok ? 0 : -1;
+}
+
+/* The primitive for e's key (M and K given at run time). */
+static int make(entry *e) {
+  const int64_t RT = DNNL_RUNTIME_DIM_VAL;
+  dnnl_memory_desc_t a, b, c;
+  if (md_init(&a, RT, RT, e->ta, e->lda) != dnnl_success || md_init(&b, RT, e->N, e->tb, e->ldb) != dnnl_success ||
+      md_init(&c, RT, e->N, 0, e->ldc) != dnnl_success)
+    return -1;
+  return cairn__dnnl_matmul_make(&a, &b, &c, e->acc, 0, &e->prim, &e->scratch, NULL, 0);
 }
 
 /* The entry for the key, made on first use; NULL when out of memory or
@@ -390,24 +410,12 @@ static const char *isa_name(dnnl_cpu_isa_t isa) {
 static void impl_init(void) {
   const int64_t RT = DNNL_RUNTIME_DIM_VAL;
   dnnl_memory_desc_t a, b, c;
-  dnnl_matmul_desc_t d;
-  dnnl_primitive_attr_t attr = NULL;
-  dnnl_primitive_desc_t pd = NULL;
-  const char *impl = NULL;
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  if (md_init(&a, RT, RT, 0, 1024) == dnnl_success && md_init(&b, RT, 1024, 0, 1024) == dnnl_success &&
-      md_init(&c, RT, 1024, 0, 1024) == dnnl_success && dnnl_matmul_desc_init(&d, &a, &b, NULL, &c) == dnnl_success &&
-      dnnl_primitive_attr_create(&attr) == dnnl_success &&
-      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-      dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL) == dnnl_success &&
-      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
-    impl = NULL;
-  omp_set_num_threads(threads);
-  snprintf(impl_name, sizeof impl_name, "%.60s, isa %s", impl ? impl : "unknown",
-           isa_name(dnnl_get_effective_cpu_isa()));
-  if (pd) dnnl_primitive_desc_destroy(pd);
-  if (attr) dnnl_primitive_attr_destroy(attr);
+  char impl[64] = "unknown";
+  if (md_init(&a, RT, RT, 0, 1024) != dnnl_success || md_init(&b, RT, 1024, 0, 1024) != dnnl_success ||
+      md_init(&c, RT, 1024, 0, 1024) != dnnl_success ||
+      cairn__dnnl_matmul_make(&a, &b, &c, 0, 0, NULL, NULL, impl, sizeof impl) != 0)
+    snprintf(impl, sizeof impl, "unknown");
+  snprintf(impl_name, sizeof impl_name, "%.60s, isa %s", impl, isa_name(dnnl_get_effective_cpu_isa()));
 }
 
 const char *cairn__dnnl_impl(void) {

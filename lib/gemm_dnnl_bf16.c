@@ -111,49 +111,17 @@ static void slots_free(void *p) {
 }
 static void key_init(void) { (void)pthread_key_create(&key, slots_free); }
 
-/* (rows, cols) bf16 or f32, row-major or the transpose of one with leading
- * dimension ld */
-static dnnl_status_t md(dnnl_memory_desc_t *d, int64_t rows, int64_t cols, int trans, int ld, dnnl_data_type_t dt) {
-  dnnl_dims_t dims = {rows, cols};
-  dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
-  return dnnl_memory_desc_init_by_strides(d, 2, dims, dt, strides);
-}
-
+/* The primitive for e's key (every dimension fixed: brgemm, on AMX where
+ * the CPU has it; oneDNN's reference loop is refused, cairn's reference
+ * engine being faster). */
 static void make(entry *e) {
-  dnnl_engine_t eng = cairn__dnnl_engine();
   dnnl_memory_desc_t a, b, c;
-  dnnl_matmul_desc_t d;
-  dnnl_primitive_attr_t attr = NULL;
-  dnnl_post_ops_t po = NULL;
-  dnnl_primitive_desc_t pd = NULL;
-  int ok = eng && md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
-           md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
-           md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
-           dnnl_matmul_desc_init(&d, &a, &b, NULL, &c) == dnnl_success &&
-           dnnl_primitive_attr_create(&attr) == dnnl_success &&
-           dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
-  if (ok && e->acc)
-    ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
-         dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-  if (ok) {
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    ok = dnnl_primitive_desc_create(&pd, &d, attr, eng, NULL) == dnnl_success;
-    const char *impl = NULL;
-    if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-        strncmp(impl, "ref", 3) == 0)
-      ok = 0; /* oneDNN's reference loop: cairn's reference engine is faster */
-    if (ok) {
-      const dnnl_memory_desc_t *s = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-      e->scratch = s ? dnnl_memory_desc_get_size(s) : 0;
-      ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
-      if (ok && !impl_name[0] && impl) snprintf(impl_name, sizeof impl_name, "%s", impl);
-    }
-    omp_set_num_threads(threads);
-  }
-  if (pd) dnnl_primitive_desc_destroy(pd);
-  if (po) dnnl_post_ops_destroy(po);
-  if (attr) dnnl_primitive_attr_destroy(attr);
+  char impl[64];
+  int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
+           cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
+           cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
+           cairn__dnnl_matmul_make(&a, &b, &c, e->acc, 1, &e->prim, &e->scratch, impl, sizeof impl) == 0;
+  if (ok && !impl_name[0]) snprintf(impl_name, sizeof impl_name, "%s", impl);
   e->ok = ok;
   if (ok) n_made++;
 }
@@ -192,9 +160,9 @@ static int slot_make(slot *s, const entry *e) {
   dnnl_engine_t eng = cairn__dnnl_engine();
   dnnl_memory_desc_t a, b, c, d;
   const dnnl_dims_t sdim = {(int64_t)e->scratch};
-  int ok = md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
-           md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
-           md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
+  int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
+           cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
+           cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
            dnnl_memory_create(&s->m[0], &a, eng, DNNL_MEMORY_NONE) == dnnl_success &&
            dnnl_memory_create(&s->m[1], &b, eng, DNNL_MEMORY_NONE) == dnnl_success &&
            dnnl_memory_create(&s->m[2], &c, eng, DNNL_MEMORY_NONE) == dnnl_success;

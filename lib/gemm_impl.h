@@ -120,6 +120,15 @@ int cairn__dnnl_thread(size_t scratch, dnnl_stream_t *stream, void **scratch_buf
 /* Runs prim on the calling thread alone, asynchronous signals held back
  * meanwhile (gemm_dnnl.c says why); 0, or -1 when oneDNN failed. */
 int cairn__dnnl_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int nargs, const dnnl_exec_arg_t *args);
+/* A (rows, cols) matrix of type dt, row-major or the transpose of one with
+ * leading dimension ld. */
+dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int trans, int ld,
+                             dnnl_data_type_t dt);
+/* C = A·B (C += A·B with acc) as a matmul primitive made at one thread with
+ * a user scratchpad; gemm_dnnl.c says the rest. 0, or -1. */
+int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
+                            int acc, int refuse_ref, dnnl_primitive_t *prim, size_t *scratch, char *impl,
+                            size_t impl_len);
 #endif
 
 #endif
