@@ -200,6 +200,25 @@ int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_
   return ok ? 0 : -1;
 }
 
+/* The memory objects of one run, m[0..3] = A, B, C and (when scratch > 0)
+ * a u8 scratchpad of scratch bytes, with no buffers yet (each run points
+ * them at its own). 0, or -1 with whatever was made destroyed (NULL). */
+int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
+                         const dnnl_memory_desc_t *c, size_t scratch) {
+  dnnl_memory_desc_t d;
+  const dnnl_dims_t sdim = {(int64_t)scratch};
+  int ok = dnnl_memory_create(&m[0], a, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+           dnnl_memory_create(&m[1], b, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+           dnnl_memory_create(&m[2], c, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  if (ok && scratch)
+    ok = dnnl_memory_desc_init_by_tag(&d, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success &&
+         dnnl_memory_create(&m[3], &d, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  if (!ok)
+    for (int i = 0; i < 4; i++)
+      if (m[i]) dnnl_memory_destroy(m[i]), m[i] = NULL;
+  return ok ? 0 : -1;
+}
+
 /* The primitive for e's key (M and K given at run time). */
 static int make(entry *e) {
   const int64_t RT = DNNL_RUNTIME_DIM_VAL;
@@ -246,16 +265,9 @@ static entry *lookup(int ta, int tb, int N, int lda, int ldb, int ldc, int acc) 
 /* Memory objects for e at (M, K), with no buffers yet. */
 static int slot_make(slot *s, const entry *e, int M, int N, int K, int lda, int ldb, int ldc) {
   slot_clear(s);
-  dnnl_memory_desc_t a, b, c, d;
-  const dnnl_dims_t sdim = {(int64_t)e->scratch};
+  dnnl_memory_desc_t a, b, c;
   int ok = md_init(&a, M, K, e->ta, lda) == dnnl_success && md_init(&b, K, N, e->tb, ldb) == dnnl_success &&
-           md_init(&c, M, N, 0, ldc) == dnnl_success &&
-           dnnl_memory_create(&s->m[0], &a, engine, DNNL_MEMORY_NONE) == dnnl_success &&
-           dnnl_memory_create(&s->m[1], &b, engine, DNNL_MEMORY_NONE) == dnnl_success &&
-           dnnl_memory_create(&s->m[2], &c, engine, DNNL_MEMORY_NONE) == dnnl_success;
-  if (ok && e->scratch)
-    ok = dnnl_memory_desc_init_by_tag(&d, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success &&
-         dnnl_memory_create(&s->m[3], &d, engine, DNNL_MEMORY_NONE) == dnnl_success;
+           md_init(&c, M, N, 0, ldc) == dnnl_success && cairn__dnnl_memories(s->m, &a, &b, &c, e->scratch) == 0;
   if (!ok) {
     slot_clear(s);
     return -1;

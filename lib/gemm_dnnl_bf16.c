@@ -157,18 +157,11 @@ static entry *lookup(int ta, int tb, int M, int N, int K, int lda, int ldb, int 
 }
 
 static int slot_make(slot *s, const entry *e) {
-  dnnl_engine_t eng = cairn__dnnl_engine();
-  dnnl_memory_desc_t a, b, c, d;
-  const dnnl_dims_t sdim = {(int64_t)e->scratch};
+  dnnl_memory_desc_t a, b, c;
   int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
            cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
            cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
-           dnnl_memory_create(&s->m[0], &a, eng, DNNL_MEMORY_NONE) == dnnl_success &&
-           dnnl_memory_create(&s->m[1], &b, eng, DNNL_MEMORY_NONE) == dnnl_success &&
-           dnnl_memory_create(&s->m[2], &c, eng, DNNL_MEMORY_NONE) == dnnl_success;
-  if (ok && e->scratch)
-    ok = dnnl_memory_desc_init_by_tag(&d, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success &&
-         dnnl_memory_create(&s->m[3], &d, eng, DNNL_MEMORY_NONE) == dnnl_success;
+           cairn__dnnl_memories(s->m, &a, &b, &c, e->scratch) == 0;
   if (!ok) {
     slot_clear(s);
     return -1;

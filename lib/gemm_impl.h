@@ -126,6 +126,9 @@ dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
                              dnnl_data_type_t dt);
 /* C = A·B (C += A·B with acc) as a matmul primitive made at one thread with
  * a user scratchpad; gemm_dnnl.c says the rest. 0, or -1. */
+/* A run's memory objects (A, B, C, scratchpad) without buffers; 0 or -1. */
+int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
+                         const dnnl_memory_desc_t *c, size_t scratch);
 int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
                             int acc, int refuse_ref, dnnl_primitive_t *prim, size_t *scratch, char *impl,
                             size_t impl_len);
