@@ -739,6 +739,132 @@ static void second_pass_failure(const char *fn, const char *path, cairn_status s
   cairn__fail(st, "%s", msg);
 }
 
+/* Step 1, open: the file (superblock, footer, metadata, index). */
+static cairn_status open_file(const char *fn, const cairn__dir *dir, const char *path, cairn_ckpt **c) {
+  struct stat sb;
+  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(dir, path, -1)) { /* a TF prefix is no file */
+    char near[1400];
+    cairn__near_files(path, near, sizeof near);
+    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file%s", fn, path, near);
+  }
+  cairn_status st = cairn__ckpt_open_in(dir, path, NULL, c);
+  if (st && strstr(cairn_errmsg(), path)) return cairn__fail_wrap(st, "%s: ", fn); /* already names the file */
+  if (st) return cairn__fail_wrap(st, "%s '%s': ", fn, path);
+  return CAIRN_OK;
+}
+
+static void item_set_var(cairn_restore_item *it, const char *name, cairn_var *v) {
+  const cairn_tensor *t = cairn_var_tensor(v);
+  it->name = name;
+  it->var = v;
+  it->var_dtype = t->dtype;
+  it->var_rank = t->rank;
+  memcpy(it->var_shape, t->shape, sizeof it->var_shape);
+}
+
+static void item_set_ckpt(cairn_restore_item *it, const cairn_ckpt_entry *e) {
+  it->ckpt_dtype = e->dtype;
+  it->ckpt_rank = e->rank;
+  for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e->rank ? e->shape[d] : 1;
+}
+
+/* Step 2, classify: every variable of the save set from the index alone
+ * (skipped / missing / mismatched / restorable); then the unused checkpoint
+ * names, those no variable of the restore set asked for. */
+static cairn_status classify(const char *fn, const char *path, const cairn_saver *s, const cairn_restore_options *o,
+                             const cairn_ckpt *c, cairn_restore_report *r) {
+  size_t n = cairn_saver_count(s), n_used = 0;
+  const char **used = malloc(n * sizeof *used);
+  cairn_status st = CAIRN_E_NOMEM;
+  if (!used) goto oom;
+  for (size_t i = 0; i < n; i++) {
+    const char *name = cairn_saver_name_at(s, i);
+    cairn_var *v = cairn_saver_var_at(s, i);
+    const cairn_tensor *t = cairn_var_tensor(v);
+    cairn_restore_item *it;
+    if (!selected(o, name, v)) {
+      if (!(it = report_add(r, CAIRN_RESTORE_SKIPPED))) goto oom;
+      item_set_var(it, name, v);
+      continue;
+    }
+    const char *cname = report_own(r, ckpt_name_of(o, name));
+    if (!cname) goto oom;
+    cairn_ckpt_entry e;
+    cairn_status fs = cairn_ckpt_find(c, cname, &e);
+    if (fs != CAIRN_OK && fs != CAIRN_E_NOT_FOUND) {
+      st = cairn__fail_wrap(fs, "%s '%s': looking up '%s': ", fn, path, cname);
+      goto out;
+    }
+    int match = fs == CAIRN_OK && e.dtype == t->dtype && e.rank == t->rank;
+    for (int d = 0; match && d < t->rank; d++) match = e.shape[d] == t->shape[d];
+    cairn_restore_kind k = fs != CAIRN_OK ? CAIRN_RESTORE_MISSING : match ? CAIRN_RESTORE_RESTORED
+                                                                          : CAIRN_RESTORE_MISMATCHED;
+    if (!(it = report_add(r, k))) goto oom;
+    item_set_var(it, name, v);
+    it->ckpt_name = cname;
+    if (fs == CAIRN_OK) {
+      item_set_ckpt(it, &e);
+      used[n_used++] = cname;
+    }
+  }
+  if (n_used > 1) qsort(used, n_used, sizeof *used, cmp_str);
+  size_t nc = cairn_ckpt_count(c);
+  for (size_t j = 0; j < nc; j++) {
+    cairn_ckpt_entry e;
+    cairn_status es = cairn_ckpt_entry_at(c, j, &e);
+    if (es) {
+      st = cairn__fail_wrap(es, "%s '%s': index entry %zu: ", fn, path, j);
+      goto out;
+    }
+    const char *key = e.name;
+    if (n_used && bsearch(&key, used, n_used, sizeof *used, cmp_str)) continue;
+    cairn_restore_item *it = report_add(r, CAIRN_RESTORE_UNUSED);
+    if (!it || !(it->ckpt_name = report_own(r, cairn__strdup(e.name)))) goto oom;
+    item_set_ckpt(it, &e);
+  }
+  st = CAIRN_OK;
+  goto out;
+oom:
+  st = cairn__fail(CAIRN_E_NOMEM, "%s '%s': out of memory (nothing was changed)", fn, path);
+out:
+  free(used);
+  return st;
+}
+
+/* Step 4, verify: every checksum of every restorable tensor before any
+ * variable is written. */
+static cairn_status verify(const char *fn, const char *path, cairn_ckpt *c, const item_list *ok) {
+  for (size_t i = 0; i < ok->n; i++) {
+    cairn_status st = cairn_ckpt_verify_tensor(c, ok->it[i].ckpt_name);
+    if (st)
+      return cairn__fail(st, "%s '%s': reading '%s': %s (nothing was changed)", fn, path, ok->it[i].ckpt_name,
+                         cairn__errmsg_copy());
+  }
+  return CAIRN_OK;
+}
+
+/* Step 5, decode in place (checksums again), then the file must be
+ * unchanged; the variables are marked initialized only then. */
+static cairn_status decode(const char *fn, const char *path, cairn_ckpt *c, const item_list *ok) {
+  cairn_status st = CAIRN_OK;
+  size_t done = 0;
+  for (; done < ok->n; done++) {
+    cairn_tensor *t = cairn_var_tensor(ok->it[done].var);
+    if ((st = cairn_ckpt_read(c, ok->it[done].ckpt_name, t))) break;
+  }
+  if (!st && (st = cairn_ckpt_check_unchanged(c)) == CAIRN_OK) {
+    for (size_t i = 0; i < ok->n; i++) cairn_var_set_initialized(ok->it[i].var, 1);
+    return CAIRN_OK;
+  }
+  second_pass_failure(fn, path, st, ok, done);
+  return st;
+}
+
+static void hand_report(cairn_restore_report *r, cairn_restore_report **report) {
+  if (report) *report = r;
+  else cairn_restore_report_free(r);
+}
+
 static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__dir *dir, const char *path,
                                  const cairn_restore_options *opts, cairn_restore_report **report,
                                  cairn_saver_meta **meta) {
@@ -763,137 +889,46 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   cairn_restore_report *r = calloc(1, sizeof *r);
   if (!r) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   if (n == 0) { /* allow_empty saver: TF's restore is a no-op */
-    if (report) *report = r;
-    else cairn_restore_report_free(r);
+    hand_report(r, report);
     return CAIRN_OK;
   }
 
-  struct stat sb;
-  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(dir, path, -1)) { /* a TF prefix is no file */
-    cairn_restore_report_free(r);
-    char near[1400];
-    cairn__near_files(path, near, sizeof near);
-    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file%s", fn, path, near);
-  }
+  /* 1. open */
   cairn_ckpt *c = NULL;
-  if ((st = cairn__ckpt_open_in(dir, path, NULL, &c))) {
+  if ((st = open_file(fn, dir, path, &c))) {
     cairn_restore_report_free(r);
-    if (strstr(cairn_errmsg(), path)) return cairn__fail_wrap(st, "%s: ", fn); /* already names the file */
-    return cairn__fail_wrap(st, "%s '%s': ", fn, path);
+    return st;
   }
 
-  const char **used = NULL;
-  size_t n_used = 0;
-
-  /* 2. classify */
-  used = malloc(n * sizeof *used);
-  if (!used) goto oom;
-  for (size_t i = 0; i < n; i++) {
-    const char *name = cairn_saver_name_at(s, i);
-    cairn_var *v = cairn_saver_var_at(s, i);
-    const cairn_tensor *t = cairn_var_tensor(v);
-    cairn_restore_item *it;
-    if (!selected(&o, name, v)) {
-      if (!(it = report_add(r, CAIRN_RESTORE_SKIPPED))) goto oom;
-      it->name = name;
-      it->var = v;
-      it->var_dtype = t->dtype;
-      it->var_rank = t->rank;
-      memcpy(it->var_shape, t->shape, sizeof it->var_shape);
-      continue;
-    }
-    const char *cname = report_own(r, ckpt_name_of(&o, name));
-    if (!cname) goto oom;
-    cairn_ckpt_entry e;
-    cairn_status fs = cairn_ckpt_find(c, cname, &e);
-    if (fs != CAIRN_OK && fs != CAIRN_E_NOT_FOUND) {
-      st = fs;
-      cairn__fail_wrap(st, "%s '%s': looking up '%s': ", fn, path, cname);
-      goto fail;
-    }
-    int match = fs == CAIRN_OK && e.dtype == t->dtype && e.rank == t->rank;
-    for (int d = 0; match && d < t->rank; d++) match = e.shape[d] == t->shape[d];
-    cairn_restore_kind k = fs != CAIRN_OK ? CAIRN_RESTORE_MISSING : match ? CAIRN_RESTORE_RESTORED
-                                                                          : CAIRN_RESTORE_MISMATCHED;
-    if (!(it = report_add(r, k))) goto oom;
-    it->name = name;
-    it->ckpt_name = cname;
-    it->var = v;
-    it->var_dtype = t->dtype;
-    it->var_rank = t->rank;
-    memcpy(it->var_shape, t->shape, sizeof it->var_shape);
-    if (fs == CAIRN_OK) {
-      it->ckpt_dtype = e.dtype;
-      it->ckpt_rank = e.rank;
-      for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e.rank ? e.shape[d] : 1;
-      used[n_used++] = cname;
-    }
-  }
-  /* unused: checkpoint names no variable of the restore set asked for */
-  if (n_used > 1) qsort(used, n_used, sizeof *used, cmp_str);
-  size_t nc = cairn_ckpt_count(c);
-  for (size_t j = 0; j < nc; j++) {
-    cairn_ckpt_entry e;
-    if ((st = cairn_ckpt_entry_at(c, j, &e))) {
-      cairn__fail_wrap(st, "%s '%s': index entry %zu: ", fn, path, j);
-      goto fail;
-    }
-    const char *key = e.name;
-    if (n_used && bsearch(&key, used, n_used, sizeof *used, cmp_str)) continue;
-    cairn_restore_item *it = report_add(r, CAIRN_RESTORE_UNUSED);
-    if (!it || !(it->ckpt_name = report_own(r, cairn__strdup(e.name)))) goto oom;
-    it->ckpt_dtype = e.dtype;
-    it->ckpt_rank = e.rank;
-    for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e.rank ? e.shape[d] : 1;
-  }
-
-  /* 2b. patterns that matched nothing */
+  /* 2. classify; 2b. patterns that matched nothing */
   size_t n_fatal = 0;
-  if (check_patterns(fn, path, s, &o, c, r, &n_fatal)) goto oom;
+  if ((st = classify(fn, path, s, &o, c, r))) goto fail;
+  if (check_patterns(fn, path, s, &o, c, r, &n_fatal)) {
+    st = cairn__fail(CAIRN_E_NOMEM, "%s '%s': out of memory (nothing was changed)", fn, path);
+    goto fail;
+  }
 
   /* 3. strict */
   if (!o.lenient && (n_fatal || r->l[CAIRN_RESTORE_MISSING].n || r->l[CAIRN_RESTORE_MISMATCHED].n)) {
     st = strict_failure(path, r, n - r->l[CAIRN_RESTORE_SKIPPED].n, c, n_fatal);
     cairn_ckpt_close(c);
-    free(used);
-    if (report) *report = r;
-    else cairn_restore_report_free(r);
+    hand_report(r, report);
     return st;
   }
 
-  /* 4. verify: every checksum before any variable is written */
+  /* 4. verify, and the metadata */
   item_list *ok = &r->l[CAIRN_RESTORE_RESTORED];
-  for (size_t i = 0; i < ok->n; i++) {
-    if ((st = cairn_ckpt_verify_tensor(c, ok->it[i].ckpt_name))) {
-      cairn__fail(st, "%s '%s': reading '%s': %s (nothing was changed)", fn, path, ok->it[i].ckpt_name,
-                  cairn__errmsg_copy());
-      goto fail;
-    }
-  }
+  if ((st = verify(fn, path, c, ok))) goto fail;
   if (meta && (st = meta_from(c, path, meta))) goto fail;
   if (cairn__restore_between_passes) cairn__restore_between_passes(path, cairn__restore_between_passes_user);
 
-  /* 5. decode in place, checksums again; then the file must be unchanged */
-  size_t done = 0;
-  for (; done < ok->n; done++) {
-    cairn_tensor *t = cairn_var_tensor(ok->it[done].var);
-    if ((st = cairn_ckpt_read(c, ok->it[done].ckpt_name, t))) break;
-  }
-  if (!st && (st = cairn_ckpt_check_unchanged(c)) == CAIRN_OK) {
-    for (size_t i = 0; i < ok->n; i++) cairn_var_set_initialized(ok->it[i].var, 1);
-    free(used);
-    cairn__saver_keep_restored(s, c);
-    if (report) *report = r;
-    else cairn_restore_report_free(r);
-    return CAIRN_OK;
-  }
-  second_pass_failure(fn, path, st, ok, done);
-  goto fail;
+  /* 5. decode */
+  if ((st = decode(fn, path, c, ok))) goto fail;
+  cairn__saver_keep_restored(s, c);
+  hand_report(r, report);
+  return CAIRN_OK;
 
-oom:
-  st = cairn__fail(CAIRN_E_NOMEM, "%s '%s': out of memory (nothing was changed)", fn, path);
 fail:
-  free(used);
   cairn_ckpt_close(c);
   cairn_restore_report_free(r);
   if (meta) {
