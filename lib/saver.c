@@ -916,12 +916,13 @@ static cairn_status commit_explain(const cairn_saver *s, const char *fn, const c
       how = "being removed (its files vanish)";
   }
   if (!how) return st;
-  char inner[CAIRN__ERRMSG_LEN / 2];
-  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  char *inner = cairn__errmsg_hold();
   char at[CAIRN__ERRMSG_LEN / 2];
   snprintf(at, sizeof at, "%s '%s'", fn, file);
   cairn_status gs = cairn__dir_guard_fail(guard, at, how);
-  return cairn__fail(gs, "%s; the save failed with: %s", cairn__errmsg_copy(), inner);
+  gs = cairn__fail(gs, "%s; the save failed with: %.8191s", cairn__errmsg_copy(), inner ? inner : "out of memory");
+  free(inner);
+  return gs;
 }
 
 cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,

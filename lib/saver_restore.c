@@ -708,18 +708,17 @@ void *cairn__restore_between_passes_user;
  * when the failure is the final unchanged check, done == n), so they are
  * marked uninitialized and named; the others are unchanged. */
 static void second_pass_failure(const char *fn, const char *path, cairn_status st, const item_list *ok, size_t done) {
-  char inner[600];
-  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  const char *inner = cairn__errmsg_copy(); /* only the message is built from here on */
   size_t n_written = done < ok->n ? done + 1 : ok->n;
   for (size_t i = 0; i < n_written; i++) cairn_var_set_initialized(ok->it[i].var, 0);
   enum { BUDGET = CAIRN__ERRMSG_LEN - 100 };
   char msg[BUDGET + 64];
   int used = 0;
   if (done < ok->n)
-    used = snprintf(msg, sizeof msg, "%s '%.150s': reading '%.200s' after the whole file had been verified: %s", fn,
+    used = snprintf(msg, sizeof msg, "%s '%.150s': reading '%.200s' after the whole file had been verified: %.599s", fn,
                     path, ok->it[done].ckpt_name, inner);
   else
-    used = snprintf(msg, sizeof msg, "%s '%.150s': after every tensor was read: %s", fn, path, inner);
+    used = snprintf(msg, sizeof msg, "%s '%.150s': after every tensor was read: %.599s", fn, path, inner);
   if (used < 0 || (size_t)used >= sizeof msg) used = (int)strlen(msg);
   used += snprintf(msg + used, sizeof msg - (size_t)used,
                    ". The file changed or failed while it was being restored: %zu of %zu variable%s %s overwritten "
