@@ -193,8 +193,8 @@ int cairn__gemm_row_cut(void) {
  * CAIRN_GEMM_ENGINE=openblas|onednn forces one, for A/B runs and to try the
  * oneDNN path on a machine without AVX-512. In a build without oneDNN (or
  * when its engine cannot be created) everything runs on the BLAS. */
-static int engine_auto = -1, engine_forced = -1;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static void engine_init(void);
+static cairn__engine_choice choice = CAIRN__ENGINE_CHOICE(engine_init);
 static void engine_init(void) {
   const char *e = getenv("CAIRN_GEMM_ENGINE");
   int want = -1;
@@ -202,20 +202,26 @@ static void engine_init(void) {
   if (e && !strcmp(e, "onednn")) want = CAIRN__GEMM_ONEDNN;
   if (want < 0) want = cairn__cpu_has_avx512() ? CAIRN__GEMM_ONEDNN : CAIRN__GEMM_OPENBLAS;
   if (want == CAIRN__GEMM_ONEDNN && !cairn__dnnl_available()) want = CAIRN__GEMM_OPENBLAS;
-  engine_auto = want;
+  choice.picked = want;
 }
 
-int cairn__gemm_engine(void) {
-  pthread_once(&engine_once, engine_init);
-  int f = __atomic_load_n(&engine_forced, __ATOMIC_RELAXED);
-  return f >= 0 ? f : engine_auto;
+int cairn__engine_choice_get(cairn__engine_choice *c) {
+  pthread_once(&c->once, c->init);
+  int f = __atomic_load_n(&c->forced, __ATOMIC_RELAXED);
+  return f >= 0 ? f : c->picked;
 }
+
+int cairn__engine_choice_force(cairn__engine_choice *c, int e, int valid) {
+  int prev = cairn__engine_choice_get(c);
+  __atomic_store_n(&c->forced, valid ? e : -1, __ATOMIC_RELAXED);
+  return prev;
+}
+
+int cairn__gemm_engine(void) { return cairn__engine_choice_get(&choice); }
 
 int cairn__gemm_engine_force(int e) {
   if (e == CAIRN__GEMM_ONEDNN && !cairn__dnnl_available()) return -1;
-  int prev = cairn__gemm_engine();
-  __atomic_store_n(&engine_forced, e == CAIRN__GEMM_OPENBLAS || e == CAIRN__GEMM_ONEDNN ? e : -1, __ATOMIC_RELAXED);
-  return prev;
+  return cairn__engine_choice_force(&choice, e, e == CAIRN__GEMM_OPENBLAS || e == CAIRN__GEMM_ONEDNN);
 }
 
 const char *cairn_gemm_engine_name(void) {

@@ -3,6 +3,8 @@
 #ifndef CAIRN_GEMM_IMPL_H
 #define CAIRN_GEMM_IMPL_H
 
+#include <pthread.h>
+
 enum { CAIRN__GEMM_OPENBLAS = 0, CAIRN__GEMM_ONEDNN = 1 };
 
 /* 1 when this build has oneDNN and its CPU engine could be created (once;
@@ -36,6 +38,20 @@ int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, in
 /* oneDNN's implementation of cairn's matmuls and its ISA, e.g. "gemm:jit,
  * isa avx512_core_amx" ("none" without oneDNN); found once, thread-safe. */
 const char *cairn__dnnl_impl(void);
+
+/* One engine choice (the fp32 GEMM's, the bf16 GEMM's): made once by
+ * `init`, which sets `picked` from the environment and the CPU; a test
+ * may force another (gemm.c). */
+typedef struct cairn__engine_choice {
+  pthread_once_t once;
+  void (*init)(void);
+  int picked, forced;
+} cairn__engine_choice;
+#define CAIRN__ENGINE_CHOICE(init_fn) {PTHREAD_ONCE_INIT, init_fn, -1, -1}
+int cairn__engine_choice_get(cairn__engine_choice *c);
+/* Forces engine e when `valid` (else back to the picked one); returns
+ * the one in use before. */
+int cairn__engine_choice_force(cairn__engine_choice *c, int e, int valid);
 
 /* The engine cairn__sgemm uses: CAIRN_GEMM_ENGINE=openblas|onednn, else
  * oneDNN where the CPU has AVX-512 (gemm.c says why), else OpenBLAS. */
@@ -91,6 +107,10 @@ int cairn__bf16_engine(void);
 int cairn__bf16_engine_force(int engine);
 /* "onednn (<oneDNN's implementation>)" or "reference (...)", for cairn-info. */
 const char *cairn__bf16_engine_info(char *buf, size_t len);
+/* y = x widened to fp32 (exact) / x rounded to bf16 (to nearest even), n
+ * values, in chunks on the threads (gemm_bf16.c). */
+void cairn__bf16_widen(const uint16_t *x, float *y, size_t n);
+void cairn__bf16_round(const float *x, uint16_t *y, size_t n);
 
 /* gemm_dnnl_bf16.c: 1 when this build has oneDNN and the CPU has
  * avx512_bf16 or amx_bf16. */
