@@ -217,6 +217,20 @@ int cairn__engine_choice_force(cairn__engine_choice *c, int e, int valid) {
   return prev;
 }
 
+int cairn__gemm_block_at(int i, int split_n, int block_len, int M, int N, float *C, int ldc, const float *bias,
+                         cairn__gemm_block *b) {
+  const int d = split_n ? N : M;
+  b->lo = i * block_len;
+  b->hi = b->lo + block_len < d ? b->lo + block_len : d;
+  if (b->lo >= b->hi) return 0;
+  b->r0 = split_n ? 0 : b->lo, b->r1 = split_n ? M : b->hi;
+  b->c0 = split_n ? b->lo : 0, b->c1 = split_n ? b->hi : N;
+  if (bias)
+    for (int r = b->r0; r < b->r1; r++)
+      memcpy(C + (size_t)r * ldc + b->c0, bias + b->c0, (size_t)(b->c1 - b->c0) * sizeof(float));
+  return 1;
+}
+
 int cairn__gemm_engine(void) { return cairn__engine_choice_get(&choice); }
 
 int cairn__gemm_engine_force(int e) {
@@ -296,17 +310,11 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
   /* -1: oneDNN does not run it (block_sgemm), no probe */
   const int acc = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) ? beta == 1.0f : -1;
   cairn__gemm_plan(lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, acc, &split_n, &nb, &len);
-  const int d = split_n ? N : M;
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < nb; i++) {
-    int lo = i * len, hi = lo + len < d ? lo + len : d;
-    if (lo >= hi) continue;
-    const int r0 = split_n ? 0 : lo, r1 = split_n ? M : hi, c0 = split_n ? lo : 0, c1 = split_n ? hi : N;
-    /* The bias goes into the block right before its GEMM, by the thread
-     * that computes it: the rows are still in its cache when the GEMM
-     * accumulates onto them (a separate pass cost ~4 % of the forward). */
-    if (bias)
-      for (int r = r0; r < r1; r++) memcpy(C + (size_t)r * ldc + c0, bias + c0, (size_t)(c1 - c0) * sizeof(float));
+    cairn__gemm_block b;
+    if (!cairn__gemm_block_at(i, split_n, len, M, N, C, ldc, bias, &b)) continue;
+    const int lo = b.lo, hi = b.hi;
     if (split_n) {
       /* columns [lo, hi) of C and of op(B) */
       const float *Bb = trans_b ? B + (size_t)lo * ldb : B + lo;
@@ -317,6 +325,6 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
       block_sgemm(lib, trans_a, trans_b, hi - lo, N, K, alpha, Ab, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);
     }
     /* and the epilogue (the activation) while the block is in cache */
-    if (ep) ep->fn(ep->ctx, r0, r1, c0, c1);
+    if (ep) ep->fn(ep->ctx, b.r0, b.r1, b.c0, b.c1);
   }
 }

@@ -130,15 +130,12 @@ int cairn__gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int
     if (!cairn__dnnl_bf16_ready(ta, tb, split_n ? M : l, split_n ? l : N, K, lda, ldb, ldc, acc))
       return reference(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc, bias, ep, ws);
   }
-  const int d = split_n ? N : M;
   int failed = 0;
 #pragma omp parallel for schedule(static) reduction(| : failed)
   for (int i = 0; i < nb; i++) {
-    int lo = i * len, hi = lo + len < d ? lo + len : d;
-    if (lo >= hi) continue;
-    const int r0 = split_n ? 0 : lo, r1 = split_n ? M : hi, c0 = split_n ? lo : 0, c1 = split_n ? hi : N;
-    if (bias)
-      for (int r = r0; r < r1; r++) memcpy(C + (size_t)r * ldc + c0, bias + c0, (size_t)(c1 - c0) * sizeof(float));
+    cairn__gemm_block b;
+    if (!cairn__gemm_block_at(i, split_n, len, M, N, C, ldc, bias, &b)) continue;
+    const int lo = b.lo, hi = b.hi;
     int rc;
     if (split_n) {
       const uint16_t *Bb = tb ? B + (size_t)lo * ldb : B + lo;
@@ -148,7 +145,7 @@ int cairn__gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int
       rc = cairn__dnnl_bf16_gemm(ta, tb, hi - lo, N, K, Ab, lda, B, ldb, acc, C + (size_t)lo * ldc, ldc);
     }
     if (rc) failed = 1;
-    else if (ep) ep->fn(ep->ctx, r0, r1, c0, c1);
+    else if (ep) ep->fn(ep->ctx, b.r0, b.r1, b.c0, b.c1);
   }
   return failed ? -1 : 0;
 }

@@ -72,6 +72,16 @@ int cairn__gemm_engine_force(int engine);
  * depend on the shape (and CAIRN_GEMM_BLOCKS) alone. */
 void cairn__gemm_plan(int engine, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
                       int accumulate, int *split_n, int *n_blocks, int *block_len);
+/* Block i of such a plan: [lo, hi) of the cut dimension (N with split_n,
+ * else M), C's rows [r0, r1) and columns [c0, c1); 0 when it is empty.
+ * With a bias, those rows of C start as the bias, copied by the thread
+ * about to run the block's GEMM: they are still in its cache when the GEMM
+ * accumulates onto them (a separate pass cost ~4 % of the forward). */
+typedef struct cairn__gemm_block {
+  int lo, hi, r0, r1, c0, c1;
+} cairn__gemm_block;
+int cairn__gemm_block_at(int i, int split_n, int block_len, int M, int N, float *C, int ldc, const float *bias,
+                         cairn__gemm_block *b);
 
 /* ---- bf16 products (gemm_bf16.c, gemm_dnnl_bf16.c; doc/bf16.md) ----
  * The inputs are bf16 (uint16_t bits, rounded by the f32_to_bf16 kernel),
