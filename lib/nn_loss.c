@@ -80,6 +80,16 @@ static cairn_status check_class_ids(const char *fn, const cairn_tensor *logits, 
   return CAIRN_OK;
 }
 
+/* The mean softmax cross-entropy over the B rows of logits (B, C), against
+ * probabilities (B, C) or class ids (B,); its gradient into dlogits when
+ * given. */
+static float xent_mean(const cairn_tensor *logits, const float *probs, const int32_t *ids, cairn_tensor *dlogits) {
+  size_t B = (size_t)logits->shape[0], C = (size_t)logits->shape[1];
+  struct loss_ctx c = {logits->data, probs, ids, dlogits ? dlogits->data : NULL, C, 1.0f / (float)B,
+                       cairn__kernels()};
+  return (float)(cairn__par_rows_sum(B, C, xent_rows, &c) / (double)B);
+}
+
 cairn_status cairn_loss_softmax_xent(const cairn_tensor *logits, const cairn_tensor *labels, float *loss,
                                      cairn_tensor *dlogits) {
   const char *fn = "loss_softmax_xent";
@@ -92,10 +102,7 @@ cairn_status cairn_loss_softmax_xent(const cairn_tensor *logits, const cairn_ten
     return cairn__fail(CAIRN_E_SHAPE, "%s: labels are %s, logits are %s", fn, cairn_tensor_shape_str(labels, a, sizeof a),
                        cairn_tensor_shape_str(logits, b, sizeof b));
   }
-  size_t B = (size_t)logits->shape[0], C = (size_t)logits->shape[1];
-  struct loss_ctx c = {logits->data, labels->data, NULL, dlogits ? dlogits->data : NULL, C, 1.0f / (float)B,
-                       cairn__kernels()};
-  *loss = (float)(cairn__par_rows_sum(B, C, xent_rows, &c) / (double)B);
+  *loss = xent_mean(logits, labels->data, NULL, dlogits);
   return CAIRN_OK;
 }
 
@@ -106,10 +113,7 @@ cairn_status cairn_loss_sparse_softmax_xent(const cairn_tensor *logits, const ca
   if ((s = check_logits(fn, logits, loss)) || (s = check_class_ids(fn, logits, labels)) ||
       (s = check_grad(fn, logits, dlogits)))
     return s;
-  size_t B = (size_t)logits->shape[0], C = (size_t)logits->shape[1];
-  struct loss_ctx c = {logits->data, NULL, labels->data, dlogits ? dlogits->data : NULL, C, 1.0f / (float)B,
-                       cairn__kernels()};
-  *loss = (float)(cairn__par_rows_sum(B, C, xent_rows, &c) / (double)B);
+  *loss = xent_mean(logits, NULL, labels->data, dlogits);
   return CAIRN_OK;
 }
 
