@@ -447,22 +447,24 @@ cairn_status cairn_saver_set_state(cairn_saver *s, const char *name, const void 
   return set_bytes(s, "saver_set_state", "train.state.", name, CAIRN_META_BYTES, data, len);
 }
 
-cairn_status cairn_saver_set_user_i64(cairn_saver *s, const char *key, int64_t value) {
+/* user.<key> = a number: I64 i, or F64 f. */
+static cairn_status set_number(cairn_saver *s, const char *fn, const char *key, cairn_meta_type type, int64_t i,
+                               double f) {
   cairn_status st = CAIRN_OK;
-  meta_item *it = meta_slot(s, "saver_set_user_i64", "user.", key, &st);
+  meta_item *it = meta_slot(s, fn, "user.", key, &st);
   if (!it) return st;
-  it->type = CAIRN_META_I64;
-  it->i = value;
+  it->type = type;
+  it->i = i;
+  it->f = f;
   return CAIRN_OK;
 }
 
+cairn_status cairn_saver_set_user_i64(cairn_saver *s, const char *key, int64_t value) {
+  return set_number(s, "saver_set_user_i64", key, CAIRN_META_I64, value, 0.0);
+}
+
 cairn_status cairn_saver_set_user_f64(cairn_saver *s, const char *key, double value) {
-  cairn_status st = CAIRN_OK;
-  meta_item *it = meta_slot(s, "saver_set_user_f64", "user.", key, &st);
-  if (!it) return st;
-  it->type = CAIRN_META_F64;
-  it->f = value;
-  return CAIRN_OK;
+  return set_number(s, "saver_set_user_f64", key, CAIRN_META_F64, 0, value);
 }
 
 /* ---- saving ------------------------------------------------------------------------ */

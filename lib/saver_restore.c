@@ -184,12 +184,21 @@ static cairn_status meta_find(const cairn_saver_meta *m, const char *fn, const c
   return cairn__fail(CAIRN_E_NOT_FOUND, "%s: no metadata key '%s%s'", fn, prefix, key);
 }
 
-cairn_status cairn_saver_meta_global_step(const cairn_saver_meta *m, int64_t *step) {
+/* A number: the I64 value of prefix+key into *i, or (i NULL) the F64 one
+ * into *f; `what` names the out-parameter. */
+static cairn_status meta_number(const cairn_saver_meta *m, const char *fn, const char *what, const char *prefix,
+                                const char *key, int64_t *i, double *f) {
   const meta_kv *kv;
-  if (!step) return cairn__fail(CAIRN_E_NULL, "saver_meta_global_step: step is NULL");
-  cairn_status st = meta_find(m, "saver_meta_global_step", "", "train.global_step", CAIRN_META_I64, &kv);
-  if (!st) *step = kv->i;
-  return st;
+  if (!i && !f) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, what);
+  cairn_status st = meta_find(m, fn, prefix, key, i ? CAIRN_META_I64 : CAIRN_META_F64, &kv);
+  if (st) return st;
+  if (i) *i = kv->i;
+  else *f = kv->f;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_saver_meta_global_step(const cairn_saver_meta *m, int64_t *step) {
+  return meta_number(m, "saver_meta_global_step", "step", "", "train.global_step", step, NULL);
 }
 
 const char *cairn_saver_meta_producer(const cairn_saver_meta *m) {
@@ -208,19 +217,11 @@ cairn_status cairn_saver_meta_user_str(const cairn_saver_meta *m, const char *ke
 }
 
 cairn_status cairn_saver_meta_user_i64(const cairn_saver_meta *m, const char *key, int64_t *value) {
-  const meta_kv *kv;
-  if (!value) return cairn__fail(CAIRN_E_NULL, "saver_meta_user_i64: value is NULL");
-  cairn_status st = meta_find(m, "saver_meta_user_i64", "user.", key, CAIRN_META_I64, &kv);
-  if (!st) *value = kv->i;
-  return st;
+  return meta_number(m, "saver_meta_user_i64", "value", "user.", key, value, NULL);
 }
 
 cairn_status cairn_saver_meta_user_f64(const cairn_saver_meta *m, const char *key, double *value) {
-  const meta_kv *kv;
-  if (!value) return cairn__fail(CAIRN_E_NULL, "saver_meta_user_f64: value is NULL");
-  cairn_status st = meta_find(m, "saver_meta_user_f64", "user.", key, CAIRN_META_F64, &kv);
-  if (!st) *value = kv->f;
-  return st;
+  return meta_number(m, "saver_meta_user_f64", "value", "user.", key, NULL, value);
 }
 
 cairn_status cairn_saver_meta_state(const cairn_saver_meta *m, const char *name, const void **data, size_t *len) {
