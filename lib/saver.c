@@ -163,25 +163,56 @@ oom:
   return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
 }
 
+/* The save set of a constructor: fill writes the names and variables of
+ * at most *n entries into arrays of that size, and sets *n to how many it
+ * wrote; then saver_make (by_var_name: the names are the variables'). */
+typedef cairn_status (*fill_fn)(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars);
+
+static cairn_status make_filled(const char *fn, size_t n, int by_var_name, fill_fn fill, const void *src,
+                                const cairn_saver_options *opts, cairn_saver **out) {
+  const char **names = malloc((n ? n : 1) * sizeof *names);
+  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
+  cairn_status st = !names || !vars ? cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn)
+                                    : fill(fn, src, &n, names, vars);
+  if (!st) st = saver_make(fn, names, vars, n, by_var_name, opts, out);
+  free(names);
+  free(vars);
+  return st;
+}
+
+static cairn_status fill_registry(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars) {
+  (void)fn;
+  *n = cairn_registry_list(src, CAIRN_COLL_GLOBAL, vars, *n);
+  for (size_t i = 0; i < *n; i++) names[i] = cairn_var_name(vars[i]);
+  return CAIRN_OK;
+}
+
+static cairn_status fill_list(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars) {
+  cairn_var *const *list = src;
+  for (size_t i = 0; i < *n; i++) {
+    if (!list[i]) return cairn__fail(CAIRN_E_NULL, "%s: vars[%zu] is NULL", fn, i);
+    vars[i] = list[i];
+    names[i] = cairn_var_name(list[i]);
+  }
+  return CAIRN_OK;
+}
+
+static cairn_status fill_map(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars) {
+  (void)fn;
+  const cairn_saver_entry *map = src;
+  for (size_t i = 0; i < *n; i++) {
+    names[i] = map[i].name;
+    vars[i] = map[i].var;
+  }
+  return CAIRN_OK;
+}
+
 cairn_status cairn_saver_new(cairn_registry *r, const cairn_saver_options *opts, cairn_saver **out) {
   static const char fn[] = "saver_new";
   if (out) *out = NULL;
   if (!r) return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  size_t n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, NULL, 0);
-  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
-  const char **names = malloc((n ? n : 1) * sizeof *names);
-  if (!vars || !names) {
-    free(vars);
-    free(names);
-    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  }
-  n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, vars, n);
-  for (size_t i = 0; i < n; i++) names[i] = cairn_var_name(vars[i]);
-  cairn_status st = saver_make(fn, names, vars, n, 1, opts, out);
-  free(vars);
-  free(names);
-  return st;
+  return make_filled(fn, cairn_registry_list(r, CAIRN_COLL_GLOBAL, NULL, 0), 1, fill_registry, r, opts, out);
 }
 
 cairn_status cairn_saver_new_list(cairn_var *const *vars, size_t n, const cairn_saver_options *opts,
@@ -190,18 +221,7 @@ cairn_status cairn_saver_new_list(cairn_var *const *vars, size_t n, const cairn_
   if (out) *out = NULL;
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   if (n > 0 && !vars) return cairn__fail(CAIRN_E_NULL, "%s: vars is NULL with n = %zu", fn, n);
-  const char **names = malloc((n ? n : 1) * sizeof *names);
-  if (!names) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  for (size_t i = 0; i < n; i++) {
-    if (!vars[i]) {
-      free(names);
-      return cairn__fail(CAIRN_E_NULL, "%s: vars[%zu] is NULL", fn, i);
-    }
-    names[i] = cairn_var_name(vars[i]);
-  }
-  cairn_status st = saver_make(fn, names, vars, n, 1, opts, out);
-  free(names);
-  return st;
+  return make_filled(fn, n, 1, fill_list, vars, opts, out);
 }
 
 cairn_status cairn_saver_new_map(const cairn_saver_entry *map, size_t n, const cairn_saver_options *opts,
@@ -210,21 +230,7 @@ cairn_status cairn_saver_new_map(const cairn_saver_entry *map, size_t n, const c
   if (out) *out = NULL;
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   if (n > 0 && !map) return cairn__fail(CAIRN_E_NULL, "%s: map is NULL with n = %zu", fn, n);
-  const char **names = malloc((n ? n : 1) * sizeof *names);
-  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
-  if (!names || !vars) {
-    free(names);
-    free(vars);
-    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  }
-  for (size_t i = 0; i < n; i++) {
-    names[i] = map[i].name;
-    vars[i] = map[i].var;
-  }
-  cairn_status st = saver_make(fn, names, vars, n, 0, opts, out);
-  free(names);
-  free(vars);
-  return st;
+  return make_filled(fn, n, 0, fill_map, map, opts, out);
 }
 
 static void free_last(last_ckpt *l, size_t n) {

@@ -534,6 +534,21 @@ static cairn_restore_item *unmatched(cairn_restore_report *r, const char *name, 
   return it;
 }
 
+/* An include or exclude glob (`kind`) that matches no variable of the save
+ * set: an UNMATCHED item, its note (with the names it may have meant) in
+ * note. 1 then, 0 when it matches, -1 on no memory. */
+static int glob_unmatched(const char *kind, const char *glob, const save_names *sn, cairn_restore_report *r,
+                          char *note, size_t note_len) {
+  const cairn_saver *s = sn->s;
+  const cairn_restore_options *o = sn->o;
+  if (save_set_has(s, o, glob, NULL, NULL)) return 0;
+  char hint[700];
+  cairn__suggest(glob, save_name_at, sn, cairn_saver_count(s), 3, hint, sizeof hint);
+  snprintf(note, note_len, "%s pattern '%.500s' matches no variable of the save set%s%s", kind, glob,
+           o->collections ? " (of those the `collections` filter keeps)" : "", hint);
+  return unmatched(r, glob, NULL, note) ? 1 : -1;
+}
+
 /* Checks every include, exclude and rename pattern against the save set
  * and the checkpoint's keys; adds an UNMATCHED item for each that matched
  * nothing, logs the exclude ones (and, lenient, all) as WARNINGs, and sets
@@ -547,20 +562,14 @@ static cairn_status check_patterns(const char *fn, const char *path, const cairn
   const char *filter = o->collections ? " (of those the `collections` filter keeps)" : "";
   char hint[700], note[2800];
   for (size_t i = 0; i < o->n_include; i++) {
-    if (save_set_has(s, o, o->include[i], NULL, NULL)) continue;
-    cairn__suggest(o->include[i], save_name_at, &sn, ns, 3, hint, sizeof hint);
-    snprintf(note, sizeof note, "include pattern '%.500s' matches no variable of the save set%s%s", o->include[i],
-             filter, hint);
-    if (!unmatched(r, o->include[i], NULL, note)) return CAIRN_E_NOMEM;
-    ++*fatal;
+    int u = glob_unmatched("include", o->include[i], &sn, r, note, sizeof note);
+    if (u < 0) return CAIRN_E_NOMEM;
+    if (u) ++*fatal;
   }
   for (size_t i = 0; i < o->n_exclude; i++) {
-    if (save_set_has(s, o, o->exclude[i], NULL, NULL)) continue;
-    cairn__suggest(o->exclude[i], save_name_at, &sn, ns, 3, hint, sizeof hint);
-    snprintf(note, sizeof note, "exclude pattern '%.500s' matches no variable of the save set%s%s", o->exclude[i],
-             filter, hint);
-    if (!unmatched(r, o->exclude[i], NULL, note)) return CAIRN_E_NOMEM;
-    if (c) cairn_env_log(o->env, CAIRN_LOG_WARN, "%s '%s': %s; it leaves nothing out", fn, path, note);
+    int u = glob_unmatched("exclude", o->exclude[i], &sn, r, note, sizeof note);
+    if (u < 0) return CAIRN_E_NOMEM;
+    if (u && c) cairn_env_log(o->env, CAIRN_LOG_WARN, "%s '%s': %s; it leaves nothing out", fn, path, note);
   }
   for (size_t i = 0; i < o->n_rename; i++) {
     const cairn_restore_rename *rr = &o->rename[i];
