@@ -163,13 +163,17 @@ oom:
   return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
 }
 
-/* The save set of a constructor: fill writes the names and variables of
+/* The save set of a constructor (after its own argument checks: out and
+ * the source given when n > 0): fill writes the names and variables of
  * at most *n entries into arrays of that size, and sets *n to how many it
  * wrote; then saver_make (by_var_name: the names are the variables'). */
 typedef cairn_status (*fill_fn)(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars);
 
 static cairn_status make_filled(const char *fn, size_t n, int by_var_name, fill_fn fill, const void *src,
-                                const cairn_saver_options *opts, cairn_saver **out) {
+                                const char *src_name, const cairn_saver_options *opts, cairn_saver **out) {
+  if (out) *out = NULL;
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  if (n > 0 && !src) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL with n = %zu", fn, src_name, n);
   const char **names = malloc((n ? n : 1) * sizeof *names);
   cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
   cairn_status st = !names || !vars ? cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn)
@@ -208,29 +212,20 @@ static cairn_status fill_map(const char *fn, const void *src, size_t *n, const c
 }
 
 cairn_status cairn_saver_new(cairn_registry *r, const cairn_saver_options *opts, cairn_saver **out) {
-  static const char fn[] = "saver_new";
   if (out) *out = NULL;
-  if (!r) return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
-  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  return make_filled(fn, cairn_registry_list(r, CAIRN_COLL_GLOBAL, NULL, 0), 1, fill_registry, r, opts, out);
+  if (!r) return cairn__fail(CAIRN_E_NULL, "saver_new: registry is NULL");
+  size_t n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, NULL, 0);
+  return make_filled("saver_new", n, 1, fill_registry, r, "registry", opts, out);
 }
 
 cairn_status cairn_saver_new_list(cairn_var *const *vars, size_t n, const cairn_saver_options *opts,
                                   cairn_saver **out) {
-  static const char fn[] = "saver_new_list";
-  if (out) *out = NULL;
-  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  if (n > 0 && !vars) return cairn__fail(CAIRN_E_NULL, "%s: vars is NULL with n = %zu", fn, n);
-  return make_filled(fn, n, 1, fill_list, vars, opts, out);
+  return make_filled("saver_new_list", n, 1, fill_list, vars, "vars", opts, out);
 }
 
 cairn_status cairn_saver_new_map(const cairn_saver_entry *map, size_t n, const cairn_saver_options *opts,
                                  cairn_saver **out) {
-  static const char fn[] = "saver_new_map";
-  if (out) *out = NULL;
-  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  if (n > 0 && !map) return cairn__fail(CAIRN_E_NULL, "%s: map is NULL with n = %zu", fn, n);
-  return make_filled(fn, n, 0, fill_map, map, opts, out);
+  return make_filled("saver_new_map", n, 0, fill_map, map, "map", opts, out);
 }
 
 static void free_last(last_ckpt *l, size_t n) {
@@ -362,11 +357,7 @@ const char *cairn_saver_last_checkpoint_at(const cairn_saver *s, size_t i) {
 
 void cairn_saver_clear_meta(cairn_saver *s) {
   if (!s) return;
-  for (size_t i = 0; i < s->n_meta; i++) {
-    free(s->meta[i].key);
-    free(s->meta[i].bytes);
-  }
-  free(s->meta);
+  cairn__saver_meta_free(s->meta, s->n_meta);
   s->meta = NULL;
   s->n_meta = 0;
 }

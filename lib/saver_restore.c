@@ -52,16 +52,7 @@ static char *shape_str(int rank, const int64_t *shape, char *buf, size_t len) {
 
 /* ---- metadata snapshot -------------------------------------------------------- */
 
-typedef struct meta_kv {
-  char *key;
-  cairn_meta_type type;
-  uint64_t u;
-  int64_t i;
-  double f;
-  int b;
-  char *bytes; /* STR (NUL-terminated) and BYTES */
-  size_t len;
-} meta_kv;
+typedef cairn__meta_item meta_kv; /* the Saver's own metadata item */
 
 struct cairn_saver_meta {
   meta_kv *kv;
@@ -70,11 +61,7 @@ struct cairn_saver_meta {
 
 void cairn_saver_meta_free(cairn_saver_meta *m) {
   if (!m) return;
-  for (size_t i = 0; i < m->n; i++) {
-    free(m->kv[i].key);
-    free(m->kv[i].bytes);
-  }
-  free(m->kv);
+  cairn__saver_meta_free(m->kv, m->n);
   free(m);
 }
 
