@@ -156,6 +156,22 @@ dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
                              dnnl_data_type_t dt);
 /* C = A·B (C += A·B with acc) as a matmul primitive made at one thread with
  * a user scratchpad; gemm_dnnl.c says the rest. 0, or -1. */
+/* The primitives of gemm_dnnl.c or gemm_dnnl_bf16.c, one item per key, made
+ * on first use and kept for the process (a process uses a handful of
+ * shapes, three per dense layer). cairn__dnnl_cache_get returns the item
+ * `same` says is key's, or else make(key, id) appended with the next id
+ * (its index here, and in each thread's slots); make returns NULL to keep
+ * nothing (out of memory, or a shape not worth asking again). All under
+ * the cache's lock; NULL when there is no item. */
+typedef struct cairn__dnnl_cache {
+  pthread_mutex_t lock;
+  void **items;
+  int n, cap;
+} cairn__dnnl_cache;
+#define CAIRN__DNNL_CACHE_INIT {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0}
+void *cairn__dnnl_cache_get(cairn__dnnl_cache *c, const void *key, int (*same)(const void *item, const void *key),
+                            void *(*make)(const void *key, int id));
+int cairn__dnnl_cache_count(cairn__dnnl_cache *c);
 /* A run's memory objects (A, B, C, scratchpad) without buffers; 0 or -1. */
 int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
                          const dnnl_memory_desc_t *c, size_t scratch);
