@@ -90,8 +90,7 @@ typedef struct {
 static pthread_key_t ctx_key;
 
 static void slot_clear(slot *s) {
-  for (int i = 0; i < 4; i++)
-    if (s->m[i]) dnnl_memory_destroy(s->m[i]);
+  cairn__dnnl_memories_free(s->m);
   memset(s, 0, sizeof *s);
 }
 
@@ -211,10 +210,13 @@ int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const 
   if (ok && scratch)
     ok = dnnl_memory_desc_init_by_tag(&d, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success &&
          dnnl_memory_create(&m[3], &d, engine, DNNL_MEMORY_NONE) == dnnl_success;
-  if (!ok)
-    for (int i = 0; i < 4; i++)
-      if (m[i]) dnnl_memory_destroy(m[i]), m[i] = NULL;
+  if (!ok) cairn__dnnl_memories_free(m);
   return ok ? 0 : -1;
+}
+
+void cairn__dnnl_memories_free(dnnl_memory_t m[4]) {
+  for (int i = 0; i < 4; i++)
+    if (m[i]) dnnl_memory_destroy(m[i]), m[i] = NULL;
 }
 
 /* The primitive for e's key (M and K given at run time). */

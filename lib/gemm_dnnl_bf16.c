@@ -96,15 +96,10 @@ typedef struct {
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
-static void slot_clear(slot *s) {
-  for (int i = 0; i < 4; i++)
-    if (s->m[i]) dnnl_memory_destroy(s->m[i]);
-  memset(s, 0, sizeof *s);
-}
 static void slots_free(void *p) {
   thread_slots *t = p;
   if (!t) return;
-  for (int i = 0; i < t->n; i++) slot_clear(&t->s[i]);
+  for (int i = 0; i < t->n; i++) cairn__dnnl_memories_free(t->s[i].m);
   free(t->s);
   free(t);
 }
@@ -156,7 +151,7 @@ static int slot_make(slot *s, const entry *e) {
            cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
            cairn__dnnl_memories(s->m, &a, &b, &c, e->scratch) == 0;
   if (!ok) {
-    slot_clear(s);
+    cairn__dnnl_memories_free(s->m);
     return -1;
   }
   return 0;

@@ -172,7 +172,10 @@ typedef struct cairn__dnnl_cache {
 void *cairn__dnnl_cache_get(cairn__dnnl_cache *c, const void *key, int (*same)(const void *item, const void *key),
                             void *(*make)(const void *key, int id));
 int cairn__dnnl_cache_count(cairn__dnnl_cache *c);
-/* A run's memory objects (A, B, C, scratchpad) without buffers; 0 or -1. */
+/* A run's memory objects (A, B, C, scratchpad) without buffers; 0 or -1
+ * (with whatever was made destroyed); and their destruction (each NULL
+ * after). */
+void cairn__dnnl_memories_free(dnnl_memory_t m[4]);
 int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
                          const dnnl_memory_desc_t *c, size_t scratch);
 int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
