@@ -40,7 +40,7 @@ double cairn_sparse_xent_row_avx2(const float *x, int32_t label, float *dx, size
 
 /* One vector of the xent exp pass: Z += Σ z, A += Σ z·(m − x) (exact
  * products in double), and the row exp-sum step of rowmath_avx2.h (E to *e). */
-CAIRN__VINLINE void xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256 mkf, int tail, __m256 *e,
+CAIRN__VINLINE void xent_step(__m256 xv, __m256 zv, __m256 nm, __m256d m, __m256 mkf, int tail, __m256 *e,
                               __m256d acc[6], __m256i *cnt) {
   const __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
   const __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
@@ -54,7 +54,7 @@ CAIRN__VINLINE void xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256
                                                _mm256_cmp_pd(z0, zero, _CMP_NEQ_UQ)));
   acc[5] = _mm256_add_pd(acc[5], _mm256_and_pd(_mm256_mul_pd(z1, _mm256_sub_pd(m, x1)),
                                                _mm256_cmp_pd(z1, zero, _CMP_NEQ_UQ)));
-  cairn__r_expsum_step(xv, vm, mkf, tail, e, &acc[0], &acc[1], cnt);
+  cairn__r_expsum_step(xv, nm, mkf, tail, e, &acc[0], &acc[1], cnt);
 }
 
 /* Σ z·(lse(x) − x) = Z·log1p(S − 1) + Σ z·(m − x),  Z = Σ z: two sums of
@@ -69,7 +69,7 @@ CAIRN__VINLINE void xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256
 double cairn_xent_row_avx2(const float *x, const float *z, float *dx, size_t n, float scale) {
   if (n == 0) return 0.0;
   const float m = cairn__r_max(x, n);
-  const __m256 vm = _mm256_set1_ps(m);
+  const __m256 nm = _mm256_set1_ps(-m);
   const __m256d md = _mm256_set1_pd((double)m);
   float *const ey = dx && (const float *)dx != z ? dx : NULL;
   const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
@@ -83,12 +83,12 @@ double cairn_xent_row_avx2(const float *x, const float *z, float *dx, size_t n, 
       CAIRN__ROW_PF(x + n, i);
       CAIRN__ROW_PF(z + n, i);
     }
-    xent_step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(z + i), vm, md, all, 0, &e, acc, &cnt);
+    xent_step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(z + i), nm, md, all, 0, &e, acc, &cnt);
     if (ey) _mm256_storeu_ps(ey + i, e);
   }
   if (i < n) {
     const __m256i mk = cairn__v_mask(n - i);
-    xent_step(_mm256_maskload_ps(x + i, mk), _mm256_maskload_ps(z + i, mk), vm, md,
+    xent_step(_mm256_maskload_ps(x + i, mk), _mm256_maskload_ps(z + i, mk), nm, md,
               _mm256_castsi256_ps(mk), 1, &e, acc, &cnt);
     if (ey) _mm256_maskstore_ps(ey + i, mk, e);
   }
@@ -104,7 +104,8 @@ double cairn_xent_row_avx2(const float *x, const float *z, float *dx, size_t n, 
     const __m256 f = _mm256_set1_ps((float)CAIRN__R_2M64);
 #define CAIRN__G(ev, zv) \
   _mm256_mul_ps(_mm256_fnmadd_ps(zv, vsm1, _mm256_fmsub_ps(_mm256_mul_ps(ev, f), vz, zv)), c)
-#define CAIRN__GX(xv, zv) CAIRN__G(cairn__r_exp64(xv, vm), zv)
+#define CAIRN__GX(xv, zv) CAIRN__G(cairn__r_exp64(xv, nm, &dd), zv)
+    __m256 dd;
     if (ey) CAIRN__AVX2_MAP2(ey, z, dx, n, CAIRN__G);
     else CAIRN__AVX2_MAP2(x, z, dx, n, CAIRN__GX);
 #undef CAIRN__GX

@@ -80,15 +80,19 @@ static inline float cairn__r_max(const float *x, size_t n) {
  * still does); err is zeroed below −104 so that x = −inf (a masked logit)
  * gives 2^−125·2^−64 → 0, not inf − inf. E = 2^64 exactly where x = m. */
 #define CAIRN__R_EXP_MIN (-131.0f)
-CAIRN__VINLINE __m256 cairn__r_exp64(__m256 x, __m256 m) {
-  const __m256 nm = _mm256_sub_ps(_mm256_setzero_ps(), m);
+/* E for x and nm = −m; *d gets x − m rounded (0 exactly where x = m). */
+CAIRN__VINLINE __m256 cairn__r_exp64(__m256 x, __m256 nm, __m256 *d_out) {
+  const __m256 lowest = _mm256_set1_ps(CAIRN__R_EXP_MIN);
   const __m256 d = _mm256_add_ps(x, nm);
   const __m256 bv = _mm256_sub_ps(d, x);
   const __m256 av = _mm256_sub_ps(d, bv);
   __m256 err = _mm256_add_ps(_mm256_sub_ps(x, av), _mm256_sub_ps(nm, bv));
-  err = _mm256_and_ps(err, _mm256_cmp_ps(d, _mm256_set1_ps(-104.0f), _CMP_GE_OQ));
+  /* err is zeroed below −131 rather than −104: in between it is finite and
+   * E·2^−64 rounds to 0 whatever it is; one constant fewer in registers */
+  err = _mm256_and_ps(err, _mm256_cmp_ps(d, lowest, _CMP_GE_OQ));
+  *d_out = d;
   /* MAXPS returns its second operand if either is NaN: NaN stays NaN */
-  const __m256 dc = _mm256_max_ps(_mm256_set1_ps(CAIRN__R_EXP_MIN), d);
+  const __m256 dc = _mm256_max_ps(lowest, d);
   const __m256 magic = _mm256_set1_ps(12582912.0f + 191.0f);
   const __m256 t = _mm256_fmadd_ps(dc, _mm256_set1_ps(1.44269504f), magic);
   const __m256 fk = _mm256_sub_ps(t, magic);
@@ -112,15 +116,36 @@ CAIRN__VINLINE __m256 cairn__r_exp64(__m256 x, __m256 m) {
  * counts them without leaving the vector unit). Keeping the maxima out of
  * the sum lets the caller form S − 1 = Σ_{j≠argmax} e_j without
  * cancellation, for log S = log1p(S − 1) near S = 1. mkf: the lanes that
- * are elements (tail only; whole vectors pass tail = 0). */
-CAIRN__VINLINE void cairn__r_expsum_step(__m256 xv, __m256 vm, __m256 mkf, int tail, __m256 *e_out,
+ * are elements (tail only; whole vectors pass tail = 0). One accumulator
+ * pair: its two additions per vector are the only loop-carried chain, and
+ * more accumulators made GCC keep them in memory (sixteen registers hold
+ * the exponential's constants). */
+CAIRN__VINLINE void cairn__r_expsum_step(__m256 xv, __m256 nm, __m256 mkf, int tail, __m256 *e_out,
                                          __m256d *lo, __m256d *hi, __m256i *cnt) {
-  const __m256 e = cairn__r_exp64(xv, vm);
+  __m256 d;
+  const __m256 e = cairn__r_exp64(xv, nm, &d);
   *e_out = e;
-  __m256 eq = _mm256_cmp_ps(xv, vm, _CMP_EQ_OQ), ev = e;
+  __m256 eq = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_EQ_OQ), ev = e;
   if (tail) eq = _mm256_and_ps(eq, mkf), ev = _mm256_and_ps(e, mkf);
   cairn__v_acc_pd(_mm256_andnot_ps(eq, ev), lo, hi);
   *cnt = _mm256_sub_epi32(*cnt, _mm256_castps_si256(eq));
+}
+
+/* Two whole vectors: their non-maximal E are added in double first, so
+ * that each accumulator takes one addition per sixteen floats. */
+CAIRN__VINLINE void cairn__r_expsum_step2(__m256 x0, __m256 x1, __m256 nm, __m256 *e0_out, __m256 *e1_out,
+                                          __m256d *lo, __m256d *hi, __m256i *cnt) {
+  __m256 d0, d1;
+  const __m256 e0 = cairn__r_exp64(x0, nm, &d0), e1 = cairn__r_exp64(x1, nm, &d1);
+  *e0_out = e0, *e1_out = e1;
+  const __m256 eq0 = _mm256_cmp_ps(d0, _mm256_setzero_ps(), _CMP_EQ_OQ);
+  const __m256 eq1 = _mm256_cmp_ps(d1, _mm256_setzero_ps(), _CMP_EQ_OQ);
+  const __m256 v0 = _mm256_andnot_ps(eq0, e0), v1 = _mm256_andnot_ps(eq1, e1);
+  *lo = _mm256_add_pd(*lo, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v0)),
+                                         _mm256_cvtps_pd(_mm256_castps256_ps128(v1))));
+  *hi = _mm256_add_pd(*hi, _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1)),
+                                         _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1))));
+  *cnt = _mm256_sub_epi32(*cnt, _mm256_add_epi32(_mm256_castps_si256(eq0), _mm256_castps_si256(eq1)));
 }
 
 /* the lanes' sum of a count vector */
@@ -134,36 +159,34 @@ static inline long cairn__r_hsum_epi32(__m256i c) {
 /* S − 1 for S = Σ_j e^(x_j − m), m the row max, n ≥ 1: the sum over the
  * non-maximal elements plus (count of maxima − 1); see above. Stores
  * E = 2^64·e^(x_j − m) to y unless y is NULL (y may be x: x[i] is read
- * before y[i] is written). Two vectors per step into two accumulator pairs,
- * combined at the end in a fixed order (the sum's bits depend only on n).
- * Prefetches x's next row and, for w not NULL, w[0..min(n, CAIRN__ROW_PF_MAX)):
- * the caller passes the next row of its output, or this row's when a later
- * pass writes it. */
+ * before y[i] is written). Sixteen floats per step (then eight, then a
+ * masked tail), in order: the sum's bits depend only on n. Prefetches x's next row and, for w not NULL,
+ * w[0..min(n, CAIRN__ROW_PF_MAX)): the caller passes the next row of its
+ * output, or this row's when a later pass writes it. */
 static inline double cairn__r_expsum_m1(const float *x, float *y, const float *w, size_t n, float m) {
-  const __m256 vm = _mm256_set1_ps(m);
+  const __m256 nm = _mm256_set1_ps(-m);
   const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-  __m256d lo0 = _mm256_setzero_pd(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+  __m256d lo = _mm256_setzero_pd(), hi = lo;
   __m256i cnt = _mm256_setzero_si256();
   size_t i = 0;
-  __m256 e0, e1;
+  __m256 e;
   for (; i + 16 <= n; i += 16) {
     CAIRN__ROW_PF(x + n, i);
     if (w) CAIRN__ROW_PF(w, i);
-    cairn__r_expsum_step(_mm256_loadu_ps(x + i), vm, all, 0, &e0, &lo0, &hi0, &cnt);
-    cairn__r_expsum_step(_mm256_loadu_ps(x + i + 8), vm, all, 0, &e1, &lo1, &hi1, &cnt);
-    if (y) _mm256_storeu_ps(y + i, e0), _mm256_storeu_ps(y + i + 8, e1);
+    __m256 e1;
+    cairn__r_expsum_step2(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8), nm, &e, &e1, &lo, &hi, &cnt);
+    if (y) _mm256_storeu_ps(y + i, e), _mm256_storeu_ps(y + i + 8, e1);
   }
   for (; i + 8 <= n; i += 8) {
-    cairn__r_expsum_step(_mm256_loadu_ps(x + i), vm, all, 0, &e0, &lo0, &hi0, &cnt);
-    if (y) _mm256_storeu_ps(y + i, e0);
+    cairn__r_expsum_step(_mm256_loadu_ps(x + i), nm, all, 0, &e, &lo, &hi, &cnt);
+    if (y) _mm256_storeu_ps(y + i, e);
   }
   if (i < n) {
     const __m256i mk = cairn__v_mask(n - i);
-    cairn__r_expsum_step(_mm256_maskload_ps(x + i, mk), vm, _mm256_castsi256_ps(mk), 1, &e0, &lo0, &hi0, &cnt);
-    if (y) _mm256_maskstore_ps(y + i, mk, e0);
+    cairn__r_expsum_step(_mm256_maskload_ps(x + i, mk), nm, _mm256_castsi256_ps(mk), 1, &e, &lo, &hi, &cnt);
+    if (y) _mm256_maskstore_ps(y + i, mk, e);
   }
-  const double rest = cairn__v_hsum_pd(_mm256_add_pd(_mm256_add_pd(lo0, hi0), _mm256_add_pd(lo1, hi1)));
-  return rest * CAIRN__R_2M64 + (double)(cairn__r_hsum_epi32(cnt) - 1);
+  return cairn__v_hsum_pd(_mm256_add_pd(lo, hi)) * CAIRN__R_2M64 + (double)(cairn__r_hsum_epi32(cnt) - 1);
 }
 
 #endif
