@@ -1,6 +1,7 @@
 /* AVX2+FMA elementwise math, softmax rows and vector helpers. The scalar
  * specification is lib/kernels/ref/math_ref.c; the vector functions and
- * their errors are described in vecmath_avx2.h and doc/kernels.md. */
+ * their errors are described in vecmath_avx2.h, the row passes in
+ * rowmath_avx2.h, both in doc/kernels.md. */
 #include "config.h"
 
 #include <math.h>

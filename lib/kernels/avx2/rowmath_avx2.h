@@ -77,7 +77,7 @@ static inline float cairn__r_max(const float *x, size_t n) {
  *   the 2^−64 out in double (the sums) or in its final multiplication, where
  *   a subnormal result is then rounded once.
  * d is clamped at −131 (e^d rounds to 0 in float below −103.97 and E·2^−64
- * still does); err is zeroed below −104 so that x = −inf (a masked logit)
+ * still does); err is zeroed below −131 so that x = −inf (a masked logit)
  * gives 2^−125·2^−64 → 0, not inf − inf. E = 2^64 exactly where x = m. */
 #define CAIRN__R_EXP_MIN (-131.0f)
 /* E for x and nm = −m; *d gets x − m rounded (0 exactly where x = m). */
@@ -110,7 +110,7 @@ CAIRN__VINLINE __m256 cairn__r_exp64(__m256 x, __m256 nm, __m256 *d_out) {
 }
 #define CAIRN__R_2M64 5.421010862427522e-20 /* 2^−64 */
 
-/* One vector of a row's exp pass: E = cairn__r_exp64(x, m) to *e_out,
+/* One vector of a row's exp pass: E = cairn__r_exp64(x, −m) to *e_out,
  * rest += Σ E over the lanes with x ≠ m (in double, exact widening), and
  * cnt −= the lanes with x = m (each has E = 2^64 exactly; the compare's −1
  * counts them without leaving the vector unit). Keeping the maxima out of
