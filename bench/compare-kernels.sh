@@ -10,19 +10,22 @@
 # Needs Debian's /usr/bin/python3 (the summary; PyTorch rows only with
 # python3-torch). BENCH_CLOCK=cpu is passed on (use it at 1 thread only).
 #
-#   sh bench/compare-kernels.sh -B "before after" [-p passes] [-r repeats] [-t "1 2"] [-n floats] [-o outdir]
+# -k "a,b": only these kernels (bench_kernels' and torch_kernels.py's --only).
+#
+#   sh bench/compare-kernels.sh -B "before after" [-p passes] [-r repeats] [-t "1 2"] [-n floats] [-k kernels] [-o outdir]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=. passes=3 repeats=3 threads="1 2" n=16000000 keep=
-while getopts B:p:r:t:n:o: opt; do
+build=. passes=3 repeats=3 threads="1 2" n=16000000 keep= only=
+while getopts B:p:r:t:n:k:o: opt; do
   case $opt in
   B) build=$OPTARG ;;
   p) passes=$OPTARG ;;
   r) repeats=$OPTARG ;;
   t) threads=$OPTARG ;;
   n) n=$OPTARG ;;
+  k) only=$OPTARG ;;
   o) keep=$OPTARG ;;
-  *) echo "usage: sh $0 [-B builds] [-p passes] [-r repeats] [-t threads] [-n floats] [-o outdir]" >&2; exit 2 ;;
+  *) echo "usage: sh $0 [-B builds] [-p passes] [-r repeats] [-t threads] [-n floats] [-k kernels] [-o outdir]" >&2; exit 2 ;;
   esac
 done
 py=/usr/bin/python3
@@ -49,12 +52,12 @@ for t in $threads; do
     while [ "$j" -le "$nb" ]; do
       m=$(( (i + j) % (nb + 1) ))
       if [ "$m" = "$nb" ]; then
-        [ -n "$torch" ] && { $py "$here/torch_kernels.py" --threads "$t" --repeats "$repeats" --n "$n" >"$out/t.$t.$i.json" ||
+        [ -n "$torch" ] && { $py "$here/torch_kernels.py" --threads "$t" --repeats "$repeats" --n "$n" ${only:+--only "$only"} >"$out/t.$t.$i.json" ||
           { echo "compare-kernels: torch_kernels.py failed" >&2; exit 1; }; }
       else
         kk=$((m + 1))
         b=$(cat "$out/label.$kk")
-        "$b/bench/bench_kernels" --threads "$t" --repeats "$repeats" --no-machine --no-ref --n "$n" \
+        "$b/bench/bench_kernels" --threads "$t" --repeats "$repeats" --no-machine --no-ref --n "$n" ${only:+--only "$only"} \
           >"$out/c.$kk.$t.$i.json" 2>/dev/null || { echo "compare-kernels: $b/bench/bench_kernels failed" >&2; exit 1; }
       fi
       j=$((j + 1))

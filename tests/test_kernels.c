@@ -1222,3 +1222,92 @@ Test(kernels, bf16_lengths_offsets) {
     }
   if (!A) cr_skip_test("AVX2+FMA kernels not compiled in or not supported by this CPU");
 }
+
+/* ---- rows of normal logits: the distributions of doc/kernels.md ---- */
+
+/* N(0, σ²) by Box–Muller from two uniforms */
+static float normal_sample(uint64_t *s, float sigma) {
+  const double u1 = ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
+  const double u2 = (double)(rng_next(s) >> 11) / 9007199254740992.0;
+  return (float)(sigma * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* Rows of 10, 1000 and 32768 logits from N(0, σ²), σ = 1, 10, 100 (the
+ * figures of doc/kernels.md come from bench/ulp_sweep on the same
+ * distributions): every row and loss kernel of tier T against the
+ * reference, with the bounds of the contract table. */
+static void rows_normal_logits(const cairn__kernel_table *T) {
+  const cairn__kernel_table *R = cairn__kernels_ref();
+  static const size_t ns[] = {10, 1000, 32768};
+  static const float sigmas[] = {1.0f, 10.0f, 100.0f};
+  const size_t big = 32768;
+  float *x = malloc(big * sizeof(float)), *z = malloc(big * sizeof(float)), *dy = malloc(big * sizeof(float));
+  float *yr = malloc(big * sizeof(float)), *ya = malloc(big * sizeof(float));
+  cr_assert(x && z && dy && yr && ya);
+  uint64_t seed = 27;
+  const float sc = 0.5f;
+  for (size_t ni = 0; ni < 3; ni++)
+    for (size_t si = 0; si < 3; si++)
+      for (int rep = 0; rep < (ns[ni] == big ? 1 : 3); rep++) {
+        const size_t n = ns[ni];
+        double zs = 0.0;
+        for (size_t i = 0; i < n; i++) {
+          x[i] = normal_sample(&seed, sigmas[si]);
+          z[i] = unif(&seed, 0.0f, 1.0f);
+          dy[i] = unif(&seed, -1.0f, 1.0f);
+          zs += z[i];
+        }
+        for (size_t i = 0; i < n; i++) z[i] = (float)(z[i] / zs);
+        R->softmax_row(x, yr, n);
+        T->softmax_row(x, ya, n);
+        for (size_t i = 0; i < n; i++)
+          cr_assert(close_ulps(ya[i], yr[i], 3, 0), "%s softmax n=%zu σ=%g i=%zu: %.9g vs %.9g", T->isa, n,
+                    (double)sigmas[si], i, (double)ya[i], (double)yr[i]);
+        /* backward rows on the softmax output */
+        double dot = 0.0, sumb = 0.0;
+        for (size_t i = 0; i < n; i++) dot += (double)dy[i] * yr[i], sumb += dy[i];
+        float *const y = yr, *const gr = malloc(n * sizeof(float));
+        cr_assert(gr);
+        R->softmax_bwd_row(y, dy, gr, n);
+        T->softmax_bwd_row(y, dy, ya, n);
+        for (size_t i = 0; i < n; i++)
+          cr_assert(close_ulps(ya[i], gr[i], 2, fabs(y[i]) * (fabs(dy[i]) + fabs(dot))),
+                    "%s softmax_bwd n=%zu σ=%g i=%zu", T->isa, n, (double)sigmas[si], i);
+        R->log_softmax_row(x, yr, n);
+        T->log_softmax_row(x, ya, n);
+        for (size_t i = 0; i < n; i++)
+          cr_assert(close_ulps(ya[i], yr[i], 2, 0), "%s log_softmax n=%zu σ=%g i=%zu: %.9g vs %.9g", T->isa, n,
+                    (double)sigmas[si], i, (double)ya[i], (double)yr[i]);
+        R->log_softmax_bwd_row(yr, dy, gr, n);
+        T->log_softmax_bwd_row(yr, dy, ya, n);
+        for (size_t i = 0; i < n; i++)
+          cr_assert(close_ulps(ya[i], gr[i], 3, fabs(dy[i]) + exp(yr[i]) * fabs(sumb)),
+                    "%s log_softmax_bwd n=%zu σ=%g i=%zu", T->isa, n, (double)sigmas[si], i);
+        /* losses and their gradients */
+        const int32_t label = (int32_t)(rng_next(&seed) % n);
+        double lr = R->sparse_xent_row(x, label, gr, n, sc), la = T->sparse_xent_row(x, label, ya, n, sc);
+        cr_assert(fabs(la - lr) <= 1e-6 * fmax(fabs(lr), 1e-30), "%s sparse loss n=%zu σ=%g: %.17g vs %.17g",
+                  T->isa, n, (double)sigmas[si], la, lr);
+        for (size_t i = 0; i < n; i++)
+          cr_assert(fabs((double)ya[i] - gr[i]) <= 4 * 0x1p-24 * fabs(gr[i]) + 0x1p-149,
+                    "%s sparse dx n=%zu σ=%g i=%zu: %.9g vs %.9g", T->isa, n, (double)sigmas[si], i,
+                    (double)ya[i], (double)gr[i]);
+        lr = R->xent_row(x, z, gr, n, sc), la = T->xent_row(x, z, ya, n, sc);
+        cr_assert(fabs(la - lr) <= 1e-6 * fmax(fabs(lr), 1e-30), "%s xent loss n=%zu σ=%g: %.17g vs %.17g",
+                  T->isa, n, (double)sigmas[si], la, lr);
+        for (size_t i = 0; i < n; i++)
+          cr_assert(fabs((double)ya[i] - gr[i]) <= 4 * 0x1p-24 * (fabs(gr[i]) + sc * fabs(z[i])) + 0x1p-149,
+                    "%s xent dx n=%zu σ=%g i=%zu: %.9g vs %.9g", T->isa, n, (double)sigmas[si], i,
+                    (double)ya[i], (double)gr[i]);
+        lr = R->sigmoid_xent(x, z, gr, n, sc), la = T->sigmoid_xent(x, z, ya, n, sc);
+        cr_assert(fabs(la - lr) <= 1e-6 * fmax(fabs(lr), 1e-30), "%s sigmoid_xent loss n=%zu σ=%g", T->isa, n,
+                  (double)sigmas[si]);
+        for (size_t i = 0; i < n; i++)
+          cr_assert(fabs((double)ya[i] - gr[i]) <= 4 * 0x1p-24 * (fabs(gr[i]) + sc * fabs(z[i])) + 0x1p-149,
+                    "%s sigmoid_xent dx n=%zu σ=%g i=%zu", T->isa, n, (double)sigmas[si], i);
+        free(gr);
+      }
+  free(x), free(z), free(dy), free(yr), free(ya);
+}
+Test(kernels, rows_normal_logits_avx2) { rows_normal_logits(avx2_or_skip()); }
+Test(kernels, rows_normal_logits_avx512) { rows_normal_logits(avx512_or_skip()); }

@@ -7,25 +7,30 @@
 
 #include <math.h>
 
+#include "kernels/avx2/rowmath_avx2.h"
 #include "kernels/avx2/vecmath_avx2.h"
 #include "kernels/kernels.h"
 
 /* lse(x) − x_l = log1p(S − 1) + (m − x_l),  S = Σ e^(x − m), m = max x
  * dx = scale·(e^(x − m)/S − onehot(l));  at l: p_l − 1 = ((e_l − 1) − (S − 1))/S
- * The exp pass leaves e^(x − m) in dx (x[i] is read before dx[i] is
- * written, so dx may be x) and a second pass over the row, in L1 by then,
- * scales it: one exponential per element. */
+ * The exp pass leaves E = 2^64·e^(x − m) in dx (x[i] is read before dx[i]
+ * is written, so dx may be x; rowmath_avx2.h) and a second pass over the
+ * row, in L1 by then, scales it: one exponential per element. The 2^−64
+ * comes first (exact unless e is subnormal), then the scale: scale/S may be
+ * any float, which 2^−64 would take out of range. */
 double cairn_sparse_xent_row_avx2(const float *x, int32_t label, float *dx, size_t n, float scale) {
   if (n == 0) return 0.0;
-  const float m = cairn__v_row_max(x, n);
+  const float m = cairn__r_max(x, n);
   const float xl = x[label];
-  const double sm1 = cairn__v_row_expsum_m1(x, dx, n, m);
+  const double sm1 = cairn__r_expsum_m1(x, dx, dx && dx != x ? dx + n : NULL, n, m);
   const double s = 1.0 + sm1;
   const double loss = log1p(sm1) + ((double)m - (double)xl);
   if (dx) {
-    const double el = dx[label]; /* e_l as the vector pass computed it (1 when x_l is a maximum) */
+    /* e_l as the vector pass computed it (1 when x_l is a maximum) */
+    const double el = (double)dx[label] * CAIRN__R_2M64;
     const __m256 c = _mm256_set1_ps((float)((double)scale / s));
-#define CAIRN__P(v) _mm256_mul_ps(v, c)
+    const __m256 f = _mm256_set1_ps((float)CAIRN__R_2M64);
+#define CAIRN__P(v) _mm256_mul_ps(_mm256_mul_ps(v, f), c)
     CAIRN__AVX2_MAP1(dx, dx, n, CAIRN__P);
 #undef CAIRN__P
     dx[label] = (float)((double)scale * ((el - 1.0) - sm1) / s);
@@ -34,9 +39,9 @@ double cairn_sparse_xent_row_avx2(const float *x, int32_t label, float *dx, size
 }
 
 /* One vector of the xent exp pass: Z += Σ z, A += Σ z·(m − x) (exact
- * products in double), and the row exp-sum step of vecmath_avx2.h (e to *e). */
-CAIRN__VINLINE int xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256 mkf, int tail, __m256 *e,
-                             __m256d acc[6]) {
+ * products in double), and the row exp-sum step of rowmath_avx2.h (E to *e). */
+CAIRN__VINLINE void xent_step(__m256 xv, __m256 zv, __m256 nm, __m256d m, __m256 mkf, int tail, __m256 *e,
+                              __m256d acc[6], __m256i *cnt) {
   const __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
   const __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
   const __m256d z0 = _mm256_cvtps_pd(_mm256_castps256_ps128(zv));
@@ -49,7 +54,7 @@ CAIRN__VINLINE int xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256 
                                                _mm256_cmp_pd(z0, zero, _CMP_NEQ_UQ)));
   acc[5] = _mm256_add_pd(acc[5], _mm256_and_pd(_mm256_mul_pd(z1, _mm256_sub_pd(m, x1)),
                                                _mm256_cmp_pd(z1, zero, _CMP_NEQ_UQ)));
-  return cairn__v_row_expsum_step_t(xv, vm, mkf, tail, e, &acc[0], &acc[1]);
+  cairn__r_expsum_step(xv, nm, mkf, tail, e, &acc[0], &acc[1], cnt);
 }
 
 /* Σ z·(lse(x) − x) = Z·log1p(S − 1) + Σ z·(m − x),  Z = Σ z: two sums of
@@ -57,32 +62,38 @@ CAIRN__VINLINE int xent_step(__m256 xv, __m256 zv, __m256 vm, __m256d m, __m256 
  * dx = scale·(p·Z − z) = scale·((e·Z − z) − z·(S − 1))/S,  e = e^(x − m):
  * for one-hot z at the row maximum e·Z − z = 0 exactly, and the gradient is
  * −(S − 1)/S with full relative accuracy, as in the sparse kernel.
- * The exp pass leaves e in dx unless dx is the label array z (which the
- * gradient pass still reads); then the gradient pass recomputes e. Both
- * give the same bits. */
+ * The exp pass leaves E = 2^64·e in dx unless dx is the label array z
+ * (which the gradient pass still reads); then the gradient pass recomputes
+ * E. Both give the same bits. The exp pass prefetches the next rows of x
+ * and z (rowmath_avx2.h). */
 double cairn_xent_row_avx2(const float *x, const float *z, float *dx, size_t n, float scale) {
   if (n == 0) return 0.0;
-  const float m = cairn__v_row_max(x, n);
-  const __m256 vm = _mm256_set1_ps(m);
+  const float m = cairn__r_max(x, n);
+  const __m256 nm = _mm256_set1_ps(-m);
   const __m256d md = _mm256_set1_pd((double)m);
   float *const ey = dx && (const float *)dx != z ? dx : NULL;
   const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
   __m256d acc[6];
   for (int k = 0; k < 6; k++) acc[k] = _mm256_setzero_pd();
-  long cnt = 0;
+  __m256i cnt = _mm256_setzero_si256();
   size_t i = 0;
   __m256 e;
   for (; i + 8 <= n; i += 8) {
-    cnt += xent_step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(z + i), vm, md, all, 0, &e, acc);
+    if (!(i & 15)) {
+      CAIRN__ROW_PF(x + n, i);
+      CAIRN__ROW_PF(z + n, i);
+    }
+    xent_step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(z + i), nm, md, all, 0, &e, acc, &cnt);
     if (ey) _mm256_storeu_ps(ey + i, e);
   }
   if (i < n) {
     const __m256i mk = cairn__v_mask(n - i);
-    cnt += xent_step(_mm256_maskload_ps(x + i, mk), _mm256_maskload_ps(z + i, mk), vm, md,
-                     _mm256_castsi256_ps(mk), 1, &e, acc);
+    xent_step(_mm256_maskload_ps(x + i, mk), _mm256_maskload_ps(z + i, mk), nm, md,
+              _mm256_castsi256_ps(mk), 1, &e, acc, &cnt);
     if (ey) _mm256_maskstore_ps(ey + i, mk, e);
   }
-  const double sm1 = cairn__v_hsum_pd(_mm256_add_pd(acc[0], acc[1])) + (double)(cnt - 1);
+  const double sm1 = cairn__v_hsum_pd(_mm256_add_pd(acc[0], acc[1])) * CAIRN__R_2M64 +
+                     (double)(cairn__r_hsum_epi32(cnt) - 1);
   const double zs = cairn__v_hsum_pd(_mm256_add_pd(acc[2], acc[3]));
   const double a = cairn__v_hsum_pd(_mm256_add_pd(acc[4], acc[5]));
   const double s = 1.0 + sm1;
@@ -90,8 +101,11 @@ double cairn_xent_row_avx2(const float *x, const float *z, float *dx, size_t n, 
     const __m256 vz = _mm256_set1_ps((float)zs);
     const __m256 vsm1 = _mm256_set1_ps((float)sm1);
     const __m256 c = _mm256_set1_ps((float)((double)scale / s));
-#define CAIRN__G(ev, zv) _mm256_mul_ps(_mm256_fnmadd_ps(zv, vsm1, _mm256_fmsub_ps(ev, vz, zv)), c)
-#define CAIRN__GX(xv, zv) CAIRN__G(cairn__v_exp_shifted(xv, vm), zv)
+    const __m256 f = _mm256_set1_ps((float)CAIRN__R_2M64);
+#define CAIRN__G(ev, zv) \
+  _mm256_mul_ps(_mm256_fnmadd_ps(zv, vsm1, _mm256_fmsub_ps(_mm256_mul_ps(ev, f), vz, zv)), c)
+#define CAIRN__GX(xv, zv) CAIRN__G(cairn__r_exp64(xv, nm, &dd), zv)
+    __m256 dd;
     if (ey) CAIRN__AVX2_MAP2(ey, z, dx, n, CAIRN__G);
     else CAIRN__AVX2_MAP2(x, z, dx, n, CAIRN__GX);
 #undef CAIRN__GX

@@ -1,10 +1,12 @@
 /* AVX2+FMA elementwise math, softmax rows and vector helpers. The scalar
  * specification is lib/kernels/ref/math_ref.c; the vector functions and
- * their errors are described in vecmath_avx2.h and doc/kernels.md. */
+ * their errors are described in vecmath_avx2.h, the row passes in
+ * rowmath_avx2.h, both in doc/kernels.md. */
 #include "config.h"
 
 #include <math.h>
 
+#include "kernels/avx2/rowmath_avx2.h"
 #include "kernels/avx2/vecmath_avx2.h"
 #include "kernels/kernels.h"
 
@@ -15,24 +17,27 @@ void cairn_exp_avx2(const float *x, float *y, size_t n) { CAIRN__AVX2_MAP1(x, y,
 void cairn_log_avx2(const float *x, float *y, size_t n) { CAIRN__AVX2_MAP1(x, y, n, cairn__v_log); }
 
 /* y = e^(x − m) / S,  m = max x,  S = Σ e^(x − m)
- * Pass 2 stores e^(x − m) in y (read x[i], then write y[i]: y may be x);
- * pass 3 scales it by 1/S. */
+ * Pass 2 stores E = 2^64·e^(x − m) in y (read x[i], then write y[i]: y may
+ * be x) and prefetches the next rows of x and y (rowmath_avx2.h); pass 3
+ * scales it by 2^−64/S, a normal float for any n < 2^62, in one rounding. */
 void cairn_softmax_row_avx2(const float *x, float *y, size_t n) {
   if (n == 0) return;
-  const float m = cairn__v_row_max(x, n);
-  const double s = 1.0 + cairn__v_row_expsum_m1(x, y, n, m);
-  const __m256 inv = _mm256_set1_ps((float)(1.0 / s));
+  const float m = cairn__r_max(x, n);
+  const double s = 1.0 + cairn__r_expsum_m1(x, y, (const float *)y == x ? NULL : y + n, n, m);
+  const __m256 inv = _mm256_set1_ps((float)(CAIRN__R_2M64 / s));
 #define CAIRN__SCALE(v) _mm256_mul_ps(v, inv)
   CAIRN__AVX2_MAP1(y, y, n, CAIRN__SCALE);
 #undef CAIRN__SCALE
 }
 
-/* y = (x − m) − log S,  log S = log1p(S − 1) */
+/* y = (x − m) − log S,  log S = log1p(S − 1)
+ * The exp-sum pass prefetches x's next row and this row of y, which pass 3
+ * writes. */
 void cairn_log_softmax_row_avx2(const float *x, float *y, size_t n) {
   if (n == 0) return;
-  const float m = cairn__v_row_max(x, n);
+  const float m = cairn__r_max(x, n);
   const __m256 vm = _mm256_set1_ps(m);
-  const __m256 l = _mm256_set1_ps((float)log1p(cairn__v_row_expsum_m1(x, NULL, n, m)));
+  const __m256 l = _mm256_set1_ps((float)log1p(cairn__r_expsum_m1(x, NULL, (const float *)y == x ? NULL : y, n, m)));
   /* Both terms are ≤ 0: no cancellation, ≤ 1.5 ulp from the two roundings. */
 #define CAIRN__LSM(v) _mm256_sub_ps(_mm256_sub_ps(v, vm), l)
   CAIRN__AVX2_MAP1(x, y, n, CAIRN__LSM);
@@ -45,6 +50,10 @@ static double dot_pd(const float *a, const float *b, size_t n) {
   size_t i = 0;
   for (; i < n; i += 8) {
     __m256 av, bv;
+    if (!(i & 15)) { /* first pass: prefetch ahead in the row (rowmath_avx2.h) */
+      _mm_prefetch((const char *)((uintptr_t)(a + i) + CAIRN__ROW_PF_AHEAD * sizeof(float)), _MM_HINT_T0);
+      _mm_prefetch((const char *)((uintptr_t)(b + i) + CAIRN__ROW_PF_AHEAD * sizeof(float)), _MM_HINT_T0);
+    }
     if (i + 8 <= n) {
       av = _mm256_loadu_ps(a + i);
       bv = _mm256_loadu_ps(b + i);
@@ -61,11 +70,35 @@ static double dot_pd(const float *a, const float *b, size_t n) {
   return cairn__v_hsum_pd(_mm256_add_pd(lo, hi));
 }
 
+/* dx[i] = F(y[i], dy[i]) for a backward row's second pass, prefetching the
+ * next rows of y and dy (rowmath_avx2.h) and, unless dx is dy, of dx. */
+#define CAIRN__BWD_PASS(y, dy, dx, n, F)                                                           \
+  do {                                                                                             \
+    const float *const pw_ = (const float *)(dx) == (dy) ? NULL : (dx) + (n);                     \
+    size_t i_ = 0;                                                                                 \
+    for (; i_ + 16 <= (n); i_ += 16) {                                                             \
+      CAIRN__ROW_PF((y) + (n), i_);                                                                \
+      CAIRN__ROW_PF((dy) + (n), i_);                                                               \
+      if (pw_) CAIRN__ROW_PF(pw_, i_);                                                             \
+      const __m256 a0_ = F(_mm256_loadu_ps((y) + i_), _mm256_loadu_ps((dy) + i_));                 \
+      const __m256 a1_ = F(_mm256_loadu_ps((y) + i_ + 8), _mm256_loadu_ps((dy) + i_ + 8));         \
+      _mm256_storeu_ps((dx) + i_, a0_);                                                            \
+      _mm256_storeu_ps((dx) + i_ + 8, a1_);                                                        \
+    }                                                                                              \
+    for (; i_ + 8 <= (n); i_ += 8)                                                                 \
+      _mm256_storeu_ps((dx) + i_, F(_mm256_loadu_ps((y) + i_), _mm256_loadu_ps((dy) + i_)));       \
+    if (i_ < (n)) {                                                                                \
+      const __m256i m_ = cairn__v_mask((n)-i_);                                                    \
+      _mm256_maskstore_ps((dx) + i_, m_,                                                           \
+                          F(_mm256_maskload_ps((y) + i_, m_), _mm256_maskload_ps((dy) + i_, m_))); \
+    }                                                                                              \
+  } while (0)
+
 /* dx = y ⊙ (dy − s),  s = Σ dy⊙y (double, rounded to float once) */
 void cairn_softmax_bwd_row_avx2(const float *y, const float *dy, float *dx, size_t n) {
   const __m256 s = _mm256_set1_ps((float)dot_pd(dy, y, n));
 #define CAIRN__SMB(yv, dyv) _mm256_mul_ps(yv, _mm256_sub_ps(dyv, s))
-  CAIRN__AVX2_MAP2(y, dy, dx, n, CAIRN__SMB);
+  CAIRN__BWD_PASS(y, dy, dx, n, CAIRN__SMB);
 #undef CAIRN__SMB
 }
 
@@ -73,7 +106,7 @@ void cairn_softmax_bwd_row_avx2(const float *y, const float *dy, float *dx, size
 void cairn_log_softmax_bwd_row_avx2(const float *y, const float *dy, float *dx, size_t n) {
   const __m256 s = _mm256_set1_ps((float)cairn_sum_avx2(dy, n));
 #define CAIRN__LSMB(yv, dyv) _mm256_fnmadd_ps(cairn__v_exp(yv), s, dyv)
-  CAIRN__AVX2_MAP2(y, dy, dx, n, CAIRN__LSMB);
+  CAIRN__BWD_PASS(y, dy, dx, n, CAIRN__LSMB);
 #undef CAIRN__LSMB
 }
 
