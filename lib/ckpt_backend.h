@@ -69,7 +69,7 @@ typedef struct ck_backend {
   cairn_status (*verify)(void *state, const ck_entry *ents, size_t n);
   /* Bit c set for each codec c e's stored bytes use (cairn_ckpt_codecs). */
   unsigned (*codecs)(void *state, const ck_entry *e);
-  void (*close)(void *state); /* NULL is a no-op */
+  void (*close)(void *state); /* close(NULL) is a no-op (after a failed open) */
 
   /* Writing (cairn_ckpt_out, cairn/interop.h): a writer that becomes
    * `path` on commit (for a TF bundle, path is the prefix); o: cairn's

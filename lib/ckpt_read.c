@@ -62,7 +62,7 @@ int cairn__ckpt_is_file(const cairn_ckpt *c, const char *path) {
 
 void cairn_ckpt_close(cairn_ckpt *c) {
   if (!c) return;
-  if (c->be) c->be->close(c->bs);
+  c->be->close(c->bs); /* NULL after a failed open: the backend freed it */
   if (c->fd >= 0) close(c->fd);
   free(c->path);
   free(c->v.ents);
@@ -90,14 +90,13 @@ cairn_status cairn__ckpt_open_in(const cairn__dir *d, const char *path, const ca
   fill_limits(limits, &lim);
   char why[700];
   c->fd = cairn__open_read(d, path, NULL, why, sizeof why); /* a TF prefix names no file: -1 */
-  const ck_backend *be = cairn__ck_reader_of(d, path, c->fd);
+  c->be = cairn__ck_reader_of(d, path, c->fd);
   ck_source src = {.d = d, .path = c->path, .fd = c->fd, .open_why = why};
-  cairn_status s = be->open(&src, &lim, &c->bs, &c->v);
+  cairn_status s = c->be->open(&src, &lim, &c->bs, &c->v);
   if (s) {
     cairn_ckpt_close(c); /* the backend freed its state and the view's arrays */
     return s;
   }
-  c->be = be;
   c->fd = c->v.fd;
   *out = c;
   return CAIRN_OK;
