@@ -1,24 +1,28 @@
-/* Foreign checkpoint formats behind cairn_ckpt_open (never installed).
+/* Checkpoint formats behind cairn_ckpt_open and cairn_ckpt_out (never
+ * installed): one table per format, cairn's own among them.
  *
- * cairn_ckpt_open looks at the bytes of the path (cairn__ck_detect) and,
- * for a format that is not cairn's own, hands the path to that format's
- * backend. The backend parses and validates its index at open and fills a
- * ck_view: the tensors sorted by name as ck_entry records (name, dtype,
- * rank, shape, raw_bytes, raw_crc; data_offset and seq are the backend's
- * own: offset and shard) and the metadata as ck_meta records sorted by
- * key. The reader takes the view's arrays over and serves find, entry_at
- * and the metadata getters from them exactly as for its own files; only
- * reading a tensor's bytes and verifying go back to the backend.
+ * cairn_ckpt_open (ckpt_read.c) chooses a backend by the bytes of the path
+ * (cairn__ck_reader_of, ckpt_detect.c) and calls its open, which parses
+ * and validates the format's index and fills a ck_view: the tensors sorted
+ * by name as ck_entry records (name, dtype, rank, shape, raw_bytes,
+ * raw_crc; the other fields are the backend's own: for a foreign format
+ * data_offset is an offset and seq a shard) and the metadata as ck_meta
+ * records sorted by key. The handle serves find, entry_at and the metadata
+ * getters from the view; every access to tensor bytes (read, pieces,
+ * verify, codecs) goes through the table to the backend's state.
  *
- * Backends: lib/safetensors.c, lib/tfbundle_read.c (tfbundle_write.c and
- * safetensors.c hold the writers, public in cairn/interop.h), and cairn's
- * own format (lib/ckpt_out.c: its table's write members). Detection and
- * the choice of a backend by format: lib/ckpt_detect.c. */
+ * Backends: cairn's own (ckpt_native_open.c opens, ckpt_native.c reads and
+ * holds the table; its write members are cairn's writer, ckpt_write.c),
+ * safetensors (safetensors.c) and the TF bundle (tfbundle_read.c,
+ * tfbundle_write.c). Detection and the choice of a backend by format:
+ * ckpt_detect.c. */
 #ifndef CAIRN_CKPT_BACKEND_H
 #define CAIRN_CKPT_BACKEND_H
 
 #include "ckpt_impl.h"
 #include "cairn/interop.h"
+
+#include <sys/stat.h>
 
 /* What a backend's open fills; every array is malloc'd and becomes the
  * reader's (freed by cairn_ckpt_close). names and meta_arena hold the
@@ -31,22 +35,41 @@ typedef struct ck_view {
   size_t nmeta;
   char *meta_arena;
   int major, minor; /* what cairn_ckpt_version reports */
+  /* The descriptor cairn_ckpt_check_unchanged watches and what fstat said
+   * of it at open: the source's descriptor, or (a TF prefix, which names
+   * no file) one the backend opened. The reader owns it from then on. */
+  int fd;
+  struct stat st;
 } ck_view;
+
+/* What cairn_ckpt_open hands a backend's open. */
+typedef struct ck_source {
+  const cairn__dir *d;  /* where every file is opened (cairn__open_read(d, ...)); NULL: as named */
+  const char *path;     /* the reader's copy: valid until the backend's close */
+  int fd;               /* path opened once by the reader, which owns it; -1 if it would not open */
+  const char *open_why; /* why fd is -1 */
+} ck_source;
 
 typedef struct ck_backend {
   const char *name; /* "cairn", "tf" or "safetensors": cairn_ckpt_format */
   /* Validates everything but the tensor bytes; limits are filled in. On
-   * error the backend has freed what it allocated, *state included. Every
-   * file is opened with cairn__open_read(d, ...): d is the checkpoint
-   * directory the path was found in, or NULL (the caller named it). */
-  cairn_status (*open)(const cairn__dir *d, const char *path, const cairn_ckpt_limits *lim, void **state,
-                       ck_view *v);
+   * error the backend has freed what it allocated (*state, the view's
+   * arrays, a descriptor it opened) and the view is zeroed. */
+  cairn_status (*open)(const ck_source *src, const cairn_ckpt_limits *lim, void **state, ck_view *v);
   /* Reads entry e (one of the view's) into dst (e->raw_bytes bytes),
-   * checking what the format lets it check (TF: the tensor's CRC32C). */
+   * checking what the format lets it check (cairn: chunk and tensor CRCs;
+   * TF: the tensor's CRC32C). */
   cairn_status (*read)(void *state, const ck_entry *e, unsigned char *dst);
+  /* The same bytes handed to fn in order, in pieces of the backend's choice
+   * (cairn: a chunk at a time; the others: the tensor in one piece). */
+  cairn_status (*read_pieces)(void *state, const ck_entry *e, cairn_ckpt_piece_fn fn, void *user);
+  /* What read checks of e, without keeping the bytes. */
+  cairn_status (*verify_tensor)(void *state, const ck_entry *e);
   /* Every rule and checksum of the whole checkpoint, tensor data included. */
   cairn_status (*verify)(void *state, const ck_entry *ents, size_t n);
-  void (*close)(void *state); /* NULL is a no-op */
+  /* Bit c set for each codec c e's stored bytes use (cairn_ckpt_codecs). */
+  unsigned (*codecs)(void *state, const ck_entry *e);
+  void (*close)(void *state); /* close(NULL) is a no-op (after a failed open) */
 
   /* Writing (cairn_ckpt_out, cairn/interop.h): a writer that becomes
    * `path` on commit (for a TF bundle, path is the prefix); o: cairn's
@@ -70,9 +93,7 @@ typedef struct ck_backend {
   static cairn_status PFX##_wcommit(void *w) { return COMMIT((T *)w); }                      \
   static void PFX##_wabort(void *w) { ABORT((T *)w); }
 
-/* The three formats. cairn's own reader does not go through its table's
- * read members yet (ckpt_read.c parses cairn files inline; they are NULL):
- * only its write members are used. */
+/* The three formats. */
 extern const ck_backend cairn__ck_native;
 extern const ck_backend cairn__ck_safetensors;
 extern const ck_backend cairn__ck_tfbundle;
@@ -81,14 +102,17 @@ extern const ck_backend cairn__ck_tfbundle;
  * an unknown one (ckpt_detect.c). */
 const ck_backend *cairn__ck_backend_of(cairn_ckpt_format_id format);
 
-/* The backend for path by content, or NULL: cairn's own format (or
- * something no backend claims, which the cairn reader then refuses).
+/* The foreign backend for path by content, or NULL: cairn's own format (or
+ * something no backend claims, which the cairn backend then refuses).
  * safetensors: a regular file whose byte 8 is '{' after an 8-byte length.
  * TF bundle: path is not a file but "<path>.index" is a LevelDB table
  * with TF's footer magic; or path is such a "<prefix>.index" itself.
  * fd: path already open (cairn_ckpt_open, so that a cairn file is opened
  * once), or -1. d: as for the backends' open. */
 const ck_backend *cairn__ck_detect(const cairn__dir *d, const char *path, int fd);
+
+/* The backend that opens path: cairn__ck_detect's, else cairn's own. */
+const ck_backend *cairn__ck_reader_of(const cairn__dir *d, const char *path, int fd);
 
 /* cairn_ckpt_open of a file found in directory d (NULL: as
  * cairn_ckpt_open): every file it reads is opened with cairn__open_read(d, ...). */

@@ -1,9 +1,9 @@
 /* Which backend reads a checkpoint path (detection by content, the
- * dispatch of cairn_ckpt_open) and which one writes a format (cairn_ckpt_out):
- * ckpt_backend.h. Its own file so that the
+ * dispatch of cairn_ckpt_open: cairn__ck_reader_of) and which one writes a
+ * format (cairn_ckpt_out): ckpt_backend.h. Its own file so that the
  * backends' shared helpers (interop_common.c) do not depend on the
- * backends: backend files use the helpers, and only this file and the
- * reader know the backends. */
+ * backends: backend files use the helpers, and only this file knows the
+ * backends by name. */
 #define _GNU_SOURCE 1
 #include "interop_impl.h"
 #include "ckpt_backend.h"
@@ -43,7 +43,7 @@ const ck_backend *cairn__ck_detect(const cairn__dir *d, const char *path, int fd
     memcpy(index + n, ".index", 7);
     int tf = is_table(d, index);
     free(index);
-    return tf ? &cairn__ck_tfbundle : NULL; /* else the cairn reader reports the error */
+    return tf ? &cairn__ck_tfbundle : NULL; /* else the cairn backend reports the error */
   }
   if (n > 6 && strcmp(path + n - 6, ".index") == 0 && is_table_fd(fd)) {
     if (own >= 0) close(own);
@@ -59,6 +59,13 @@ const ck_backend *cairn__ck_detect(const cairn__dir *d, const char *path, int fd
     return NULL;
   }
 }
+
+const ck_backend *cairn__ck_reader_of(const cairn__dir *d, const char *path, int fd) {
+  const ck_backend *b = cairn__ck_detect(d, path, fd);
+  return b ? b : &cairn__ck_native;
+}
+
+/* ---- the writer's choice ----------------------------------------------------------------- */
 
 const ck_backend *cairn__ck_backend_of(cairn_ckpt_format_id format) {
   switch (format) {

@@ -1,5 +1,5 @@
 /* The checkpoint format's shared part (doc/checkpoint-format.md), used by
- * the writer (ckpt_write.c), the reader (ckpt_read.c) and salvage
+ * the writer (ckpt_write.c), the reader (ckpt_native_open.c, ckpt_native.c) and salvage
  * (ckpt_recover.c): the name, key and UTF-8 checks, chunk-size rules, chunk
  * decoding (the byte planes are the shuffle kernels of lib/kernels), exact
  * pread, and the parsers of superblock, footer, record, chunk, trailer and
@@ -200,7 +200,7 @@ cairn_status cairn__ck_pread(int fd, void *buf, size_t len, uint64_t off, const 
 
 /* ---- parsers --------------------------------------------------------------------------- */
 
-/* Shown with every "file is incomplete" error (here and in ckpt_read.c). */
+/* Shown with every "file is incomplete" error (here and in ckpt_native_open.c). */
 const char *const cairn__ck_recover_hint = "the file is incomplete (a save that did not finish?); "
                                            "'ckpt-inspect recover' can salvage the tensors that were written completely";
 

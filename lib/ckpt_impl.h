@@ -1,5 +1,5 @@
 /* Private constants, byte helpers and parsers shared by the checkpoint
- * sources (crc32c.c, ckpt_format.c, ckpt_write.c, ckpt_read.c,
+ * sources (crc32c.c, ckpt_format.c, ckpt_write.c, ckpt_native_open.c, ckpt_native.c,
  * ckpt_recover.c); never installed. The shared functions declared here are
  * in ckpt_format.c unless a section says otherwise. Field layouts are specified in doc/checkpoint-format.md. */
 #ifndef CAIRN_CKPT_IMPL_H

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE 1
 #include "interop_impl.h"
 
+#include "cairn/runtime.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -204,4 +206,33 @@ size_t cairn__varint_put(unsigned char *p, uint64_t v) {
   }
   p[i++] = (unsigned char)v;
   return i;
+}
+
+/* ---- shared members of the foreign backends ---------------------------------------------- */
+
+cairn_status cairn__ck_view_watch(ck_view *v, int fd, const char *path) {
+  if (fstat(fd, &v->st) != 0) {
+    int e = errno;
+    return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot stat '%s': %s", path, strerror(e));
+  }
+  v->fd = fd;
+  return CAIRN_OK;
+}
+
+cairn_status cairn__ck_pieces_whole(cairn_status (*read)(void *, const ck_entry *, unsigned char *), void *state,
+                                    const char *path, const ck_entry *e, cairn_ckpt_piece_fn fn, void *user) {
+  if (!e->raw_bytes) return CAIRN_OK;
+  unsigned char *buf = e->raw_bytes <= SIZE_MAX ? cairn_alloc((size_t)e->raw_bytes) : NULL;
+  if (!buf)
+    return cairn__fail(CAIRN_E_NOMEM, "'%s': '%s': out of memory for %llu bytes", path, e->name,
+                       (unsigned long long)e->raw_bytes);
+  cairn_status s = read(state, e, buf);
+  if (!s) s = fn(user, 0, buf, (size_t)e->raw_bytes);
+  cairn_free(buf);
+  return s;
+}
+
+unsigned cairn__ck_codecs_raw(void *state, const ck_entry *e) {
+  (void)state;
+  return e->raw_bytes ? 1u << CK_CODEC_RAW : 0;
 }

@@ -41,6 +41,16 @@ int cairn__tensor_ok(const cairn_tensor *t);
 /* 1 if every byte of a bool tensor is 0 or 1. */
 int cairn__bool_bytes_ok(const unsigned char *p, uint64_t n, uint64_t *bad_at);
 
+/* Shared members of the foreign backends' tables (ckpt_backend.h). */
+/* v->fd = fd and v->st what fstat says of it; "ckpt_open: cannot stat" path on error. */
+cairn_status cairn__ck_view_watch(ck_view *v, int fd, const char *path);
+/* read_pieces over a backend's read: the tensor in one piece, in memory of
+ * one tensor; path names the checkpoint in messages. */
+cairn_status cairn__ck_pieces_whole(cairn_status (*read)(void *, const ck_entry *, unsigned char *), void *state,
+                                    const char *path, const ck_entry *e, cairn_ckpt_piece_fn fn, void *user);
+/* codecs of a format without cairn's chunks: raw (bit 0) unless e is empty. */
+unsigned cairn__ck_codecs_raw(void *state, const ck_entry *e);
+
 /* Sorts a view's entries by name in the reader's order (memcmp, shorter
  * first); returns the index of the first duplicate name or n if none. */
 size_t cairn__view_sort(ck_entry *e, size_t n);

@@ -481,8 +481,11 @@ static cairn_status st_check_layout(const st_state *s, ck_view *v) {
   return CAIRN_OK;
 }
 
-static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_ckpt_limits *lim, void **state,
-                            ck_view *v) {
+/* The path is opened twice: the reader's descriptor (src->fd) is the one
+ * cairn_ckpt_check_unchanged watches, s->fd the one reads go through. */
+static cairn_status st_open(const ck_source *src, const cairn_ckpt_limits *lim, void **state, ck_view *v) {
+  const cairn__dir *d = src->d;
+  const char *path = src->path;
   *state = NULL;
   st_state *s = calloc(1, sizeof *s);
   if (!s || !(s->path = strdup(path))) {
@@ -496,6 +499,7 @@ static cairn_status st_open(const cairn__dir *d, const char *path, const cairn_c
   if (!st) st = st_parse_header(s, lim, hdr, n, v);
   free(hdr);
   if (!st) st = st_check_layout(s, v);
+  if (!st) st = cairn__ck_view_watch(v, src->fd, path);
   if (st) {
     free(v->ents);
     free(v->names);
@@ -554,6 +558,12 @@ static cairn_status st_verify(void *p, const ck_entry *ents, size_t n) {
   return st;
 }
 
+static cairn_status st_read_pieces(void *p, const ck_entry *e, cairn_ckpt_piece_fn fn, void *user) {
+  return cairn__ck_pieces_whole(st_read, p, ((st_state *)p)->path, e, fn, user);
+}
+
+static cairn_status st_verify_tensor(void *p, const ck_entry *e) { return st_verify(p, e, 1); }
+
 /* The writer's side of the table (cairn_ckpt_out). */
 static cairn_status st_wopen(const char *path, const cairn_ckpt_write_options *o, void **w) {
   (void)o;
@@ -566,7 +576,8 @@ CK_WRITE_ADAPTERS(st, cairn_safetensors_writer, cairn_safetensors_writer_add, ca
                   cairn_safetensors_writer_abort)
 
 const ck_backend cairn__ck_safetensors = {
-    .name = "safetensors", .open = st_open, .read = st_read, .verify = st_verify, .close = st_close,
+    .name = "safetensors", .open = st_open, .read = st_read, .read_pieces = st_read_pieces,
+    .verify_tensor = st_verify_tensor, .verify = st_verify, .codecs = cairn__ck_codecs_raw, .close = st_close,
     .wopen = st_wopen, .wadd = st_wadd, .wmeta_str = st_wmeta, .wcommit = st_wcommit, .wabort = st_wabort};
 
 /* ---- writer ------------------------------------------------------------------------ */

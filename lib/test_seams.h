@@ -9,7 +9,7 @@
 extern void (*cairn__restore_between_passes)(const char *path, void *user);
 extern void *cairn__restore_between_passes_user;
 /* The number of threads the last tensor decode or verify used
- * (ckpt_read.c). */
+ * (ckpt_native.c). */
 extern _Atomic int cairn__ckpt_last_threads;
 
 #endif

@@ -414,8 +414,23 @@ static cairn_status tf_fill_view(collect *c, const char *index, ck_view *v) {
   return CAIRN_OK;
 }
 
-static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_ckpt_limits *lim, void **state,
-                            ck_view *v) {
+/* The file cairn_ckpt_check_unchanged watches: the path when it names one
+ * (the ".index" itself), else "<prefix>.index", opened here. */
+static cairn_status tf_watch(const ck_source *src, const char *index, ck_view *v) {
+  int fd = src->fd;
+  if (fd < 0) {
+    char why[700];
+    if ((fd = cairn__open_read(src->d, index, NULL, why, sizeof why)) < 0)
+      return cairn__fail(CAIRN_E_IO, "ckpt_open: cannot open '%s': %s", index, why);
+  }
+  cairn_status st = cairn__ck_view_watch(v, fd, src->path);
+  if (st && fd != src->fd) close(fd);
+  return st;
+}
+
+static cairn_status tf_open(const ck_source *src, const cairn_ckpt_limits *lim, void **state, ck_view *v) {
+  const cairn__dir *d = src->d;
+  const char *path = src->path;
   *state = NULL;
   tf_state *s = calloc(1, sizeof *s);
   size_t pl = strlen(path);
@@ -437,12 +452,16 @@ static cairn_status tf_open(const cairn__dir *d, const char *path, const cairn_c
     st = tf_read_index(d, index, lim, &c);
     if (!st) st = tf_open_shards(d, s, index, &c);
     if (!st) st = tf_fill_view(&c, index, v);
+    if (!st) st = tf_watch(src, index, v);
   }
   free(c.ents);
   free(c.names);
   free(index);
   if (st) {
+    free(v->ents);
     free(v->names);
+    free(v->meta);
+    free(v->meta_arena);
     memset(v, 0, sizeof *v);
     tf_close(s);
     return st;
@@ -552,6 +571,12 @@ static cairn_status tf_verify(void *p, const ck_entry *ents, size_t n) {
   return st;
 }
 
+static cairn_status tf_verify_tensor(void *p, const ck_entry *e) { return read_tensor(p, e, NULL); }
+
+static cairn_status tf_read_pieces(void *p, const ck_entry *e, cairn_ckpt_piece_fn fn, void *user) {
+  return cairn__ck_pieces_whole(tf_read, p, ((tf_state *)p)->path, e, fn, user);
+}
+
 /* The writer's side of the table (cairn_ckpt_out; tfbundle_write.c). A
  * bundle has no metadata: wmeta_str is NULL. */
 static cairn_status tf_wopen(const char *path, const cairn_ckpt_write_options *o, void **w) {
@@ -562,5 +587,6 @@ CK_WRITE_ADAPTERS(tf, cairn_tfbundle_writer, cairn_tfbundle_writer_add, cairn_tf
                   cairn_tfbundle_writer_abort)
 
 const ck_backend cairn__ck_tfbundle = {
-    .name = "tf", .open = tf_open, .read = tf_read, .verify = tf_verify, .close = tf_close,
+    .name = "tf", .open = tf_open, .read = tf_read, .read_pieces = tf_read_pieces, .verify_tensor = tf_verify_tensor,
+    .verify = tf_verify, .codecs = cairn__ck_codecs_raw, .close = tf_close,
     .wopen = tf_wopen, .wadd = tf_wadd, .wcommit = tf_wcommit, .wabort = tf_wabort};
