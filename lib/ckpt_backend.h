@@ -42,6 +42,10 @@ typedef struct ck_view {
   struct stat st;
 } ck_view;
 
+/* Frees the view's arrays and zeroes it; its descriptor is left open (the
+ * reader or the backend closes it); ckpt_read.c. */
+void cairn__ck_view_clear(ck_view *v);
+
 /* What cairn_ckpt_open hands a backend's open. */
 typedef struct ck_source {
   const cairn__dir *d;  /* where every file is opened (cairn__open_read(d, ...)); NULL: as named */

@@ -264,11 +264,7 @@ cairn_status cairn__ck_native_open(const ck_source *src, const cairn_ckpt_limits
   c->v = v;
   cairn_status s = open_file(c, src->open_why);
   if (s) {
-    free(v->ents);
-    free(v->names);
-    free(v->meta);
-    free(v->meta_arena);
-    memset(v, 0, sizeof *v);
+    cairn__ck_view_clear(v);
     cairn__ck_native_close(c);
     return s;
   }

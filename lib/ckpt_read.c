@@ -65,11 +65,16 @@ void cairn_ckpt_close(cairn_ckpt *c) {
   c->be->close(c->bs); /* NULL after a failed open: the backend freed it */
   if (c->fd >= 0) close(c->fd);
   free(c->path);
-  free(c->v.ents);
-  free(c->v.names);
-  free(c->v.meta);
-  free(c->v.meta_arena);
+  cairn__ck_view_clear(&c->v);
   free(c);
+}
+
+void cairn__ck_view_clear(ck_view *v) {
+  free(v->ents);
+  free(v->names);
+  free(v->meta);
+  free(v->meta_arena);
+  memset(v, 0, sizeof *v);
 }
 
 cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, cairn_ckpt **out) {

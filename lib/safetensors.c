@@ -501,11 +501,7 @@ static cairn_status st_open(const ck_source *src, const cairn_ckpt_limits *lim, 
   if (!st) st = st_check_layout(s, v);
   if (!st) st = cairn__ck_view_watch(v, src->fd, path);
   if (st) {
-    free(v->ents);
-    free(v->names);
-    free(v->meta);
-    free(v->meta_arena);
-    memset(v, 0, sizeof *v);
+    cairn__ck_view_clear(v);
     st_close(s);
     return st;
   }

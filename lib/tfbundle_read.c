@@ -458,11 +458,7 @@ static cairn_status tf_open(const ck_source *src, const cairn_ckpt_limits *lim, 
   free(c.names);
   free(index);
   if (st) {
-    free(v->ents);
-    free(v->names);
-    free(v->meta);
-    free(v->meta_arena);
-    memset(v, 0, sizeof *v);
+    cairn__ck_view_clear(v);
     tf_close(s);
     return st;
   }
