@@ -52,8 +52,18 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
         const __m256i m_ = cairn__v_mask(h_);                                                      \
         _mm256_maskstore_ps((y), m_, F(_mm256_maskload_ps((x), m_)));                              \
       }                                                                                            \
-      for (i_ = h_; i_ + 8 <= (n); i_ += 8) _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((x) + i_))); \
+      for (i_ = h_; i_ + 16 <= (n); i_ += 16) {                                                    \
+        const __m256 r0_ = F(_mm256_loadu_ps((x) + i_)), r1_ = F(_mm256_loadu_ps((x) + i_ + 8));    \
+        _mm256_stream_ps((y) + i_, r0_);                                                           \
+        _mm256_stream_ps((y) + i_ + 8, r1_);                                                       \
+      }                                                                                            \
+      for (; i_ + 8 <= (n); i_ += 8) _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((x) + i_)));     \
       _mm_sfence();                                                                                \
+    }                                                                                              \
+    for (; i_ + 16 <= (n); i_ += 16) {                                                             \
+      const __m256 r0_ = F(_mm256_loadu_ps((x) + i_)), r1_ = F(_mm256_loadu_ps((x) + i_ + 8));      \
+      _mm256_storeu_ps((y) + i_, r0_);                                                             \
+      _mm256_storeu_ps((y) + i_ + 8, r1_);                                                         \
     }                                                                                              \
     for (; i_ + 8 <= (n); i_ += 8) _mm256_storeu_ps((y) + i_, F(_mm256_loadu_ps((x) + i_)));      \
     if (i_ < (n)) {                                                                                \
@@ -139,10 +149,9 @@ typedef struct {
   __m256 s; /* 2^(k − (k>>1)) */
 } cairn__v_exps;
 
-/* The same for x already known to be in [−174, 88.8] or NaN (no clamp:
- * callers whose argument is bounded by construction save its two
- * operations; NaN gives NaN, see below). */
-CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
+/* e^r·(1 + ...) part shared by both scalings: returns p = e^r (in
+ * [0.7, 1.42]) and *fk = k as a float. */
+CAIRN__VINLINE __m256 cairn__v_exp_poly(__m256 x, __m256 lo, __m256 *fk_out) {
   const __m256 fk = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(0.693147182464599609375f), x);
@@ -154,7 +163,16 @@ CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  *fk_out = fk;
+  return _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+}
+
+/* The same for x already known to be in [−174, 88.8] or NaN (no clamp:
+ * callers whose argument is bounded by construction save its two
+ * operations; NaN gives NaN, see below). */
+CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
+  __m256 fk;
+  const __m256 p = cairn__v_exp_poly(x, lo, &fk);
   /* k is in [−251, 128] (NaN gives INT_MIN, harmless: p is NaN). */
   const __m256i k = _mm256_cvtps_epi32(fk);
   const __m256i k1 = _mm256_srai_epi32(k, 1);
@@ -164,6 +182,26 @@ CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
   e.m = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23)));
   e.s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
   return e;
+}
+
+/* ---- the one-factor fast path ----------------------------------------------
+ * For x in [−87, 88] the result p·2^k is a normal float, and so are both
+ * products of the split form ((p·2^(k>>1))·2^(k−(k>>1)): each is exact), so
+ * p·2^k in one multiplication gives the same bits with neither the clamp
+ * nor the split (six operations fewer). (x ≥ −87 gives k ≥ −126, and
+ * k = −126 only with r > 0.3, p > 1.) A vector takes it when all eight
+ * lanes are in that range: a branch per vector, not per element, that no
+ * result can see, since each lane's bits are the same on either path
+ * (exp_fast_path_each_lane tests puts each out-of-range value in each lane
+ * next to in-range ones). NaN fails the test and takes the full path. */
+#define CAIRN__V_EXP_FAST_LO (-87.0f)
+#define CAIRN__V_EXP_FAST_HI 88.0f
+
+CAIRN__VINLINE __m256 cairn__v_exp_fast(__m256 x) {
+  __m256 fk;
+  const __m256 p = cairn__v_exp_poly(x, _mm256_set1_ps(-0.0f), &fk);
+  const __m256i k = _mm256_cvtps_epi32(fk);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)));
 }
 
 CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
@@ -176,15 +214,26 @@ CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
   return cairn__v_exp_split_inrange(x, lo);
 }
 
-/* e^x */
-CAIRN__VINLINE __m256 cairn__v_exp(__m256 x) {
+/* e^x, every x (clamped, split scaling) */
+CAIRN__VINLINE __m256 cairn__v_exp_full(__m256 x) {
   /* r + (−0) = r for every r: the compiler drops the correction's add. */
   const cairn__v_exps e = cairn__v_exp_split(x, _mm256_set1_ps(-0.0f));
   return _mm256_mul_ps(e.m, e.s);
 }
 
-/* e^x for x ≤ 0 or NaN (sigmoid, tanh): only the low clamp is needed. */
+/* e^x: the fast path for a vector of in-range lanes (above), else the full one. */
+CAIRN__VINLINE __m256 cairn__v_exp(__m256 x) {
+  const __m256 in = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(CAIRN__V_EXP_FAST_LO), _CMP_GE_OQ),
+                                  _mm256_cmp_ps(x, _mm256_set1_ps(CAIRN__V_EXP_FAST_HI), _CMP_LE_OQ));
+  if (__builtin_expect(_mm256_movemask_ps(in) == 0xff, 1)) return cairn__v_exp_fast(x);
+  return cairn__v_exp_full(x);
+}
+
+/* e^x for x ≤ 0 or NaN (sigmoid, tanh): only the low clamp is needed, and
+ * only the low test for the fast path. */
 CAIRN__VINLINE __m256 cairn__v_exp_nonpos(__m256 x) {
+  const __m256 in = _mm256_cmp_ps(x, _mm256_set1_ps(CAIRN__V_EXP_FAST_LO), _CMP_GE_OQ);
+  if (__builtin_expect(_mm256_movemask_ps(in) == 0xff, 1)) return cairn__v_exp_fast(x);
   const cairn__v_exps e =
       cairn__v_exp_split_inrange(_mm256_max_ps(_mm256_set1_ps(-174.0f), x), _mm256_set1_ps(-0.0f));
   return _mm256_mul_ps(e.m, e.s);
