@@ -149,9 +149,9 @@ typedef struct {
   __m256 s; /* 2^(k − (k>>1)) */
 } cairn__v_exps;
 
-/* e^r·(1 + ...) part shared by both scalings: returns p = e^r (in
- * [0.7, 1.42]) and *fk = k as a float. */
-CAIRN__VINLINE __m256 cairn__v_exp_poly(__m256 x, __m256 lo, __m256 *fk_out) {
+/* The reduction and polynomial shared by both scalings and by tanh:
+ * returns e^r − 1 = r + r²·P(r) and *fk = k as a float. */
+CAIRN__VINLINE __m256 cairn__v_exp_poly_m1(__m256 x, __m256 lo, __m256 *fk_out) {
   const __m256 fk = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(0.693147182464599609375f), x);
@@ -164,7 +164,11 @@ CAIRN__VINLINE __m256 cairn__v_exp_poly(__m256 x, __m256 lo, __m256 *fk_out) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   *fk_out = fk;
-  return _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  return _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+}
+/* p = e^r (in [0.7, 1.42]) */
+CAIRN__VINLINE __m256 cairn__v_exp_poly(__m256 x, __m256 lo, __m256 *fk_out) {
+  return _mm256_add_ps(cairn__v_exp_poly_m1(x, lo, fk_out), _mm256_set1_ps(1.0f));
 }
 
 /* The same for x already known to be in [−174, 88.8] or NaN (no clamp:
@@ -332,27 +336,46 @@ CAIRN__VINLINE __m256 cairn__v_sigmoid(__m256 x) {
   return _mm256_div_ps(num, _mm256_add_ps(one, e));
 }
 
-/* tanh x = x + x³·P(x²) for |x| < 0.625 (P of degree 4, Cephes tanhf), so
- * tanh keeps full relative accuracy near 0 (and tanh(−0) = −0);
- * tanh|x| = 1 − 2e/(1 + e), e = e^−2|x| ≤ 0.287, elsewhere (the subtraction
- * loses at most one bit there and reaches exactly 1 for |x| > 9.01). */
+/* tanh|x| = (1 − e)/(1 + e),  e = e^(−2|x|) = 2^k·e^r, one exponential for
+ * both of the forms that keep it accurate, blended before one division:
+ *   |x| < 0.625:  −q/(2 + q),  q = e − 1 = (2^k − 1) + 2^k·(e^r − 1)   (one
+ *                 FMA, 2^k − 1 exact: k ≥ −2 here), e^r − 1 = r + r²P(r)
+ *                 being exp's polynomial before its "+ 1". For |x| ≲ 0.17,
+ *                 k = 0 and r = −2|x| exactly: full relative accuracy down
+ *                 to the subnormals, tanh(±0) = ±0, and no second polynomial.
+ *   elsewhere:    1 − 2e/(1 + e), e ≤ 0.287: the subtraction scales the
+ *                 quotient's error down.
+ * Either denominator is a + b (a = 2 or 1, b = q or e); its rounding costs
+ * up to a whole ulp of the result where it lands just above 1 or 2, so the
+ * quotient is refined against the exact a + b: den + dlo (Fast2Sum, a ≥ |b|),
+ * residual num − Q·den exact by FMA, Q += (res − Q·dlo)·rcp(den) (the
+ * correction is ~2^−24·Q, so RCPPS's 12 bits are plenty).
+ * −2|x| is clamped at −18.5 (tanh rounds to 1 beyond |x| = 9.01; e stays a
+ * normal float); MAXPS returns its second operand for NaN, so NaN goes to
+ * the second form and stays NaN. The sign of x is ORed in last (the
+ * magnitude is +0 or positive). */
 CAIRN__VINLINE __m256 cairn__v_tanh(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 ax = _mm256_andnot_ps(sign, x);
-  const __m256 z = _mm256_mul_ps(x, x);
-  __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
-  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
-  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
-  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
-  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
-  /* x·(z·P) + x; the OR restores tanh(−0) = −0 (+0 + −0 is +0) and is a
-   * no-op elsewhere, where the result already has the sign of x. */
-  const __m256 small = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x), _mm256_and_ps(sign, x));
-  const __m256 e = cairn__v_exp_nonpos(_mm256_mul_ps(_mm256_set1_ps(-2.0f), ax));
-  __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_add_ps(e, e), _mm256_add_ps(one, e)));
-  big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
-  return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+  const __m256 y =
+      _mm256_max_ps(_mm256_set1_ps(-18.5f), _mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, x)));
+  __m256 fk;
+  const __m256 em1r = cairn__v_exp_poly_m1(y, _mm256_set1_ps(-0.0f), &fk);
+  const __m256 s = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fk), _mm256_set1_epi32(127)), 23));
+  const __m256 q = _mm256_fmadd_ps(s, em1r, _mm256_sub_ps(s, one)); /* e − 1 */
+  const __m256 e = _mm256_fmadd_ps(s, em1r, s);
+  const __m256 small = _mm256_cmp_ps(y, _mm256_set1_ps(-1.25f), _CMP_GT_OQ);
+  const __m256 num = _mm256_blendv_ps(_mm256_add_ps(e, e), _mm256_xor_ps(q, sign), small);
+  const __m256 a = _mm256_blendv_ps(one, _mm256_set1_ps(2.0f), small);
+  const __m256 b = _mm256_blendv_ps(e, q, small);
+  const __m256 den = _mm256_add_ps(a, b);
+  const __m256 dlo = _mm256_sub_ps(b, _mm256_sub_ps(den, a));
+  __m256 qt = _mm256_div_ps(num, den);
+  const __m256 res = _mm256_fnmadd_ps(qt, dlo, _mm256_fnmadd_ps(qt, den, num));
+  qt = _mm256_fmadd_ps(res, _mm256_rcp_ps(den), qt);
+  const __m256 t = _mm256_blendv_ps(_mm256_sub_ps(one, qt), qt, small);
+  return _mm256_or_ps(t, _mm256_and_ps(sign, x));
 }
 
 /* ---- normal tail (erfc) --------------------------------------------------------
