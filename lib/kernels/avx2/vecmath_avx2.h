@@ -41,8 +41,11 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
   return head < n ? head : n;
 }
 
-/* y[i] = F(x[i]) for i < n: whole vectors, then one masked vector for the
- * tail (masked lanes load as 0 and are never stored). y may be x. */
+/* y[i] = F(x[i]) for i < n: whole vectors, two per step (both results
+ * computed before either is stored, so y may be x, and the two independent
+ * dependency chains of a long F overlap in the core), then one masked
+ * vector for the tail (masked lanes load as 0 and are never stored). Each
+ * lane's value is the same whichever loop computes it. */
 #define CAIRN__AVX2_MAP1(x, y, n, F)                                                               \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
@@ -72,7 +75,8 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
     }                                                                                              \
   } while (0)
 
-/* y[i] = F(a[i], b[i]) for i < n, same scheme. y may be a or b. */
+/* y[i] = F(a[i], b[i]) for i < n, same scheme. y may be a or b (both
+ * vectors of a step are loaded before either result is stored). */
 #define CAIRN__AVX2_MAP2(a, b, y, n, F)                                                            \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
@@ -83,9 +87,21 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
         const __m256i m_ = cairn__v_mask(h_);                                                      \
         _mm256_maskstore_ps((y), m_, F(_mm256_maskload_ps((a), m_), _mm256_maskload_ps((b), m_))); \
       }                                                                                            \
-      for (i_ = h_; i_ + 8 <= (n); i_ += 8)                                                        \
+      for (i_ = h_; i_ + 16 <= (n); i_ += 16) {                                                    \
+        const __m256 r0_ = F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_));                \
+        const __m256 r1_ = F(_mm256_loadu_ps((a) + i_ + 8), _mm256_loadu_ps((b) + i_ + 8));        \
+        _mm256_stream_ps((y) + i_, r0_);                                                           \
+        _mm256_stream_ps((y) + i_ + 8, r1_);                                                       \
+      }                                                                                            \
+      for (; i_ + 8 <= (n); i_ += 8)                                                               \
         _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_)));       \
       _mm_sfence();                                                                                \
+    }                                                                                              \
+    for (; i_ + 16 <= (n); i_ += 16) {                                                             \
+      const __m256 r0_ = F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_));                  \
+      const __m256 r1_ = F(_mm256_loadu_ps((a) + i_ + 8), _mm256_loadu_ps((b) + i_ + 8));          \
+      _mm256_storeu_ps((y) + i_, r0_);                                                             \
+      _mm256_storeu_ps((y) + i_ + 8, r1_);                                                         \
     }                                                                                              \
     for (; i_ + 8 <= (n); i_ += 8)                                                                 \
       _mm256_storeu_ps((y) + i_, F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_)));         \
