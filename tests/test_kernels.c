@@ -560,20 +560,30 @@ Test(kernels, avx512_log_special_in_each_lane) { log_special_in_each_lane(avx512
 
 /* exp, sigmoid and tanh take a one-multiplication scaling for a vector whose
  * lanes are all inside the range where e^x is a normal float, and the
- * clamped two-factor scaling otherwise (vecmath_avx2.h). Each lane's bits
- * must be the same either way: every x of a dense grid across that range
- * and its edges (exp's arguments −87 and 88; −|x| and −2|x| for sigmoid and
- * tanh) is computed in a whole vector of in-range lanes and again next to
- * a NaN, which sends the vector down the other path. */
+ * clamped two-factor scaling otherwise; gelu and gelu_bwd likewise for
+ * |x| ≤ 12 (vecmath_avx2.h). Each lane's bits must be the same either way:
+ * every x of a dense grid across that range and its edges is computed in
+ * a whole vector of in-range lanes and again next to a NaN, which sends
+ * the vector down the other path. */
+static const cairn__kernel_table *gelu_bwd_table;
+static void gelu_bwd_dy1(const float *x, float *y, size_t n) {
+  float dy[16];
+  for (size_t i = 0; i < n; i++) dy[i] = 1.0f;
+  gelu_bwd_table->gelu_bwd(x, dy, y, n);
+}
 static void exp_paths_same_bits(const cairn__kernel_table *T) {
   typedef void (*un)(const float *, float *, size_t);
-  const un f[] = {T->exp, T->sigmoid_fwd, T->tanh_fwd};
-  const char *nm[] = {"exp", "sigmoid", "tanh"};
+  gelu_bwd_table = T;
+  const un f[] = {T->exp, T->sigmoid_fwd, T->tanh_fwd, T->gelu_fwd, gelu_bwd_dy1};
+  const char *nm[] = {"exp", "sigmoid", "tanh", "gelu", "gelu_bwd"};
+  /* gelu and gelu_bwd: the one-factor Gaussian for |x| ≤ 12 */
+  const float lo[] = {-87.0f, -87.0f, -87.0f, -12.0f, -12.0f}, span[] = {175.0f, 175.0f, 175.0f, 24.0f, 24.0f};
   const float edge[] = {-87.0f, nextafterf(-87.0f, 0.0f), nextafterf(-87.0f, -INFINITY), 88.0f, nextafterf(88.0f, 0.0f),
-                        87.0f, -43.5f, 43.5f, -86.99f, 87.99f, 0.0f, -0.0f, 1e-40f, -1e-40f};
-  for (int k = 0; k < 3; k++)
-    for (int j = 0; j < 2000 + (int)(sizeof edge / sizeof edge[0]); j++) {
-      float x = j < 2000 ? -87.0f + 175.0f * (float)j / 1999.0f : edge[j - 2000];
+                        87.0f, -43.5f, 43.5f, -86.99f, 87.99f, 0.0f, -0.0f, 1e-40f, -1e-40f, 12.0f, -12.0f,
+                        11.99f, -11.99f, 0.98f, -0.98f, -0.7518f};
+  for (int k = 0; k < 5; k++)
+    for (int j = 0; j < 4000 + (int)(sizeof edge / sizeof edge[0]); j++) {
+      float x = j < 4000 ? lo[k] + span[k] * (float)j / 3999.0f : edge[j - 4000];
       float a[16], ya[16], yb[16];
       for (int i = 0; i < 16; i++) a[i] = x + (float)i * 1e-3f * (x < 0 ? 1.0f : -1.0f);
       f[k](a, ya, 16);

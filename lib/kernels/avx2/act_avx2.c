@@ -83,6 +83,10 @@ CAIRN__VINLINE __m256 gelu8(__m256 x) {
   const __m256 um = _mm256_set1_ps(CAIRN__V_TAIL_UMAX);
   const __m256 xc = _mm256_min_ps(um, _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), um), x));
   const __m256 u = cairn__v_abs(xc);
+  if (__builtin_expect(cairn__v_gauss_fast_ok(u), 1)) { /* same bits, see vecmath_avx2.h */
+    const __m256 a = _mm256_mul_ps(cairn__v_gauss_fast(u), cairn__v_tail_m(u));
+    return _mm256_blendv_ps(_mm256_fnmadd_ps(xc, a, x), _mm256_mul_ps(a, xc), x);
+  }
   const cairn__v_exps g = cairn__v_gauss_split(u);
   const __m256 a = _mm256_mul_ps(g.m, cairn__v_tail_m(u));
   const __m256 neg = _mm256_mul_ps(_mm256_mul_ps(a, xc), g.s);
@@ -98,8 +102,13 @@ void cairn_gelu_fwd_avx2(const float *x, float *y, size_t n) { CAIRN__AVX2_MAP1(
 CAIRN__VINLINE __m256 gelu_bwd8(__m256 x, __m256 dy) {
   const __m256 u = _mm256_min_ps(_mm256_set1_ps(CAIRN__V_TAIL_UMAX), cairn__v_abs(x));
   const __m256 d = _mm256_fnmadd_ps(_mm256_set1_ps(0.398942280f), u, cairn__v_tail_m(u));
-  const cairn__v_exps g = cairn__v_gauss_split(u);
-  const __m256 gg = _mm256_mul_ps(_mm256_mul_ps(g.m, d), g.s);
+  __m256 gg;
+  if (__builtin_expect(cairn__v_gauss_fast_ok(u), 1)) { /* same bits, see vecmath_avx2.h */
+    gg = _mm256_mul_ps(cairn__v_gauss_fast(u), d);
+  } else {
+    const cairn__v_exps g = cairn__v_gauss_split(u);
+    gg = _mm256_mul_ps(_mm256_mul_ps(g.m, d), g.s);
+  }
   /* the sign bit of x is the blend mask: −0 takes G = ½ = 1 − G, NaN is NaN */
   const __m256 dg = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), gg), gg, x);
   return _mm256_mul_ps(dy, dg);

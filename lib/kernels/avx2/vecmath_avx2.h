@@ -460,6 +460,26 @@ CAIRN__VINLINE cairn__v_exps cairn__v_gauss_split(__m256 u) {
   return cairn__v_exp_split_inrange(hi, _mm256_fmsub_ps(hu, u, hi));
 }
 
+/* e^(−u²/2) as one factor p·2^k, for a vector whose u are all ≤ 12
+ * (CAIRN__V_GAUSS_FAST_UMAX): −u²/2 ≥ −72 is inside exp's one-multiplication
+ * range, and every product the callers form from it (with M(u) ≥ 0.03,
+ * |M(u) − u/√(2π)| ≥ 0.01 where k ≠ 0, and |x| ≥ 0.98 where k ≠ 0) stays a
+ * normal float, so multiplying by 2^k first or last gives the same bits:
+ * callers branch per vector between this and the split form, invisibly
+ * (exp_paths_same_bits). */
+#define CAIRN__V_GAUSS_FAST_UMAX 12.0f
+CAIRN__VINLINE int cairn__v_gauss_fast_ok(__m256 u) {
+  return _mm256_movemask_ps(_mm256_cmp_ps(u, _mm256_set1_ps(CAIRN__V_GAUSS_FAST_UMAX), _CMP_LE_OQ)) == 0xff;
+}
+CAIRN__VINLINE __m256 cairn__v_gauss_fast(__m256 u) {
+  const __m256 hu = _mm256_mul_ps(_mm256_set1_ps(-0.5f), u);
+  const __m256 hi = _mm256_mul_ps(hu, u);
+  __m256 fk;
+  const __m256 p = cairn__v_exp_poly(hi, _mm256_fmsub_ps(hu, u, hi), &fk);
+  const __m256i k = _mm256_cvtps_epi32(fk);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)));
+}
+
 /* ---- rows --------------------------------------------------------------------- */
 
 /* max of x[0..n), n ≥ 1 (masked tail lanes read as −inf). */
