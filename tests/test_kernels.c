@@ -560,8 +560,8 @@ Test(kernels, avx512_log_special_in_each_lane) { log_special_in_each_lane(avx512
 
 /* exp, sigmoid and tanh take a one-multiplication scaling for a vector whose
  * lanes are all inside the range where e^x is a normal float, and the
- * clamped two-factor scaling otherwise; gelu and gelu_bwd likewise for
- * |x| ≤ 12 (vecmath_avx2.h). Each lane's bits must be the same either way:
+ * clamped two-factor scaling otherwise; gelu likewise for |x| ≤ 12
+ * (vecmath_avx2.h; gelu_bwd is held to the same, should it take it). Each lane's bits must be the same either way:
  * every x of a dense grid across that range and its edges is computed in
  * a whole vector of in-range lanes and again next to a NaN, which sends
  * the vector down the other path. */
@@ -576,7 +576,7 @@ static void exp_paths_same_bits(const cairn__kernel_table *T) {
   gelu_bwd_table = T;
   const un f[] = {T->exp, T->sigmoid_fwd, T->tanh_fwd, T->gelu_fwd, gelu_bwd_dy1};
   const char *nm[] = {"exp", "sigmoid", "tanh", "gelu", "gelu_bwd"};
-  /* gelu and gelu_bwd: the one-factor Gaussian for |x| ≤ 12 */
+  /* gelu: the one-factor Gaussian for |x| ≤ 12 */
   const float lo[] = {-87.0f, -87.0f, -87.0f, -12.0f, -12.0f}, span[] = {175.0f, 175.0f, 175.0f, 24.0f, 24.0f};
   const float edge[] = {-87.0f, nextafterf(-87.0f, 0.0f), nextafterf(-87.0f, -INFINITY), 88.0f, nextafterf(88.0f, 0.0f),
                         87.0f, -43.5f, 43.5f, -86.99f, 87.99f, 0.0f, -0.0f, 1e-40f, -1e-40f, 12.0f, -12.0f,

@@ -102,13 +102,8 @@ void cairn_gelu_fwd_avx2(const float *x, float *y, size_t n) { CAIRN__AVX2_MAP1(
 CAIRN__VINLINE __m256 gelu_bwd8(__m256 x, __m256 dy) {
   const __m256 u = _mm256_min_ps(_mm256_set1_ps(CAIRN__V_TAIL_UMAX), cairn__v_abs(x));
   const __m256 d = _mm256_fnmadd_ps(_mm256_set1_ps(0.398942280f), u, cairn__v_tail_m(u));
-  __m256 gg;
-  if (__builtin_expect(cairn__v_gauss_fast_ok(u), 1)) { /* same bits, see vecmath_avx2.h */
-    gg = _mm256_mul_ps(cairn__v_gauss_fast(u), d);
-  } else {
-    const cairn__v_exps g = cairn__v_gauss_split(u);
-    gg = _mm256_mul_ps(_mm256_mul_ps(g.m, d), g.s);
-  }
+  const cairn__v_exps g = cairn__v_gauss_split(u);
+  const __m256 gg = _mm256_mul_ps(_mm256_mul_ps(g.m, d), g.s);
   /* the sign bit of x is the blend mask: −0 takes G = ½ = 1 − G, NaN is NaN */
   const __m256 dg = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), gg), gg, x);
   return _mm256_mul_ps(dy, dg);

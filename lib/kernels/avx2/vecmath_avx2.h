@@ -462,11 +462,11 @@ CAIRN__VINLINE cairn__v_exps cairn__v_gauss_split(__m256 u) {
 
 /* e^(−u²/2) as one factor p·2^k, for a vector whose u are all ≤ 12
  * (CAIRN__V_GAUSS_FAST_UMAX): −u²/2 ≥ −72 is inside exp's one-multiplication
- * range, and every product the callers form from it (with M(u) ≥ 0.03,
- * |M(u) − u/√(2π)| ≥ 0.01 where k ≠ 0, and |x| ≥ 0.98 where k ≠ 0) stays a
- * normal float, so multiplying by 2^k first or last gives the same bits:
- * callers branch per vector between this and the split form, invisibly
- * (exp_paths_same_bits). */
+ * range, and every product gelu forms from it (M(u) ≥ 0.03; where k ≠ 0,
+ * |x| ≥ 0.98) stays a normal float, so multiplying by 2^k first or last
+ * gives the same bits: gelu branches per vector between this and the split
+ * form, invisibly (exp_paths_same_bits). gelu_bwd keeps the split form: the
+ * branch made its loop longer, not shorter (callgrind, bench/RESULTS.md). */
 #define CAIRN__V_GAUSS_FAST_UMAX 12.0f
 CAIRN__VINLINE int cairn__v_gauss_fast_ok(__m256 u) {
   return _mm256_movemask_ps(_mm256_cmp_ps(u, _mm256_set1_ps(CAIRN__V_GAUSS_FAST_UMAX), _CMP_LE_OQ)) == 0xff;
