@@ -558,6 +558,46 @@ static void log_special_in_each_lane(const cairn__kernel_table *T) {
 Test(kernels, log_special_in_each_lane) { log_special_in_each_lane(avx2_or_skip()); }
 Test(kernels, avx512_log_special_in_each_lane) { log_special_in_each_lane(avx512_or_skip()); }
 
+/* exp, sigmoid and tanh take a one-multiplication scaling for a vector whose
+ * lanes are all inside the range where e^x is a normal float, and the
+ * clamped two-factor scaling otherwise; gelu likewise for |x| ≤ 12
+ * (vecmath_avx2.h; gelu_bwd is held to the same, should it take it). Each lane's bits must be the same either way:
+ * every x of a dense grid across that range and its edges is computed in
+ * a whole vector of in-range lanes and again next to a NaN, which sends
+ * the vector down the other path. */
+static const cairn__kernel_table *gelu_bwd_table;
+static void gelu_bwd_dy1(const float *x, float *y, size_t n) {
+  float dy[16];
+  for (size_t i = 0; i < n; i++) dy[i] = 1.0f;
+  gelu_bwd_table->gelu_bwd(x, dy, y, n);
+}
+static void exp_paths_same_bits(const cairn__kernel_table *T) {
+  typedef void (*un)(const float *, float *, size_t);
+  gelu_bwd_table = T;
+  const un f[] = {T->exp, T->sigmoid_fwd, T->tanh_fwd, T->gelu_fwd, gelu_bwd_dy1};
+  const char *nm[] = {"exp", "sigmoid", "tanh", "gelu", "gelu_bwd"};
+  /* gelu: the one-factor Gaussian for |x| ≤ 12 */
+  const float lo[] = {-87.0f, -87.0f, -87.0f, -12.0f, -12.0f}, span[] = {175.0f, 175.0f, 175.0f, 24.0f, 24.0f};
+  const float edge[] = {-87.0f, nextafterf(-87.0f, 0.0f), nextafterf(-87.0f, -INFINITY), 88.0f, nextafterf(88.0f, 0.0f),
+                        87.0f, -43.5f, 43.5f, -86.99f, 87.99f, 0.0f, -0.0f, 1e-40f, -1e-40f, 12.0f, -12.0f,
+                        11.99f, -11.99f, 0.98f, -0.98f, -0.7518f};
+  for (int k = 0; k < 5; k++)
+    for (int j = 0; j < 4000 + (int)(sizeof edge / sizeof edge[0]); j++) {
+      float x = j < 4000 ? lo[k] + span[k] * (float)j / 3999.0f : edge[j - 4000];
+      float a[16], ya[16], yb[16];
+      for (int i = 0; i < 16; i++) a[i] = x + (float)i * 1e-3f * (x < 0 ? 1.0f : -1.0f);
+      f[k](a, ya, 16);
+      a[15] = NAN; /* second vector only: the first stays in range */
+      a[7] = NAN;  /* the first vector now takes the other path */
+      f[k](a, yb, 16);
+      for (int i = 0; i < 7; i++)
+        cr_assert(memcmp(&ya[i], &yb[i], 4) == 0, "%s %s(%.9g): %.9g on one path, %.9g on the other", T->isa, nm[k],
+                  (double)a[i], (double)ya[i], (double)yb[i]);
+      cr_assert(isnan(yb[7]) && isnan(yb[15]), "%s %s(NaN) not NaN", T->isa, nm[k]);
+    }
+}
+Test(kernels, exp_paths_same_bits) { exp_paths_same_bits(avx2_or_skip()); }
+
 /* The same for every elementwise kernel of kcases: each special input in
  * each of 19 lanes (a whole 16-lane vector and a masked tail; two and a
  * bit 8-lane vectors), the other lanes normal. The special lane must match

@@ -83,6 +83,10 @@ CAIRN__VINLINE __m256 gelu8(__m256 x) {
   const __m256 um = _mm256_set1_ps(CAIRN__V_TAIL_UMAX);
   const __m256 xc = _mm256_min_ps(um, _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), um), x));
   const __m256 u = cairn__v_abs(xc);
+  if (__builtin_expect(cairn__v_gauss_fast_ok(u), 1)) { /* same bits, see vecmath_avx2.h */
+    const __m256 a = _mm256_mul_ps(cairn__v_gauss_fast(u), cairn__v_tail_m(u));
+    return _mm256_blendv_ps(_mm256_fnmadd_ps(xc, a, x), _mm256_mul_ps(a, xc), x);
+  }
   const cairn__v_exps g = cairn__v_gauss_split(u);
   const __m256 a = _mm256_mul_ps(g.m, cairn__v_tail_m(u));
   const __m256 neg = _mm256_mul_ps(_mm256_mul_ps(a, xc), g.s);

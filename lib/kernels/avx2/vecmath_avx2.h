@@ -41,8 +41,11 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
   return head < n ? head : n;
 }
 
-/* y[i] = F(x[i]) for i < n: whole vectors, then one masked vector for the
- * tail (masked lanes load as 0 and are never stored). y may be x. */
+/* y[i] = F(x[i]) for i < n: whole vectors, two per step (both results
+ * computed before either is stored, so y may be x, and the two independent
+ * dependency chains of a long F overlap in the core), then one masked
+ * vector for the tail (masked lanes load as 0 and are never stored). Each
+ * lane's value is the same whichever loop computes it. */
 #define CAIRN__AVX2_MAP1(x, y, n, F)                                                               \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
@@ -52,8 +55,18 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
         const __m256i m_ = cairn__v_mask(h_);                                                      \
         _mm256_maskstore_ps((y), m_, F(_mm256_maskload_ps((x), m_)));                              \
       }                                                                                            \
-      for (i_ = h_; i_ + 8 <= (n); i_ += 8) _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((x) + i_))); \
+      for (i_ = h_; i_ + 16 <= (n); i_ += 16) {                                                    \
+        const __m256 r0_ = F(_mm256_loadu_ps((x) + i_)), r1_ = F(_mm256_loadu_ps((x) + i_ + 8));    \
+        _mm256_stream_ps((y) + i_, r0_);                                                           \
+        _mm256_stream_ps((y) + i_ + 8, r1_);                                                       \
+      }                                                                                            \
+      for (; i_ + 8 <= (n); i_ += 8) _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((x) + i_)));     \
       _mm_sfence();                                                                                \
+    }                                                                                              \
+    for (; i_ + 16 <= (n); i_ += 16) {                                                             \
+      const __m256 r0_ = F(_mm256_loadu_ps((x) + i_)), r1_ = F(_mm256_loadu_ps((x) + i_ + 8));      \
+      _mm256_storeu_ps((y) + i_, r0_);                                                             \
+      _mm256_storeu_ps((y) + i_ + 8, r1_);                                                         \
     }                                                                                              \
     for (; i_ + 8 <= (n); i_ += 8) _mm256_storeu_ps((y) + i_, F(_mm256_loadu_ps((x) + i_)));      \
     if (i_ < (n)) {                                                                                \
@@ -62,7 +75,8 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
     }                                                                                              \
   } while (0)
 
-/* y[i] = F(a[i], b[i]) for i < n, same scheme. y may be a or b. */
+/* y[i] = F(a[i], b[i]) for i < n, same scheme. y may be a or b (both
+ * vectors of a step are loaded before either result is stored). */
 #define CAIRN__AVX2_MAP2(a, b, y, n, F)                                                            \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
@@ -73,9 +87,21 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
         const __m256i m_ = cairn__v_mask(h_);                                                      \
         _mm256_maskstore_ps((y), m_, F(_mm256_maskload_ps((a), m_), _mm256_maskload_ps((b), m_))); \
       }                                                                                            \
-      for (i_ = h_; i_ + 8 <= (n); i_ += 8)                                                        \
+      for (i_ = h_; i_ + 16 <= (n); i_ += 16) {                                                    \
+        const __m256 r0_ = F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_));                \
+        const __m256 r1_ = F(_mm256_loadu_ps((a) + i_ + 8), _mm256_loadu_ps((b) + i_ + 8));        \
+        _mm256_stream_ps((y) + i_, r0_);                                                           \
+        _mm256_stream_ps((y) + i_ + 8, r1_);                                                       \
+      }                                                                                            \
+      for (; i_ + 8 <= (n); i_ += 8)                                                               \
         _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_)));       \
       _mm_sfence();                                                                                \
+    }                                                                                              \
+    for (; i_ + 16 <= (n); i_ += 16) {                                                             \
+      const __m256 r0_ = F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_));                  \
+      const __m256 r1_ = F(_mm256_loadu_ps((a) + i_ + 8), _mm256_loadu_ps((b) + i_ + 8));          \
+      _mm256_storeu_ps((y) + i_, r0_);                                                             \
+      _mm256_storeu_ps((y) + i_ + 8, r1_);                                                         \
     }                                                                                              \
     for (; i_ + 8 <= (n); i_ += 8)                                                                 \
       _mm256_storeu_ps((y) + i_, F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_)));         \
@@ -139,10 +165,9 @@ typedef struct {
   __m256 s; /* 2^(k − (k>>1)) */
 } cairn__v_exps;
 
-/* The same for x already known to be in [−174, 88.8] or NaN (no clamp:
- * callers whose argument is bounded by construction save its two
- * operations; NaN gives NaN, see below). */
-CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
+/* The reduction and polynomial shared by both scalings and by tanh:
+ * returns e^r − 1 = r + r²·P(r) and *fk = k as a float. */
+CAIRN__VINLINE __m256 cairn__v_exp_poly_m1(__m256 x, __m256 lo, __m256 *fk_out) {
   const __m256 fk = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(0.693147182464599609375f), x);
@@ -154,7 +179,20 @@ CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  *fk_out = fk;
+  return _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+}
+/* p = e^r (in [0.7, 1.42]) */
+CAIRN__VINLINE __m256 cairn__v_exp_poly(__m256 x, __m256 lo, __m256 *fk_out) {
+  return _mm256_add_ps(cairn__v_exp_poly_m1(x, lo, fk_out), _mm256_set1_ps(1.0f));
+}
+
+/* The same for x already known to be in [−174, 88.8] or NaN (no clamp:
+ * callers whose argument is bounded by construction save its two
+ * operations; NaN gives NaN, see below). */
+CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
+  __m256 fk;
+  const __m256 p = cairn__v_exp_poly(x, lo, &fk);
   /* k is in [−251, 128] (NaN gives INT_MIN, harmless: p is NaN). */
   const __m256i k = _mm256_cvtps_epi32(fk);
   const __m256i k1 = _mm256_srai_epi32(k, 1);
@@ -164,6 +202,26 @@ CAIRN__VINLINE cairn__v_exps cairn__v_exp_split_inrange(__m256 x, __m256 lo) {
   e.m = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23)));
   e.s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
   return e;
+}
+
+/* ---- the one-factor fast path ----------------------------------------------
+ * For x in [−87, 88] the result p·2^k is a normal float, and so are both
+ * products of the split form ((p·2^(k>>1))·2^(k−(k>>1)): each is exact), so
+ * p·2^k in one multiplication gives the same bits with neither the clamp
+ * nor the split (six operations fewer). (x ≥ −87 gives k ≥ −126, and
+ * k = −126 only with r > 0.3, p > 1.) A vector takes it when all eight
+ * lanes are in that range: a branch per vector, not per element, that no
+ * result can see, since each lane's bits are the same on either path
+ * (exp_fast_path_each_lane tests puts each out-of-range value in each lane
+ * next to in-range ones). NaN fails the test and takes the full path. */
+#define CAIRN__V_EXP_FAST_LO (-87.0f)
+#define CAIRN__V_EXP_FAST_HI 88.0f
+
+CAIRN__VINLINE __m256 cairn__v_exp_fast(__m256 x) {
+  __m256 fk;
+  const __m256 p = cairn__v_exp_poly(x, _mm256_set1_ps(-0.0f), &fk);
+  const __m256i k = _mm256_cvtps_epi32(fk);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)));
 }
 
 CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
@@ -176,15 +234,26 @@ CAIRN__VINLINE cairn__v_exps cairn__v_exp_split(__m256 x, __m256 lo) {
   return cairn__v_exp_split_inrange(x, lo);
 }
 
-/* e^x */
-CAIRN__VINLINE __m256 cairn__v_exp(__m256 x) {
+/* e^x, every x (clamped, split scaling) */
+CAIRN__VINLINE __m256 cairn__v_exp_full(__m256 x) {
   /* r + (−0) = r for every r: the compiler drops the correction's add. */
   const cairn__v_exps e = cairn__v_exp_split(x, _mm256_set1_ps(-0.0f));
   return _mm256_mul_ps(e.m, e.s);
 }
 
-/* e^x for x ≤ 0 or NaN (sigmoid, tanh): only the low clamp is needed. */
+/* e^x: the fast path for a vector of in-range lanes (above), else the full one. */
+CAIRN__VINLINE __m256 cairn__v_exp(__m256 x) {
+  const __m256 in = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(CAIRN__V_EXP_FAST_LO), _CMP_GE_OQ),
+                                  _mm256_cmp_ps(x, _mm256_set1_ps(CAIRN__V_EXP_FAST_HI), _CMP_LE_OQ));
+  if (__builtin_expect(_mm256_movemask_ps(in) == 0xff, 1)) return cairn__v_exp_fast(x);
+  return cairn__v_exp_full(x);
+}
+
+/* e^x for x ≤ 0 or NaN (sigmoid, tanh): only the low clamp is needed, and
+ * only the low test for the fast path. */
 CAIRN__VINLINE __m256 cairn__v_exp_nonpos(__m256 x) {
+  const __m256 in = _mm256_cmp_ps(x, _mm256_set1_ps(CAIRN__V_EXP_FAST_LO), _CMP_GE_OQ);
+  if (__builtin_expect(_mm256_movemask_ps(in) == 0xff, 1)) return cairn__v_exp_fast(x);
   const cairn__v_exps e =
       cairn__v_exp_split_inrange(_mm256_max_ps(_mm256_set1_ps(-174.0f), x), _mm256_set1_ps(-0.0f));
   return _mm256_mul_ps(e.m, e.s);
@@ -283,27 +352,46 @@ CAIRN__VINLINE __m256 cairn__v_sigmoid(__m256 x) {
   return _mm256_div_ps(num, _mm256_add_ps(one, e));
 }
 
-/* tanh x = x + x³·P(x²) for |x| < 0.625 (P of degree 4, Cephes tanhf), so
- * tanh keeps full relative accuracy near 0 (and tanh(−0) = −0);
- * tanh|x| = 1 − 2e/(1 + e), e = e^−2|x| ≤ 0.287, elsewhere (the subtraction
- * loses at most one bit there and reaches exactly 1 for |x| > 9.01). */
+/* tanh|x| = (1 − e)/(1 + e),  e = e^(−2|x|) = 2^k·e^r, one exponential for
+ * both of the forms that keep it accurate, blended before one division:
+ *   |x| < 0.625:  −q/(2 + q),  q = e − 1 = (2^k − 1) + 2^k·(e^r − 1)   (one
+ *                 FMA, 2^k − 1 exact: k ≥ −2 here), e^r − 1 = r + r²P(r)
+ *                 being exp's polynomial before its "+ 1". For |x| ≲ 0.17,
+ *                 k = 0 and r = −2|x| exactly: full relative accuracy down
+ *                 to the subnormals, tanh(±0) = ±0, and no second polynomial.
+ *   elsewhere:    1 − 2e/(1 + e), e ≤ 0.287: the subtraction scales the
+ *                 quotient's error down.
+ * Either denominator is a + b (a = 2 or 1, b = q or e); its rounding costs
+ * up to a whole ulp of the result where it lands just above 1 or 2, so the
+ * quotient is refined against the exact a + b: den + dlo (Fast2Sum, a ≥ |b|),
+ * residual num − Q·den exact by FMA, Q += (res − Q·dlo)·rcp(den) (the
+ * correction is ~2^−24·Q, so RCPPS's 12 bits are plenty).
+ * −2|x| is clamped at −18.5 (tanh rounds to 1 beyond |x| = 9.01; e stays a
+ * normal float); MAXPS returns its second operand for NaN, so NaN goes to
+ * the second form and stays NaN. The sign of x is ORed in last (the
+ * magnitude is +0 or positive). */
 CAIRN__VINLINE __m256 cairn__v_tanh(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 ax = _mm256_andnot_ps(sign, x);
-  const __m256 z = _mm256_mul_ps(x, x);
-  __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
-  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
-  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
-  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
-  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
-  /* x·(z·P) + x; the OR restores tanh(−0) = −0 (+0 + −0 is +0) and is a
-   * no-op elsewhere, where the result already has the sign of x. */
-  const __m256 small = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x), _mm256_and_ps(sign, x));
-  const __m256 e = cairn__v_exp_nonpos(_mm256_mul_ps(_mm256_set1_ps(-2.0f), ax));
-  __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_add_ps(e, e), _mm256_add_ps(one, e)));
-  big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
-  return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+  const __m256 y =
+      _mm256_max_ps(_mm256_set1_ps(-18.5f), _mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, x)));
+  __m256 fk;
+  const __m256 em1r = cairn__v_exp_poly_m1(y, _mm256_set1_ps(-0.0f), &fk);
+  const __m256 s = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fk), _mm256_set1_epi32(127)), 23));
+  const __m256 q = _mm256_fmadd_ps(s, em1r, _mm256_sub_ps(s, one)); /* e − 1 */
+  const __m256 e = _mm256_fmadd_ps(s, em1r, s);
+  const __m256 small = _mm256_cmp_ps(y, _mm256_set1_ps(-1.25f), _CMP_GT_OQ);
+  const __m256 num = _mm256_blendv_ps(_mm256_add_ps(e, e), _mm256_xor_ps(q, sign), small);
+  const __m256 a = _mm256_blendv_ps(one, _mm256_set1_ps(2.0f), small);
+  const __m256 b = _mm256_blendv_ps(e, q, small);
+  const __m256 den = _mm256_add_ps(a, b);
+  const __m256 dlo = _mm256_sub_ps(b, _mm256_sub_ps(den, a));
+  __m256 qt = _mm256_div_ps(num, den);
+  const __m256 res = _mm256_fnmadd_ps(qt, dlo, _mm256_fnmadd_ps(qt, den, num));
+  qt = _mm256_fmadd_ps(res, _mm256_rcp_ps(den), qt);
+  const __m256 t = _mm256_blendv_ps(_mm256_sub_ps(one, qt), qt, small);
+  return _mm256_or_ps(t, _mm256_and_ps(sign, x));
 }
 
 /* ---- normal tail (erfc) --------------------------------------------------------
@@ -370,6 +458,26 @@ CAIRN__VINLINE cairn__v_exps cairn__v_gauss_split(__m256 u) {
   const __m256 hu = _mm256_mul_ps(_mm256_set1_ps(-0.5f), u);
   const __m256 hi = _mm256_mul_ps(hu, u);
   return cairn__v_exp_split_inrange(hi, _mm256_fmsub_ps(hu, u, hi));
+}
+
+/* e^(−u²/2) as one factor p·2^k, for a vector whose u are all ≤ 12
+ * (CAIRN__V_GAUSS_FAST_UMAX): −u²/2 ≥ −72 is inside exp's one-multiplication
+ * range, and every product gelu forms from it (M(u) ≥ 0.03; where k ≠ 0,
+ * |x| ≥ 0.98) stays a normal float, so multiplying by 2^k first or last
+ * gives the same bits: gelu branches per vector between this and the split
+ * form, invisibly (exp_paths_same_bits). gelu_bwd keeps the split form: the
+ * branch made its loop longer, not shorter (callgrind, bench/RESULTS.md). */
+#define CAIRN__V_GAUSS_FAST_UMAX 12.0f
+CAIRN__VINLINE int cairn__v_gauss_fast_ok(__m256 u) {
+  return _mm256_movemask_ps(_mm256_cmp_ps(u, _mm256_set1_ps(CAIRN__V_GAUSS_FAST_UMAX), _CMP_LE_OQ)) == 0xff;
+}
+CAIRN__VINLINE __m256 cairn__v_gauss_fast(__m256 u) {
+  const __m256 hu = _mm256_mul_ps(_mm256_set1_ps(-0.5f), u);
+  const __m256 hi = _mm256_mul_ps(hu, u);
+  __m256 fk;
+  const __m256 p = cairn__v_exp_poly(hi, _mm256_fmsub_ps(hu, u, hi), &fk);
+  const __m256i k = _mm256_cvtps_epi32(fk);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)));
 }
 
 /* ---- rows --------------------------------------------------------------------- */
