@@ -41,7 +41,7 @@
   } while (0)
 
 /* max of x[0..n), n ≥ 1 (masked tail lanes read as −inf), with the first
- * pass's prefetch ahead in the row. Same value as cairn__v_row_max. */
+ * pass's prefetch ahead in the row. */
 static inline float cairn__r_max(const float *x, size_t n) {
   const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
   __m256 m0 = ninf, m1 = ninf;

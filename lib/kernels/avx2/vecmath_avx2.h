@@ -482,26 +482,6 @@ CAIRN__VINLINE __m256 cairn__v_gauss_fast(__m256 u) {
 
 /* ---- rows --------------------------------------------------------------------- */
 
-/* max of x[0..n), n ≥ 1 (masked tail lanes read as −inf). */
-static inline float cairn__v_row_max(const float *x, size_t n) {
-  const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
-  __m256 m0 = ninf, m1 = ninf;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
-    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
-  }
-  for (; i < n; i += 8) {
-    const __m256i mk = cairn__v_mask(n - i);
-    m0 = _mm256_max_ps(m0, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, mk), _mm256_castsi256_ps(mk)));
-  }
-  m0 = _mm256_max_ps(m0, m1);
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-  return _mm_cvtss_f32(h);
-}
-
 /* e^(x − m) for a row max m, with x − m carried exactly as d + err
  * (TwoSum): a rounded x − m would cost up to |x − m|·2^−24 relative
  * (4e-6 at a logit gap of 80). Elements more than 104 below the max give 0
