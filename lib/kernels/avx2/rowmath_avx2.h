@@ -96,15 +96,8 @@ CAIRN__VINLINE __m256 cairn__r_exp64(__m256 x, __m256 nm, __m256 *d_out) {
   const __m256 magic = _mm256_set1_ps(12582912.0f + 191.0f);
   const __m256 t = _mm256_fmadd_ps(dc, _mm256_set1_ps(1.44269504f), magic);
   const __m256 fk = _mm256_sub_ps(t, magic);
-  __m256 r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(0.693147182464599609375f), dc);
-  r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(-1.904654299957768e-09f), r);
-  r = _mm256_add_ps(r, err);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 r = cairn__v_exp_reduce(dc, fk, err);
+  __m256 p = cairn__v_exp_p(r);
   p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
   return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
 }

@@ -165,20 +165,31 @@ typedef struct {
   __m256 s; /* 2^(k − (k>>1)) */
 } cairn__v_exps;
 
-/* The reduction and polynomial shared by both scalings and by tanh:
- * returns e^r − 1 = r + r²·P(r) and *fk = k as a float. */
-CAIRN__VINLINE __m256 cairn__v_exp_poly_m1(__m256 x, __m256 lo, __m256 *fk_out) {
-  const __m256 fk = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+/* x − k·ln 2 in two steps (ln 2 split hi + lo, so the first product is
+ * exact) plus lo, the caller's low part of x (0 when x is exact). */
+CAIRN__VINLINE __m256 cairn__v_exp_reduce(__m256 x, __m256 fk, __m256 lo) {
   __m256 r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(0.693147182464599609375f), x);
   r = _mm256_fnmadd_ps(fk, _mm256_set1_ps(-1.904654299957768e-09f), r);
-  r = _mm256_add_ps(r, lo);
+  return _mm256_add_ps(r, lo);
+}
+
+/* P(r) of e^r = 1 + r + r²·P(r) on |r| ≤ ln2/2, degree 5. */
+CAIRN__VINLINE __m256 cairn__v_exp_p(__m256 r) {
   __m256 p = _mm256_set1_ps(1.9875691500e-4f);
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  return _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+}
+
+/* The reduction and polynomial shared by both scalings and by tanh:
+ * returns e^r − 1 = r + r²·P(r) and *fk = k as a float. */
+CAIRN__VINLINE __m256 cairn__v_exp_poly_m1(__m256 x, __m256 lo, __m256 *fk_out) {
+  const __m256 fk = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 r = cairn__v_exp_reduce(x, fk, lo);
+  const __m256 p = cairn__v_exp_p(r);
   *fk_out = fk;
   return _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
 }
