@@ -48,6 +48,14 @@ struct cairn_ckpt {
   unsigned char **scratch;
   int n_scratch;
   size_t scratch_sz;
+  /* Staged compact tensors (doc/restore-memory.md): cairn_ckpt_verify_tensor
+     decodes the first stage_len[i] bytes of a tensor with zstd chunks into
+     stage[i] and cairn_ckpt_read copies them instead of decoding again;
+     staged_bytes of them at most stage_max (0 unless cairn_ckpt_set_staging).
+     Per index entry, allocated on first use. */
+  unsigned char **stage;
+  uint64_t *stage_len;
+  uint64_t staged_bytes, stage_max;
   ck_super sb;
   ck_footer ft;
   cairn_ckpt_limits lim;
@@ -261,6 +269,9 @@ void cairn_ckpt_close(cairn_ckpt *c) {
   if (c->fd >= 0) close(c->fd);
   for (int i = 0; i < c->n_scratch; i++) cairn_free(c->scratch[i]);
   free(c->scratch);
+  for (size_t i = 0; c->stage && i < c->v.n; i++) cairn_free(c->stage[i]);
+  free(c->stage);
+  free(c->stage_len);
   free(c->path);
   free(c->index);
   free(c->v.ents);
@@ -510,6 +521,12 @@ typedef struct dec_ctx {
   const ck_entry *e;
   unsigned char *dst; /* NULL: verify, decode into scratch */
   int headers;        /* verify: check chunk headers too */
+  /* Verify: decode the raw bytes below stage_len into stage (kept for the
+     read). Read: copy the raw bytes below stage_len from staged, which a
+     verify decoded and checked. */
+  unsigned char *stage;
+  const unsigned char *staged;
+  uint64_t stage_len;
   const uint64_t *offs;
   uint32_t *crcs;
   const char *nm;
@@ -533,6 +550,16 @@ static unsigned char *lazy_buf(dec_ctx *x, uint64_t k, unsigned char **p) {
   return *p;
 }
 
+/* Piece k of a staged tensor: its raw bytes, decoded and checked by the
+ * verify, copied to the destination and checked again there (the CRCs
+ * combine into the tensor's, compared with the trailer's as for a decode). */
+static int copy_staged(dec_ctx *x, uint64_t k, uint64_t raw_off, uint32_t raw) {
+  memcpy(x->dst + raw_off, x->staged + raw_off, raw);
+  x->crcs[k] = cairn_crc32c(0, x->dst + raw_off, raw);
+  x->out = x->dst + raw_off;
+  return 0;
+}
+
 /* One chunk (or raw payload piece) k; 0 if it checks out. *pa, *pb:
  * per-thread buffers of bufsz bytes, allocated on first use. */
 static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char **pb) {
@@ -542,9 +569,11 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   uint64_t raw_off = k * cb;
   uint32_t raw = ck_chunk_raw(e->raw_bytes, cb, k);
   int err = 0, r;
+  if (x->staged && raw_off < x->stage_len) return copy_staged(x, k, raw_off, raw);
+  unsigned char *dst = x->dst ? x->dst : x->stage && raw_off < x->stage_len ? x->stage : NULL;
   if (e->layout == CK_LAYOUT_RAW) {
     uint64_t off = e->data_offset + raw_off;
-    unsigned char *d = x->dst ? x->dst + raw_off : lazy_buf(x, k, pa);
+    unsigned char *d = dst ? dst + raw_off : lazy_buf(x, k, pa);
     if (!d) return 1;
     if ((r = cairn__ck_pread_raw(c->fd, d, raw, off, &err))) return read_fail(x, k, off, r, err);
     x->crcs[k] = cairn_crc32c(0, d, raw);
@@ -557,7 +586,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   uint64_t off = x->offs[k];
   const unsigned char *src;
   unsigned char *a = NULL;
-  if (x->headers || codec != CK_CODEC_RAW || !x->dst) {
+  if (x->headers || codec != CK_CODEC_RAW || !dst) {
     if (!(a = lazy_buf(x, k, pa))) return 1;
   }
   if (x->headers) {
@@ -573,9 +602,9 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
                       "'%s' offset %llu: '%s': chunk %llu: chunk header disagrees with the index", c->path, (ull)off,
                       x->nm, (ull)k);
     src = a + CK_CHUNK_HDR;
-  } else if (codec == CK_CODEC_RAW && x->dst) {
+  } else if (codec == CK_CODEC_RAW && dst) {
     /* Straight into the destination, checked in place. */
-    src = x->dst + raw_off;
+    src = dst + raw_off;
     if ((r = cairn__ck_pread_raw(c->fd, (unsigned char *)src, stored, off + CK_CHUNK_HDR, &err)))
       return read_fail(x, k, off + CK_CHUNK_HDR, r, err);
   } else {
@@ -589,7 +618,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
                     "'%s' offset %llu: '%s': chunk %llu: checksum mismatch (stored %08x, computed %08x)", c->path,
                     (ull)off, x->nm, (ull)k, want, got);
   if (codec == CK_CODEC_RAW) {
-    if (x->dst && src != x->dst + raw_off) memcpy(x->dst + raw_off, src, raw);
+    if (dst && src != dst + raw_off) memcpy(dst + raw_off, src, raw);
     x->crcs[k] = got;
     x->out = src;
     return 0;
@@ -599,7 +628,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
    * then): two buffers per thread, one pass over the planes. */
   unsigned char *d, *planes = NULL;
   if (ck_codec_planes(codec) && !(planes = lazy_buf(x, k, pb))) return 1;
-  if (x->dst) d = x->dst + raw_off;
+  if (dst) d = dst + raw_off;
   else if (planes) d = a;
   else if (!(d = lazy_buf(x, k, pb))) return 1;
   if (cairn__ck_decode(codec, cairn__ck_esize(e->dtype), src, stored, d, raw, planes))
@@ -652,8 +681,14 @@ static int scratch_for(cairn_ckpt *c, int nt, size_t bufsz) {
  * headers). With fn (and dst NULL), hands each decoded piece to fn in
  * order, on the calling thread; fn's error stops the decode and is
  * returned. */
+typedef struct stage_io {
+  unsigned char *to;         /* verify: decode the first len raw bytes here */
+  const unsigned char *from; /* read: copy the first len raw bytes from here */
+  uint64_t len;
+} stage_io;
+
 static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers,
-                                     cairn_ckpt_piece_fn fn, void *user) {
+                                     cairn_ckpt_piece_fn fn, void *user, const stage_io *sg) {
   char nb[96];
   uint64_t npieces = cairn__ck_nchunks(e->raw_bytes, c->sb.chunk_bytes);
   if (npieces == 0) {
@@ -663,6 +698,7 @@ static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned 
     return CAIRN_OK;
   }
   dec_ctx x = {.c = c, .e = e, .dst = dst, .headers = headers, .nm = cairn__ck_short(e->name, e->name_len, nb, sizeof nb)};
+  if (sg) x.stage = sg->to, x.staged = sg->from, x.stage_len = sg->len;
   uint64_t *offs = NULL;
   x.crcs = malloc(npieces * sizeof *x.crcs);
   if (e->layout == CK_LAYOUT_CHUNKED && x.crcs) {
@@ -734,7 +770,87 @@ static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned 
 }
 
 static cairn_status decode_tensor(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers) {
-  return decode_tensor_fn(c, e, dst, headers, NULL, NULL);
+  return decode_tensor_fn(c, e, dst, headers, NULL, NULL, NULL);
+}
+
+/* ---- staging compact tensors between a verify and a read -------------------------------- */
+
+/* Staging (cairn_ckpt_set_staging): a tensor with zstd chunks (codec 3)
+ * is decoded once by the verify into staging and copied by the read,
+ * instead of decoded twice (zstd decodes at a fraction of a page-cache
+ * copy's speed). A tensor past the budget is staged in part (whole chunks
+ * up to it), the rest decoded twice, so the extra memory stays bounded
+ * whatever the model's size (doc/restore-memory.md). */
+cairn_status cairn_ckpt_set_staging(cairn_ckpt *c, uint64_t max_bytes) {
+  if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_set_staging: checkpoint is NULL");
+  c->stage_max = max_bytes;
+  return CAIRN_OK;
+}
+
+static int has_zstd(const ck_entry *e) {
+  for (uint32_t k = 0; e->chunk_table && k < e->n_chunks; k++)
+    if (e->chunk_table[k * CK_ICHUNK] == CK_CODEC_SHUF_ZSTD) return 1;
+  return 0;
+}
+
+static void unstage(cairn_ckpt *c, size_t i) {
+  if (!c->stage || !c->stage[i]) return;
+  cairn_free(c->stage[i]);
+  c->stage[i] = NULL;
+  c->staged_bytes -= c->stage_len[i];
+  c->stage_len[i] = 0;
+}
+
+/* The bytes of e to stage (whole chunks within the budget, 0: none) and
+ * a buffer for them in *buf; 0 also when out of memory (then e is just
+ * decoded twice). */
+static uint64_t stage_alloc(cairn_ckpt *c, const ck_entry *e, unsigned char **buf) {
+  *buf = NULL;
+  if (!has_zstd(e)) return 0;
+  if (c->staged_bytes >= c->stage_max) return 0;
+  uint64_t left = c->stage_max - c->staged_bytes, cb = c->sb.chunk_bytes;
+  uint64_t len = e->raw_bytes <= left ? e->raw_bytes : left / cb * cb;
+  if (len == 0 || len > SIZE_MAX) return 0;
+  if (!c->stage) {
+    c->stage = calloc(c->v.n, sizeof *c->stage);
+    c->stage_len = calloc(c->v.n, sizeof *c->stage_len);
+    if (!c->stage || !c->stage_len) {
+      free(c->stage), free(c->stage_len);
+      c->stage = NULL, c->stage_len = NULL;
+      return 0;
+    }
+  }
+  if (!(*buf = cairn_alloc((size_t)len))) return 0;
+  return len;
+}
+
+/* The verify of a cairn tensor: decoded into staging when it has zstd
+ * chunks (kept only if every check passed), else into scratch. */
+static cairn_status verify_staged(cairn_ckpt *c, const ck_entry *e) {
+  size_t i = (size_t)(e - c->v.ents);
+  unstage(c, i);
+  stage_io sg = {0};
+  sg.len = stage_alloc(c, e, &sg.to);
+  cairn_status s = decode_tensor_fn(c, e, NULL, 0, NULL, NULL, sg.to ? &sg : NULL);
+  if (s || !sg.to) {
+    cairn_free(sg.to);
+    return s;
+  }
+  c->stage[i] = sg.to;
+  c->stage_len[i] = sg.len;
+  c->staged_bytes += sg.len;
+  return CAIRN_OK;
+}
+
+/* The read of a cairn tensor: its staged bytes copied, the rest decoded;
+ * the staging is released either way. */
+static cairn_status read_staged(cairn_ckpt *c, const ck_entry *e, unsigned char *dst) {
+  size_t i = (size_t)(e - c->v.ents);
+  if (!c->stage || !c->stage[i]) return decode_tensor(c, e, dst, 0);
+  stage_io sg = {.from = c->stage[i], .len = c->stage_len[i]};
+  cairn_status s = decode_tensor_fn(c, e, dst, 0, NULL, NULL, &sg);
+  unstage(c, i);
+  return s;
 }
 
 cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst) {
@@ -759,7 +875,7 @@ cairn_status cairn_ckpt_read(cairn_ckpt *c, const char *name, cairn_tensor *dst)
   }
   if (e->raw_bytes && !dst->data) return cairn__fail(CAIRN_E_NULL, "ckpt_read: '%s': destination data is NULL", nm);
   if (c->be) return c->be->read(c->bs, e, dst->data);
-  return decode_tensor(c, e, dst->data, 0);
+  return read_staged(c, e, dst->data);
 }
 
 /* A foreign format's tensor in one piece: memory of one tensor. */
@@ -780,7 +896,7 @@ cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, const char *name) {
   const ck_entry *e = lookup(c, name);
   if (!e) return not_found(c, "ckpt_verify_tensor", name);
   if (c->be) return c->be->verify(c->bs, e, 1);
-  return decode_tensor(c, e, NULL, 0);
+  return verify_staged(c, e);
 }
 
 cairn_status cairn_ckpt_read_pieces(cairn_ckpt *c, const char *name, cairn_ckpt_piece_fn fn, void *user) {
@@ -789,7 +905,7 @@ cairn_status cairn_ckpt_read_pieces(cairn_ckpt *c, const char *name, cairn_ckpt_
   const ck_entry *e = lookup(c, name);
   if (!e) return not_found(c, "ckpt_read_pieces", name);
   if (c->be) return backend_read_pieces(c, e, fn, user);
-  return decode_tensor_fn(c, e, NULL, 0, fn, user);
+  return decode_tensor_fn(c, e, NULL, 0, fn, user, NULL);
 }
 
 cairn_status cairn_ckpt_check_unchanged(const cairn_ckpt *c) {
