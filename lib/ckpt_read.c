@@ -554,9 +554,19 @@ static unsigned char *lazy_buf(dec_ctx *x, uint64_t k, unsigned char **p) {
  * verify, copied to the destination and checked again there (the CRCs
  * combine into the tensor's, compared with the trailer's as for a decode). */
 static int copy_staged(dec_ctx *x, uint64_t k, uint64_t raw_off, uint32_t raw) {
-  memcpy(x->dst + raw_off, x->staged + raw_off, raw);
-  x->crcs[k] = cairn_crc32c(0, x->dst + raw_off, raw);
-  x->out = x->dst + raw_off;
+  unsigned char *d = x->dst + raw_off;
+  const unsigned char *s = x->staged + raw_off;
+  /* In pieces that stay in the L2 cache between the copy and the CRC: one
+     trip through memory for the destination instead of two. */
+  enum { PIECE = 64 << 10 };
+  uint32_t crc = 0;
+  for (uint32_t at = 0; at < raw; at += PIECE) {
+    uint32_t len = raw - at < PIECE ? raw - at : PIECE;
+    memcpy(d + at, s + at, len);
+    crc = cairn_crc32c(crc, d + at, len);
+  }
+  x->crcs[k] = crc;
+  x->out = d;
   return 0;
 }
 
