@@ -216,7 +216,8 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_read(cairn_ckpt *c, const char
 /* Checks tensor `name` exactly as cairn_ckpt_read would (every chunk CRC,
  * the decoding, the tensor CRC) without a destination: the data goes
  * through a scratch buffer of at most one chunk (1 MiB by default, never
- * more than the tensor) per decoding thread, whatever the tensor's size.
+ * more than the tensor) per decoding thread, whatever the tensor's size,
+ * plus the budget given to cairn_ckpt_set_staging (none by default).
  * The first pass of a restore that must change nothing on failure
  * (doc/restore-memory.md). Errors: those of cairn_ckpt_read. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, const char *name);
