@@ -687,16 +687,17 @@ static int scratch_for(cairn_ckpt *c, int nt, size_t bufsz) {
   return 1;
 }
 
-/* Decodes (dst) or checks (dst NULL) every chunk of e; R20–R22 (R24 with
- * headers). With fn (and dst NULL), hands each decoded piece to fn in
- * order, on the calling thread; fn's error stops the decode and is
- * returned. */
+/* Staging of one tensor (cairn_ckpt_set_staging, below). */
 typedef struct stage_io {
   unsigned char *to;         /* verify: decode the first len raw bytes here */
   const unsigned char *from; /* read: copy the first len raw bytes from here */
   uint64_t len;
 } stage_io;
 
+/* Decodes (dst) or checks (dst NULL) every chunk of e; R20–R22 (R24 with
+ * headers). With fn (and dst NULL), hands each decoded piece to fn in
+ * order, on the calling thread; fn's error stops the decode and is
+ * returned. With sg, stages (verify) or copies staged bytes (read). */
 static cairn_status decode_tensor_fn(cairn_ckpt *c, const ck_entry *e, unsigned char *dst, int headers,
                                      cairn_ckpt_piece_fn fn, void *user, const stage_io *sg) {
   char nb[96];
