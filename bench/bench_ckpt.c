@@ -374,10 +374,14 @@ static void save_all(const char *path, cairn_ckpt_compress mode, char **names, c
   if (cairn_ckpt_writer_commit(w)) DIE("commit");
 }
 
-/* What a restore does: verify every tensor, then decode it in place. */
+/* What a restore does: verify every tensor, then decode it in place, with
+ * the staging of cairn_saver_restore (64 MiB of compact tensors decoded
+ * once; BENCH_STAGING=0 turns it off). */
 static void restore_all(const char *path, char **names, cairn_tensor **t, size_t n) {
   cairn_ckpt *c;
   if (cairn_ckpt_open(path, NULL, &c)) DIE("ckpt_open");
+  const char *sg = getenv("BENCH_STAGING");
+  if (cairn_ckpt_set_staging(c, sg ? strtoull(sg, NULL, 10) : (uint64_t)64 << 20)) DIE("set_staging");
   for (size_t i = 0; i < n; i++)
     if (cairn_ckpt_verify_tensor(c, names[i]) || cairn_ckpt_read(c, names[i], t[i])) DIE("restore");
   cairn_ckpt_close(c);

@@ -12,7 +12,7 @@
  * verify, codecs) goes through the table to the backend's state.
  *
  * Backends: cairn's own (ckpt_native_open.c opens, ckpt_native.c reads and
- * holds the table; its write members are cairn's writer, ckpt_write.c),
+ * holds the table, ckpt_native_stage.c keeps staging; its write members are cairn's writer, ckpt_write.c),
  * safetensors (safetensors.c) and the TF bundle (tfbundle_read.c,
  * tfbundle_write.c). Detection and the choice of a backend by format:
  * ckpt_detect.c. */
@@ -73,6 +73,11 @@ typedef struct ck_backend {
   cairn_status (*verify)(void *state, const ck_entry *ents, size_t n);
   /* Bit c set for each codec c e's stored bytes use (cairn_ckpt_codecs). */
   unsigned (*codecs)(void *state, const ck_entry *e);
+  /* Optional (NULL: a no-op): lets verify_tensor keep up to max_bytes of
+   * what it decoded for the next read of the same tensor
+   * (cairn_ckpt_set_staging). cairn's own stages zstd chunks; the foreign
+   * formats decode nothing worth keeping. */
+  cairn_status (*set_staging)(void *state, uint64_t max_bytes);
   void (*close)(void *state); /* close(NULL) is a no-op (after a failed open) */
 
   /* Writing (cairn_ckpt_out, cairn/interop.h): a writer that becomes

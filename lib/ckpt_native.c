@@ -1,6 +1,8 @@
 /* cairn's own format, reading (the backend's read members and its table,
  * ckpt_backend.h): decodes one tensor straight into the caller's buffer
- * (R19–R22 of doc/checkpoint-format.md), verifies a whole file (R20–R26).
+ * (R19–R22 of doc/checkpoint-format.md), verifies a whole file (R20–R26),
+ * and decodes a compact tensor's verify into staging that its read then
+ * copies (cairn_ckpt_set_staging; the budget: ckpt_native_stage.c).
  * Opening and the index are ckpt_native_open.c; the write members are
  * cairn's writer (ckpt_write.c). */
 #define _GNU_SOURCE 1
@@ -65,6 +67,12 @@ typedef struct dec_ctx {
   const ck_entry *e;
   unsigned char *dst; /* NULL: verify, decode into scratch */
   int headers;        /* verify: check chunk headers too */
+  /* Verify: decode the raw bytes below stage_len into stage (kept for the
+     read). Read: copy the raw bytes below stage_len from staged, which a
+     verify decoded and checked. */
+  unsigned char *stage;
+  const unsigned char *staged;
+  uint64_t stage_len;
   const uint64_t *offs;
   uint32_t *crcs;
   const char *nm;
@@ -88,6 +96,26 @@ static unsigned char *lazy_buf(dec_ctx *x, uint64_t k, unsigned char **p) {
   return *p;
 }
 
+/* Piece k of a staged tensor: its raw bytes, decoded and checked by the
+ * verify, copied to the destination and checked again there (the CRCs
+ * combine into the tensor's, compared with the trailer's as for a decode). */
+static int copy_staged(dec_ctx *x, uint64_t k, uint64_t raw_off, uint32_t raw) {
+  unsigned char *d = x->dst + raw_off;
+  const unsigned char *s = x->staged + raw_off;
+  /* In pieces that stay in the L2 cache between the copy and the CRC: one
+     trip through memory for the destination instead of two. */
+  enum { PIECE = 64 << 10 };
+  uint32_t crc = 0;
+  for (uint32_t at = 0; at < raw; at += PIECE) {
+    uint32_t len = raw - at < PIECE ? raw - at : PIECE;
+    memcpy(d + at, s + at, len);
+    crc = cairn_crc32c(crc, d + at, len);
+  }
+  x->crcs[k] = crc;
+  x->out = d;
+  return 0;
+}
+
 /* One chunk (or raw payload piece) k; 0 if it checks out. *pa, *pb:
  * per-thread buffers of bufsz bytes, allocated on first use. */
 static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char **pb) {
@@ -97,9 +125,11 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   uint64_t raw_off = k * cb;
   uint32_t raw = ck_chunk_raw(e->raw_bytes, cb, k);
   int err = 0, r;
+  if (x->staged && raw_off < x->stage_len) return copy_staged(x, k, raw_off, raw);
+  unsigned char *dst = x->dst ? x->dst : x->stage && raw_off < x->stage_len ? x->stage : NULL;
   if (e->layout == CK_LAYOUT_RAW) {
     uint64_t off = e->data_offset + raw_off;
-    unsigned char *d = x->dst ? x->dst + raw_off : lazy_buf(x, k, pa);
+    unsigned char *d = dst ? dst + raw_off : lazy_buf(x, k, pa);
     if (!d) return 1;
     if ((r = cairn__ck_pread_raw(c->fd, d, raw, off, &err))) return read_fail(x, k, off, r, err);
     x->crcs[k] = cairn_crc32c(0, d, raw);
@@ -112,7 +142,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
   uint64_t off = x->offs[k];
   const unsigned char *src;
   unsigned char *a = NULL;
-  if (x->headers || codec != CK_CODEC_RAW || !x->dst) {
+  if (x->headers || codec != CK_CODEC_RAW || !dst) {
     if (!(a = lazy_buf(x, k, pa))) return 1;
   }
   if (x->headers) {
@@ -128,9 +158,9 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
                       "'%s' offset %llu: '%s': chunk %llu: chunk header disagrees with the index", c->path, (ull)off,
                       x->nm, (ull)k);
     src = a + CK_CHUNK_HDR;
-  } else if (codec == CK_CODEC_RAW && x->dst) {
+  } else if (codec == CK_CODEC_RAW && dst) {
     /* Straight into the destination, checked in place. */
-    src = x->dst + raw_off;
+    src = dst + raw_off;
     if ((r = cairn__ck_pread_raw(c->fd, (unsigned char *)src, stored, off + CK_CHUNK_HDR, &err)))
       return read_fail(x, k, off + CK_CHUNK_HDR, r, err);
   } else {
@@ -144,7 +174,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
                     "'%s' offset %llu: '%s': chunk %llu: checksum mismatch (stored %08x, computed %08x)", c->path,
                     (ull)off, x->nm, (ull)k, want, got);
   if (codec == CK_CODEC_RAW) {
-    if (x->dst && src != x->dst + raw_off) memcpy(x->dst + raw_off, src, raw);
+    if (dst && src != dst + raw_off) memcpy(dst + raw_off, src, raw);
     x->crcs[k] = got;
     x->out = src;
     return 0;
@@ -154,7 +184,7 @@ static int decode_one(dec_ctx *x, uint64_t k, unsigned char **pa, unsigned char 
    * then): two buffers per thread, one pass over the planes. */
   unsigned char *d, *planes = NULL;
   if (ck_codec_planes(codec) && !(planes = lazy_buf(x, k, pb))) return 1;
-  if (x->dst) d = x->dst + raw_off;
+  if (dst) d = dst + raw_off;
   else if (planes) d = a;
   else if (!(d = lazy_buf(x, k, pb))) return 1;
   if (cairn__ck_decode(codec, cairn__ck_esize(e->dtype), src, stored, d, raw, planes))
@@ -203,12 +233,19 @@ static int scratch_for(ck_native *c, int nt, size_t bufsz) {
   return 1;
 }
 
+/* Staging of one tensor (cairn_ckpt_set_staging; ckpt_native_stage.c). */
+typedef struct stage_io {
+  unsigned char *to;         /* verify: decode the first len raw bytes here */
+  const unsigned char *from; /* read: copy the first len raw bytes from here */
+  uint64_t len;
+} stage_io;
+
 /* Decodes (dst) or checks (dst NULL) every chunk of e; R20–R22 (R24 with
  * headers). With fn (and dst NULL), hands each decoded piece to fn in
  * order, on the calling thread; fn's error stops the decode and is
- * returned. */
+ * returned. With sg, stages (verify) or copies staged bytes (read). */
 static cairn_status decode_tensor_fn(ck_native *c, const ck_entry *e, unsigned char *dst, int headers,
-                                     cairn_ckpt_piece_fn fn, void *user) {
+                                     cairn_ckpt_piece_fn fn, void *user, const stage_io *sg) {
   char nb[96];
   uint64_t npieces = cairn__ck_nchunks(e->raw_bytes, c->sb.chunk_bytes);
   if (npieces == 0) {
@@ -218,6 +255,7 @@ static cairn_status decode_tensor_fn(ck_native *c, const ck_entry *e, unsigned c
     return CAIRN_OK;
   }
   dec_ctx x = {.c = c, .e = e, .dst = dst, .headers = headers, .nm = cairn__ck_short(e->name, e->name_len, nb, sizeof nb)};
+  if (sg) x.stage = sg->to, x.staged = sg->from, x.stage_len = sg->len;
   uint64_t *offs = NULL;
   x.crcs = malloc(npieces * sizeof *x.crcs);
   if (e->layout == CK_LAYOUT_CHUNKED && x.crcs) {
@@ -289,7 +327,33 @@ static cairn_status decode_tensor_fn(ck_native *c, const ck_entry *e, unsigned c
 }
 
 static cairn_status decode_tensor(ck_native *c, const ck_entry *e, unsigned char *dst, int headers) {
-  return decode_tensor_fn(c, e, dst, headers, NULL, NULL);
+  return decode_tensor_fn(c, e, dst, headers, NULL, NULL, NULL);
+}
+
+/* The verify of a tensor: decoded into staging when it has zstd chunks and
+ * the budget allows (kept only if every check passed), else into scratch. */
+static cairn_status verify_staged(ck_native *c, const ck_entry *e) {
+  cairn__ck_unstage(c, e);
+  stage_io sg = {0};
+  sg.len = cairn__ck_stage_alloc(c, e, &sg.to);
+  cairn_status s = decode_tensor_fn(c, e, NULL, 0, NULL, NULL, sg.to ? &sg : NULL);
+  if (s || !sg.to) {
+    cairn_free(sg.to);
+    return s;
+  }
+  cairn__ck_stage_keep(c, e, sg.to, sg.len);
+  return CAIRN_OK;
+}
+
+/* The read of a tensor: its staged bytes copied, the rest decoded; the
+ * staging is released either way. */
+static cairn_status read_staged(ck_native *c, const ck_entry *e, unsigned char *dst) {
+  size_t i = (size_t)(e - c->v->ents);
+  if (!c->stage || !c->stage[i]) return decode_tensor(c, e, dst, 0);
+  stage_io sg = {.from = c->stage[i], .len = c->stage_len[i]};
+  cairn_status s = decode_tensor_fn(c, e, dst, 0, NULL, NULL, &sg);
+  cairn__ck_unstage(c, e);
+  return s;
 }
 
 /* R23: the record header agrees with the index entry. */
@@ -371,14 +435,14 @@ static cairn_status native_verify(void *state, const ck_entry *ents, size_t n) {
 /* ---- the table ----------------------------------------------------------------------------- */
 
 static cairn_status native_read(void *state, const ck_entry *e, unsigned char *dst) {
-  return decode_tensor(state, e, dst, 0);
+  return read_staged(state, e, dst);
 }
 
 static cairn_status native_read_pieces(void *state, const ck_entry *e, cairn_ckpt_piece_fn fn, void *user) {
-  return decode_tensor_fn(state, e, NULL, 0, fn, user);
+  return decode_tensor_fn(state, e, NULL, 0, fn, user, NULL);
 }
 
-static cairn_status native_verify_tensor(void *state, const ck_entry *e) { return decode_tensor(state, e, NULL, 0); }
+static cairn_status native_verify_tensor(void *state, const ck_entry *e) { return verify_staged(state, e); }
 
 static unsigned native_codecs(void *state, const ck_entry *e) {
   (void)state;
@@ -400,6 +464,6 @@ CK_WRITE_ADAPTERS(native, cairn_ckpt_writer, cairn_ckpt_writer_add, cairn_ckpt_w
 const ck_backend cairn__ck_native = {
     .name = "cairn", .open = cairn__ck_native_open, .read = native_read, .read_pieces = native_read_pieces,
     .verify_tensor = native_verify_tensor, .verify = native_verify, .codecs = native_codecs,
-    .close = cairn__ck_native_close,
+    .set_staging = cairn__ck_native_set_staging, .close = cairn__ck_native_close,
     .wopen = native_wopen, .wadd = native_wadd, .wmeta_str = native_wmeta, .wcommit = native_wcommit,
     .wabort = native_wabort};

@@ -250,6 +250,7 @@ void cairn__ck_native_close(void *state) {
   if (!c) return;
   for (int i = 0; i < c->n_scratch; i++) cairn_free(c->scratch[i]);
   free(c->scratch);
+  cairn__ck_unstage_all(c);
   free(c->index);
   free(c);
 }

@@ -210,6 +210,14 @@ cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, const char *name) {
   return c->be->verify_tensor(c->bs, e);
 }
 
+/* Staging is the backend's (ckpt_native_stage.c for cairn's own); a
+ * backend without it decodes nothing worth keeping, so the budget is
+ * simply unused. */
+cairn_status cairn_ckpt_set_staging(cairn_ckpt *c, uint64_t max_bytes) {
+  if (!c) return cairn__fail(CAIRN_E_NULL, "ckpt_set_staging: checkpoint is NULL");
+  return c->be->set_staging ? c->be->set_staging(c->bs, max_bytes) : CAIRN_OK;
+}
+
 cairn_status cairn_ckpt_read_pieces(cairn_ckpt *c, const char *name, cairn_ckpt_piece_fn fn, void *user) {
   if (!c || !name || !fn)
     return cairn__fail(CAIRN_E_NULL, "ckpt_read_pieces: %s is NULL", !c ? "checkpoint" : !name ? "name" : "fn");

@@ -15,7 +15,8 @@
  *      checksum, through a scratch buffer of one chunk per thread) and copy
  *      the metadata; any error: fail, nothing was changed;
  *   5. decode every restorable tensor straight into its variable
- *      (cairn_ckpt_read checks every checksum again) and check that the
+ *      (cairn_ckpt_read checks every checksum again; compact tensors the
+ *      verify staged are copied, not decoded again) and check that the
  *      file did not change meanwhile (cairn_ckpt_check_unchanged); then
  *      mark them initialized. Step 5 fails only if the file changed or
  *      could not be read after step 4: the error says so and names the
@@ -697,6 +698,12 @@ cairn_status cairn__restore_check_names(const char *fn, const cairn_saver *s, co
   return st;
 }
 
+/* Decoded bytes of compact tensors the verify keeps for the decode pass
+ * (cairn_ckpt_set_staging): the state of a model of up to 64 MiB is
+ * decoded once instead of twice; larger ones are decoded twice past it,
+ * so the extra memory stays bounded (doc/restore-memory.md). */
+#define RESTORE_STAGING ((uint64_t)64 << 20)
+
 void (*cairn__restore_between_passes)(const char *path, void *user);
 void *cairn__restore_between_passes_user;
 
@@ -828,8 +835,11 @@ out:
 }
 
 /* Step 4, verify: every checksum of every restorable tensor before any
- * variable is written. */
+ * variable is written; compact (zstd) tensors are decoded once, kept up to
+ * RESTORE_STAGING bytes for step 5. */
 static cairn_status verify(const char *fn, const char *path, cairn_ckpt *c, const item_list *ok) {
+  cairn_status sst = cairn_ckpt_set_staging(c, RESTORE_STAGING);
+  if (sst) return sst;
   for (size_t i = 0; i < ok->n; i++) {
     cairn_status st = cairn_ckpt_verify_tensor(c, ok->it[i].ckpt_name);
     if (st)

@@ -994,6 +994,73 @@ Test(roundtrip, compact_beats_shuffle_on_float_weights) {
   cairn_tensor_free(x);
 }
 
+/* Staging (cairn_ckpt_set_staging): a verify keeps the decoded bytes of a
+ * compact tensor and the read copies them. The read gives the tensor's
+ * bytes whether all, part (budget of one chunk: the rest decoded again)
+ * or none of it is staged; staged bytes are the ones the verify checked,
+ * so a change of the file after the verify reaches the read only where
+ * nothing was staged; a failed verify stages nothing. */
+Test(roundtrip, compact_staging_decodes_once) {
+  cairn_tensor *x = weights_like(600000); /* three chunks of 1 MiB, the last one short */
+  int minor;
+  uint32_t req;
+  stored_with(P("c.crn"), x, CAIRN_CKPT_COMPRESS_COMPACT, &minor, &req);
+  cr_assert_eq(req, 0x1, "codec-3 chunks");
+  const uint64_t budgets[] = {0, 1u << 20, 64u << 20};
+  for (int b = 0; b < 3; b++) {
+    cairn_ckpt *c;
+    OK(cairn_ckpt_open(P("c.crn"), NULL, &c));
+    OK(cairn_ckpt_set_staging(c, budgets[b]));
+    OK(cairn_ckpt_verify_tensor(c, "x"));
+    cairn_tensor *t = read_new(c, "x");
+    cr_assert(same_tensor(t, x), "budget %llu", (unsigned long long)budgets[b]);
+    cairn_tensor_free(t);
+    t = read_new(c, "x"); /* the first read released the staging: decoded from the file */
+    cr_assert(same_tensor(t, x), "budget %llu, second read", (unsigned long long)budgets[b]);
+    cairn_tensor_free(t);
+    cairn_ckpt_close(c);
+  }
+  cr_assert_eq(cairn_ckpt_set_staging(NULL, 1), CAIRN_E_NULL);
+  /* a byte of the last chunk's stored data (just before the trailer, tag
+     CRNE) flipped between verify and read */
+  img m = load(P("c.crn"));
+  size_t trailer = 0;
+  for (size_t i = 64; i + 4 <= m.n && !trailer; i++)
+    if (!memcmp(m.b + i, "CRNE", 4)) trailer = i;
+  cr_assert_gt(trailer, 64);
+  const uint64_t flip_budgets[] = {0, 2u << 20, 64u << 20};
+  cairn_ckpt *c;
+  for (int b = 0; b < 3; b++) {
+    spit(P("f.crn"), m.b, m.n);
+    OK(cairn_ckpt_open(P("f.crn"), NULL, &c));
+    OK(cairn_ckpt_set_staging(c, flip_budgets[b]));
+    OK(cairn_ckpt_verify_tensor(c, "x"));
+    m.b[trailer - 10] ^= 0x10;
+    spit(P("f.crn"), m.b, m.n);
+    m.b[trailer - 10] ^= 0x10;
+    cairn_tensor *t = tnew(CAIRN_DTYPE_F32, x->rank, x->shape);
+    cairn_status st = cairn_ckpt_read(c, "x", t);
+    if (b < 2) { /* the last chunk is not staged: read from the file, its CRC fails */
+      cr_assert_eq(st, CAIRN_E_CORRUPT, "budget %llu: %s", (unsigned long long)flip_budgets[b], cairn_errmsg());
+    } else { /* all staged: the verified bytes */
+      OK(st);
+      cr_assert(same_tensor(t, x));
+    }
+    cairn_tensor_free(t);
+    cairn_ckpt_close(c);
+    /* the flipped file fails its verify, and a read after it decodes (and fails) again */
+    OK(cairn_ckpt_open(P("f.crn"), NULL, &c));
+    OK(cairn_ckpt_set_staging(c, 64u << 20));
+    cr_assert_eq(cairn_ckpt_verify_tensor(c, "x"), CAIRN_E_CORRUPT);
+    t = tnew(CAIRN_DTYPE_F32, x->rank, x->shape);
+    cr_assert_eq(cairn_ckpt_read(c, "x", t), CAIRN_E_CORRUPT);
+    cairn_tensor_free(t);
+    cairn_ckpt_close(c);
+  }
+  free(m.b);
+  cairn_tensor_free(x);
+}
+
 Test(roundtrip, compact_file_without_zstd_chunks_is_1_0) {
   const int64_t n = 20000;
   cairn_tensor *x = tnew(CAIRN_DTYPE_U8, 1, &n);

@@ -216,10 +216,25 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_read(cairn_ckpt *c, const char
 /* Checks tensor `name` exactly as cairn_ckpt_read would (every chunk CRC,
  * the decoding, the tensor CRC) without a destination: the data goes
  * through a scratch buffer of at most one chunk (1 MiB by default, never
- * more than the tensor) per decoding thread, whatever the tensor's size.
+ * more than the tensor) per decoding thread, whatever the tensor's size,
+ * plus the budget given to cairn_ckpt_set_staging (none by default).
  * The first pass of a restore that must change nothing on failure
  * (doc/restore-memory.md). Errors: those of cairn_ckpt_read. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, const char *name);
+
+/* Lets cairn_ckpt_verify_tensor keep up to max_bytes (in all, per open
+ * checkpoint; 0, the default: none) of the data it decoded from zstd
+ * chunks (codec 3, "compact"), and the next cairn_ckpt_read of that tensor
+ * copy those bytes instead of reading and decoding them again: a verify
+ * then read decodes a compact tensor once. The copy is checked against the
+ * tensor CRC as a decode is; the read releases the tensor's staging, close
+ * releases the rest. A tensor past the budget is staged in part (whole
+ * chunks), the rest decoded twice. Staged bytes are those of the file when
+ * it was verified: a caller that must notice later changes of the file
+ * checks cairn_ckpt_check_unchanged (as a restore does). A foreign
+ * checkpoint (safetensors, TF bundle) has nothing to decode, so there the
+ * budget goes unused. Errors: CAIRN_E_NULL. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_set_staging(cairn_ckpt *c, uint64_t max_bytes);
 
 /* Reads tensor `name` piece by piece, for callers that need not hold it
  * whole (a diff, an export): fn gets each decoded piece in order — raw
