@@ -12,6 +12,7 @@
 
 #include "cairn/monitored.h"
 #include "hook_impl.h"
+#include "table.h"
 #include "tensor_impl.h"
 
 /* ==== Hooks ====================================================================== */
@@ -39,6 +40,16 @@ cairn_status cairn_hook_new(const cairn_hook_vtable *vt, void *self, cairn_hook 
   h->self = self;
   *out = h;
   return CAIRN_OK;
+}
+
+cairn_status cairn__summary_writer_copy(const cairn_summary_writer *w, cairn_summary_writer *copy,
+                                        cairn_summary_writer **use, const char *fn) {
+  *use = NULL;
+  if (!w) return CAIRN_OK;
+  cairn_status st = cairn__table_copy(copy, sizeof *copy, w, offsetof(cairn_summary_writer, struct_size), fn,
+                                      "summary_writer", "cairn_summary_writer", NULL);
+  if (st == CAIRN_OK) *use = copy;
+  return st;
 }
 
 void cairn_hook_free(cairn_hook *h) {

@@ -10,6 +10,7 @@
 
 #include "cairn/monitored.h"
 #include "monitored_impl.h"
+#include "table.h"
 
 cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void) {
   cairn_monitored_training_session_options o;
@@ -127,6 +128,7 @@ cairn_status cairn_monitored_training_session_new(const cairn_monitored_training
                        o->n_hooks && !o->hooks ? "hooks" : "chief_only_hooks");
   if (o->n_checkpoint_listeners && !o->checkpoint_listeners)
     return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: checkpoint_listeners is NULL");
+  if (cairn__env_check(o->env, "monitored_training_session_new") != CAIRN_OK) return CAIRN_E_INVALID;
 
   /* USE_DEFAULT resolution, exactly as TF (both unset → the default of
      the kind; one unset → None). */

@@ -147,8 +147,8 @@ int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, u
   to.batch_fn = next_batch;
   to.batch_user = &m->b;
   to.loss_fn = mean_loss;
-  if (!s) s = cairn_mlp_train_op_new(m->mlp, &to, &m->train);
-  if (!s) s = cairn_mlp_eval_op_new(m->mlp, NULL, &m->eval);
+  if (!s) s = cairn_op_new_mlp_train(m->mlp, &to, &m->train);
+  if (!s) s = cairn_op_new_mlp_eval(m->mlp, NULL, &m->eval);
   return s ? report_error("model", s, NULL) : 0;
 }
 

@@ -235,13 +235,13 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   }
   if (st != CAIRN_OK) {
     ret = report_error("training", st, cairn_monitored_session_errmsg(ms));
-    cairn_status st2 = cairn_monitored_session_exit(ms, st);
+    cairn_status st2 = cairn_monitored_session_close_with(ms, st);
     if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
     goto out;
   }
   /* Clean exit: end() of every hook; the CheckpointSaverHook writes the
      final step unless it has just saved it. */
-  if ((st = cairn_monitored_session_exit(ms, CAIRN_OK)) != CAIRN_OK) {
+  if ((st = cairn_monitored_session_close_with(ms, CAIRN_OK)) != CAIRN_OK) {
     ret = report_error("closing", st, cairn_monitored_session_errmsg(ms));
     goto out;
   }
