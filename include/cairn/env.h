@@ -37,8 +37,8 @@ typedef struct cairn_env {
   void (*sleep)(void *self, double secs);
   void (*log)(void *self, cairn_log_level level, const char *msg);
   /* The object the callbacks get. `ctx` is its name of cairn 0.1, kept as
-     the same member (one of the two names is enough; `self` is the one to
-     use). */
+     the same member through an anonymous union (C11, C++; one of the two
+     names is enough, and `self` is the one to use: doc/deprecated.md). */
   union {
     void *self;
     void *ctx;
