@@ -120,13 +120,6 @@ static cairn_status problem_new(problem *p, int merge_pairs) {
   return CAIRN_OK;
 }
 
-static void problem_free(problem *p) {
-  cairn_tensor_free(p->xtr);
-  cairn_tensor_free(p->ytr);
-  cairn_tensor_free(p->xte);
-  cairn_tensor_free(p->yte);
-}
-
 /* The training batch of global step `step`: rows [b·BATCH, (b+1)·BATCH)
  * with b = step mod (N_TRAIN / BATCH), as views (nothing is copied). */
 static cairn_status batch_for_step(const problem *p, int64_t step, cairn_tensor *x, cairn_tensor *y) {
@@ -179,11 +172,32 @@ static cairn_status model_new(model *m, int classes, uint64_t seed, const proble
   return s;
 }
 
-static void model_free(model *m) {
+static void free_all(problem *p, model *m) {
   cairn_op_free(m->train);
   cairn_op_free(m->eval);
   cairn_mlp_free(m->mlp);
   cairn_registry_free(m->reg);
+  cairn_tensor_free(p->xtr);
+  cairn_tensor_free(p->ytr);
+  cairn_tensor_free(p->xte);
+  cairn_tensor_free(p->yte);
+}
+
+/* What every command starts with: the data set (merge_pairs: the
+ * fine-tuning labels) and a model for `classes` over it. 0, or 1 with the
+ * error reported and nothing left to free. */
+static int data_and_model(problem *p, model *m, int merge_pairs, int classes, uint64_t seed) {
+  const char *what = "data";
+  memset(m, 0, sizeof *m);
+  cairn_status st = problem_new(p, merge_pairs);
+  if (st == CAIRN_OK) {
+    what = "model";
+    st = model_new(m, classes, seed, p);
+  }
+  if (st == CAIRN_OK) return 0;
+  int rc = report_error(what, st, NULL);
+  free_all(p, m);
+  return rc;
 }
 
 /* Loss and accuracy on the held-out set, on session s (a raw session: no
@@ -205,13 +219,15 @@ static int latest_checkpoint(const char *dir, char *path, size_t len) {
   return cairn_latest_checkpoint(dir, path, len) == CAIRN_OK;
 }
 
-/* The with-block's exit for a body that failed with `st` (already
- * reported): hooks' end() is skipped — so no final checkpoint of a failed
- * step — and the session is closed. cairn_monitored_session_close_with returns
- * `st` itself unless closing failed too. */
-static void exit_on_error(cairn_monitored_session *ms, cairn_status st) {
+/* The with-block's exit for a body whose `what` failed with `st`: reports
+ * it; hooks' end() is skipped — so no final checkpoint of a failed step —
+ * and the session is closed. cairn_monitored_session_close_with returns `st`
+ * itself unless closing failed too. Returns 1. */
+static int exit_on_error(cairn_monitored_session *ms, const char *what, cairn_status st) {
+  report_error(what, st, cairn_monitored_session_errmsg(ms));
   cairn_status st2 = cairn_monitored_session_close_with(ms, st);
   if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
+  return 1;
 }
 
 static void sleep_ms(long ms) {
@@ -239,14 +255,7 @@ static int cmd_train(const train_flags *f) {
   char resumed[4096];
 
   if (make_dir(f->dir)) return 1;
-  if ((st = problem_new(&p, 0)) != CAIRN_OK) {
-    problem_free(&p);
-    return report_error("data", st, NULL);
-  }
-  if ((st = model_new(&m, CLASSES, f->seed, &p)) != CAIRN_OK) {
-    rc = report_error("model", st, NULL);
-    goto out;
-  }
+  if (data_and_model(&p, &m, 0, CLASSES, f->seed)) return 1;
   /* Only for the message below: what the session manager will restore. */
   int have_ckpt = latest_checkpoint(f->dir, resumed, sizeof resumed);
 
@@ -326,13 +335,11 @@ static int cmd_train(const train_flags *f) {
     }
   }
   if (st != CAIRN_OK) {
-    rc = report_error("training", st, cairn_monitored_session_errmsg(ms));
-    exit_on_error(ms, st);
+    rc = exit_on_error(ms, "training", st);
     goto out;
   }
   if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step)) != CAIRN_OK) {
-    rc = report_error("reading the global step", st, cairn_monitored_session_errmsg(ms));
-    exit_on_error(ms, st);
+    rc = exit_on_error(ms, "reading the global step", st);
     goto out;
   }
   /* A clean exit: end() of every hook — the CheckpointSaverHook writes the
@@ -347,8 +354,7 @@ static int cmd_train(const train_flags *f) {
 out:
   cairn_monitored_session_free(ms); /* already closed by the exit above (or NULL) */
   cairn_hook_free(stop);
-  model_free(&m);
-  problem_free(&p);
+  free_all(&p, &m);
   return rc;
 }
 
@@ -366,14 +372,7 @@ static int cmd_eval(const train_flags *f) {
      model and we would evaluate random weights: refuse instead. */
   if ((st = cairn_latest_checkpoint(f->dir, path, sizeof path)) != CAIRN_OK)
     return report_error("no checkpoint to evaluate", st, NULL);
-  if ((st = problem_new(&p, 0)) != CAIRN_OK) {
-    problem_free(&p);
-    return report_error("data", st, NULL);
-  }
-  if ((st = model_new(&m, CLASSES, f->seed, &p)) != CAIRN_OK) {
-    rc = report_error("model", st, NULL);
-    goto out;
-  }
+  if (data_and_model(&p, &m, 0, CLASSES, f->seed)) return 1;
   /* TF's SingularMonitoredSession(checkpoint_filename_with_path=...): a
    * ChiefSessionCreator that restores exactly this file (checkpoint_dir =
    * DIR would restore the same one), no recovery, and only the hooks we
@@ -387,8 +386,7 @@ static int cmd_eval(const train_flags *f) {
   }
   cairn_mlp_eval_result e;
   if ((st = cairn_mlp_eval_run_monitored(ms, m.eval, p.xte, p.yte, &e)) != CAIRN_OK) {
-    rc = report_error("evaluating", st, cairn_monitored_session_errmsg(ms));
-    exit_on_error(ms, st);
+    rc = exit_on_error(ms, "evaluating", st);
     goto out;
   }
   printf("evaluated %s at step %lld: test loss %.4f  test accuracy %.4f\n", path, (long long)e.step, e.loss,
@@ -400,8 +398,7 @@ static int cmd_eval(const train_flags *f) {
   rc = 0;
 out:
   cairn_monitored_session_free(ms);
-  model_free(&m);
-  problem_free(&p);
+  free_all(&p, &m);
   return rc;
 }
 
@@ -466,14 +463,7 @@ static int cmd_finetune(const train_flags *f) {
   int resuming = latest_checkpoint(f->dir, own, sizeof own);
   if (!resuming && (st = cairn_latest_checkpoint(f->from, src, sizeof src)) != CAIRN_OK)
     return report_error("no checkpoint to fine-tune from", st, NULL);
-  if ((st = problem_new(&p, 1)) != CAIRN_OK) {
-    problem_free(&p);
-    return report_error("data", st, NULL);
-  }
-  if ((st = model_new(&m, FT_CLASSES, f->seed, &p)) != CAIRN_OK) {
-    rc = report_error("model", st, NULL);
-    goto out;
-  }
+  if (data_and_model(&p, &m, 1, FT_CLASSES, f->seed)) return 1;
   /* The loop below saves with the Saver itself, not through a
    * CheckpointSaverHook (which would lock for us): one writer per
    * directory, so it holds NEWDIR's lock; a second fine-tuning refuses. */
@@ -592,8 +582,7 @@ out:
   cairn_session_manager_free(sm);
   cairn_scaffold_free(sc);
   cairn_op_free(warm);
-  model_free(&m);
-  problem_free(&p);
+  free_all(&p, &m);
   cairn_checkpoint_lock_free(lock);
   return rc;
 }

@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,6 +302,25 @@ static int try_candidate(cairn_checkpoint_dir *cd, const char *path, char *why, 
   return u;
 }
 
+/* A WARNING about directory dir, once per text: "<what> '<dir>': ",
+ * `before`, the file name `name` escaped as the state file writes it
+ * (none when NULL), then the NULL-terminated rest. */
+static void warn_dir(const char *what, const char *dir, const char *before, const char *name, ...) {
+  cairn__sbuf t = {0};
+  cairn__sb_puts(&t, what);
+  cairn__sb_puts(&t, " '");
+  cairn__sb_puts(&t, dir);
+  cairn__sb_puts(&t, "': ");
+  cairn__sb_puts(&t, before);
+  if (name) cairn__state_put_escaped(&t, name);
+  va_list ap;
+  va_start(ap, name);
+  for (const char *s; (s = va_arg(ap, const char *)) != NULL;) cairn__sb_puts(&t, s);
+  va_end(ap);
+  if (!t.oom) cairn__warn_once(t.p);
+  free(t.p);
+}
+
 /* Highest-step usable "<name>-<step>" file of dir: malloc'd path in *found
  * (NULL if none); 0 on allocation failure. */
 static int scan_dir(cairn_checkpoint_dir *cd, char **found, cairn__sbuf *note, cairn_ckpt **keep, char *newer,
@@ -324,15 +344,7 @@ static int scan_dir(cairn_checkpoint_dir *cd, char **found, cairn__sbuf *note, c
     if (step < 0 || strstr(de->d_name, ".tmp.")) continue;
     char why[800];
     if (!cairn__names_file_in_dir(dir, rdir, de->d_name, why, sizeof why)) { /* a link leading out */
-      cairn__sbuf t = {0};
-      cairn__sb_puts(&t, "latest_checkpoint '");
-      cairn__sb_puts(&t, dir);
-      cairn__sb_puts(&t, "': skipping ");
-      cairn__state_put_escaped(&t, de->d_name);
-      cairn__sb_puts(&t, ": ");
-      cairn__sb_puts(&t, why);
-      if (!t.oom) cairn__warn_once(t.p);
-      free(t.p);
+      warn_dir("latest_checkpoint", dir, "skipping ", de->d_name, ": ", why, NULL);
       continue;
     }
     if (n == cap && !cairn__grow((void **)&c, &cap, n + 1, sizeof *c)) {
@@ -427,19 +439,10 @@ static cairn_status walk_scan(cairn_checkpoint_dir *cd, walk *w, cairn_ckpt **ke
      unusable state file next to checkpoints is said out loud, and the
      newest intact checkpoint found is used (TF's latest_checkpoint
      would return None and a trainer would start again from step 0). */
-  if (w->state_why[0] && w->result) {
-    cairn__sbuf t = {0};
-    cairn__sb_puts(&t, "checkpoint directory '");
-    cairn__sb_puts(&t, d);
-    cairn__sb_puts(&t, "': ");
-    cairn__sb_puts(&t, w->state_why);
-    cairn__sb_puts(&t, "; using '");
-    cairn__sb_puts(&t, w->result);
-    cairn__sb_puts(&t, "', the newest intact checkpoint found by scanning the directory (the Saver rewrites the "
-                       "state file at its next save)");
-    if (!t.oom) cairn__warn_once(t.p);
-    free(t.p);
-  }
+  if (w->state_why[0] && w->result)
+    warn_dir("checkpoint directory", d, "", NULL, w->state_why, "; using '", w->result,
+             "', the newest intact checkpoint found by scanning the directory (the Saver rewrites the state file at "
+             "its next save)", NULL);
   return CAIRN_OK;
 }
 

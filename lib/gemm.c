@@ -193,8 +193,8 @@ int cairn__gemm_row_cut(void) {
  * CAIRN_GEMM_ENGINE=openblas|onednn forces one, for A/B runs and to try the
  * oneDNN path on a machine without AVX-512. In a build without oneDNN (or
  * when its engine cannot be created) everything runs on the BLAS. */
-static int engine_auto = -1, engine_forced = -1;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static void engine_init(void);
+static cairn__engine_choice choice = CAIRN__ENGINE_CHOICE(engine_init);
 static void engine_init(void) {
   const char *e = getenv("CAIRN_GEMM_ENGINE");
   int want = -1;
@@ -202,20 +202,40 @@ static void engine_init(void) {
   if (e && !strcmp(e, "onednn")) want = CAIRN__GEMM_ONEDNN;
   if (want < 0) want = cairn__cpu_has_avx512() ? CAIRN__GEMM_ONEDNN : CAIRN__GEMM_OPENBLAS;
   if (want == CAIRN__GEMM_ONEDNN && !cairn__dnnl_available()) want = CAIRN__GEMM_OPENBLAS;
-  engine_auto = want;
+  choice.picked = want;
 }
 
-int cairn__gemm_engine(void) {
-  pthread_once(&engine_once, engine_init);
-  int f = __atomic_load_n(&engine_forced, __ATOMIC_RELAXED);
-  return f >= 0 ? f : engine_auto;
+int cairn__engine_choice_get(cairn__engine_choice *c) {
+  pthread_once(&c->once, c->init);
+  int f = __atomic_load_n(&c->forced, __ATOMIC_RELAXED);
+  return f >= 0 ? f : c->picked;
 }
+
+int cairn__engine_choice_force(cairn__engine_choice *c, int e, int valid) {
+  int prev = cairn__engine_choice_get(c);
+  __atomic_store_n(&c->forced, valid ? e : -1, __ATOMIC_RELAXED);
+  return prev;
+}
+
+int cairn__gemm_block_at(int i, int split_n, int block_len, int M, int N, float *C, int ldc, const float *bias,
+                         cairn__gemm_block *b) {
+  const int d = split_n ? N : M;
+  b->lo = i * block_len;
+  b->hi = b->lo + block_len < d ? b->lo + block_len : d;
+  if (b->lo >= b->hi) return 0;
+  b->r0 = split_n ? 0 : b->lo, b->r1 = split_n ? M : b->hi;
+  b->c0 = split_n ? b->lo : 0, b->c1 = split_n ? b->hi : N;
+  if (bias)
+    for (int r = b->r0; r < b->r1; r++)
+      memcpy(C + (size_t)r * ldc + b->c0, bias + b->c0, (size_t)(b->c1 - b->c0) * sizeof(float));
+  return 1;
+}
+
+int cairn__gemm_engine(void) { return cairn__engine_choice_get(&choice); }
 
 int cairn__gemm_engine_force(int e) {
   if (e == CAIRN__GEMM_ONEDNN && !cairn__dnnl_available()) return -1;
-  int prev = cairn__gemm_engine();
-  __atomic_store_n(&engine_forced, e == CAIRN__GEMM_OPENBLAS || e == CAIRN__GEMM_ONEDNN ? e : -1, __ATOMIC_RELAXED);
-  return prev;
+  return cairn__engine_choice_force(&choice, e, e == CAIRN__GEMM_OPENBLAS || e == CAIRN__GEMM_ONEDNN);
 }
 
 const char *cairn_gemm_engine_name(void) {
@@ -290,17 +310,11 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
   /* -1: oneDNN does not run it (block_sgemm), no probe */
   const int acc = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) ? beta == 1.0f : -1;
   cairn__gemm_plan(lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, acc, &split_n, &nb, &len);
-  const int d = split_n ? N : M;
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < nb; i++) {
-    int lo = i * len, hi = lo + len < d ? lo + len : d;
-    if (lo >= hi) continue;
-    const int r0 = split_n ? 0 : lo, r1 = split_n ? M : hi, c0 = split_n ? lo : 0, c1 = split_n ? hi : N;
-    /* The bias goes into the block right before its GEMM, by the thread
-     * that computes it: the rows are still in its cache when the GEMM
-     * accumulates onto them (a separate pass cost ~4 % of the forward). */
-    if (bias)
-      for (int r = r0; r < r1; r++) memcpy(C + (size_t)r * ldc + c0, bias + c0, (size_t)(c1 - c0) * sizeof(float));
+    cairn__gemm_block b;
+    if (!cairn__gemm_block_at(i, split_n, len, M, N, C, ldc, bias, &b)) continue;
+    const int lo = b.lo, hi = b.hi;
     if (split_n) {
       /* columns [lo, hi) of C and of op(B) */
       const float *Bb = trans_b ? B + (size_t)lo * ldb : B + lo;
@@ -311,6 +325,6 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
       block_sgemm(lib, trans_a, trans_b, hi - lo, N, K, alpha, Ab, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);
     }
     /* and the epilogue (the activation) while the block is in cache */
-    if (ep) ep->fn(ep->ctx, r0, r1, c0, c1);
+    if (ep) ep->fn(ep->ctx, b.r0, b.r1, b.c0, b.c1);
   }
 }

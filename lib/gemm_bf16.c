@@ -30,26 +30,20 @@ void cairn__bf16_ws_free(cairn__bf16_ws *ws) {
   ws->cap = 0;
 }
 
-static int engine_auto = -1, engine_forced = -1;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static void engine_init(void);
+static cairn__engine_choice choice = CAIRN__ENGINE_CHOICE(engine_init);
 static void engine_init(void) {
   const char *e = getenv("CAIRN_BF16_ENGINE");
   int want = cairn__dnnl_bf16_available() ? CAIRN__BF16_ONEDNN : CAIRN__BF16_REFERENCE;
   if (e && !strcmp(e, "reference")) want = CAIRN__BF16_REFERENCE;
-  engine_auto = want;
+  choice.picked = want;
 }
 
-int cairn__bf16_engine(void) {
-  pthread_once(&engine_once, engine_init);
-  int f = __atomic_load_n(&engine_forced, __ATOMIC_RELAXED);
-  return f >= 0 ? f : engine_auto;
-}
+int cairn__bf16_engine(void) { return cairn__engine_choice_get(&choice); }
 
 int cairn__bf16_engine_force(int e) {
   if (e == CAIRN__BF16_ONEDNN && !cairn__dnnl_bf16_available()) return -1;
-  int prev = cairn__bf16_engine();
-  __atomic_store_n(&engine_forced, e == CAIRN__BF16_REFERENCE || e == CAIRN__BF16_ONEDNN ? e : -1, __ATOMIC_RELAXED);
-  return prev;
+  return cairn__engine_choice_force(&choice, e, e == CAIRN__BF16_REFERENCE || e == CAIRN__BF16_ONEDNN);
 }
 
 const char *cairn__bf16_engine_info(char *buf, size_t len) {
@@ -70,13 +64,25 @@ const char *cairn__bf16_engine_info(char *buf, size_t len) {
 
 /* ---- the reference: widen, then the fp32 GEMM ---- */
 
-struct widen_ctx {
-  const uint16_t *x;
-  float *y;
+struct convert_ctx {
+  const void *x;
+  void *y;
+  int to_bf16;
 };
-static void widen_range(void *p, size_t lo, size_t hi) {
-  const struct widen_ctx *c = p;
-  cairn__kernels()->bf16_to_f32(c->x + lo, c->y + lo, hi - lo);
+static void convert_range(void *p, size_t lo, size_t hi) {
+  const struct convert_ctx *c = p;
+  if (c->to_bf16) cairn__kernels()->f32_to_bf16((const float *)c->x + lo, (uint16_t *)c->y + lo, hi - lo);
+  else cairn__kernels()->bf16_to_f32((const uint16_t *)c->x + lo, (float *)c->y + lo, hi - lo);
+}
+
+void cairn__bf16_widen(const uint16_t *x, float *y, size_t n) {
+  struct convert_ctx c = {x, y, 0};
+  cairn__par_for(n, convert_range, &c);
+}
+
+void cairn__bf16_round(const float *x, uint16_t *y, size_t n) {
+  struct convert_ctx c = {x, y, 1};
+  cairn__par_for(n, convert_range, &c);
 }
 
 /* elements spanned by op(X) (rows, cols) stored with leading dimension ld */
@@ -97,9 +103,8 @@ static int reference(int ta, int tb, int M, int N, int K, const uint16_t *A, int
     ws->buf = p;
     ws->cap = na + nb;
   }
-  struct widen_ctx a = {A, ws->buf}, b = {B, ws->buf + na};
-  cairn__par_for(na, widen_range, &a);
-  cairn__par_for(nb, widen_range, &b);
+  cairn__bf16_widen(A, ws->buf, na);
+  cairn__bf16_widen(B, ws->buf + na, nb);
   cairn__sgemm_ep(ta, tb, M, N, K, 1.0f, ws->buf, lda, ws->buf + na, ldb, acc ? 1.0f : 0.0f, C, ldc, bias, ep);
   return 0;
 }
@@ -125,15 +130,12 @@ int cairn__gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int
     if (!cairn__dnnl_bf16_ready(ta, tb, split_n ? M : l, split_n ? l : N, K, lda, ldb, ldc, acc))
       return reference(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc, bias, ep, ws);
   }
-  const int d = split_n ? N : M;
   int failed = 0;
 #pragma omp parallel for schedule(static) reduction(| : failed)
   for (int i = 0; i < nb; i++) {
-    int lo = i * len, hi = lo + len < d ? lo + len : d;
-    if (lo >= hi) continue;
-    const int r0 = split_n ? 0 : lo, r1 = split_n ? M : hi, c0 = split_n ? lo : 0, c1 = split_n ? hi : N;
-    if (bias)
-      for (int r = r0; r < r1; r++) memcpy(C + (size_t)r * ldc + c0, bias + c0, (size_t)(c1 - c0) * sizeof(float));
+    cairn__gemm_block b;
+    if (!cairn__gemm_block_at(i, split_n, len, M, N, C, ldc, bias, &b)) continue;
+    const int lo = b.lo, hi = b.hi;
     int rc;
     if (split_n) {
       const uint16_t *Bb = tb ? B + (size_t)lo * ldb : B + lo;
@@ -143,7 +145,7 @@ int cairn__gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int
       rc = cairn__dnnl_bf16_gemm(ta, tb, hi - lo, N, K, Ab, lda, B, ldb, acc, C + (size_t)lo * ldc, ldc);
     }
     if (rc) failed = 1;
-    else if (ep) ep->fn(ep->ctx, r0, r1, c0, c1);
+    else if (ep) ep->fn(ep->ctx, b.r0, b.r1, b.c0, b.c1);
   }
   return failed ? -1 : 0;
 }

@@ -90,8 +90,7 @@ typedef struct {
 static pthread_key_t ctx_key;
 
 static void slot_clear(slot *s) {
-  for (int i = 0; i < 4; i++)
-    if (s->m[i]) dnnl_memory_destroy(s->m[i]);
+  cairn__dnnl_memories_free(s->m);
   memset(s, 0, sizeof *s);
 }
 
@@ -144,9 +143,7 @@ typedef struct {
   size_t scratch;
 } entry;
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static entry **cache;
-static int n_cache, cap_cache;
+static cairn__dnnl_cache cache = CAIRN__DNNL_CACHE_INIT;
 
 /* dims (rows, cols) of type dt, a row-major matrix or the transpose of one
  * with leading dimension ld */
@@ -213,10 +210,13 @@ int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const 
   if (ok && scratch)
     ok = dnnl_memory_desc_init_by_tag(&d, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success &&
          dnnl_memory_create(&m[3], &d, engine, DNNL_MEMORY_NONE) == dnnl_success;
-  if (!ok)
-    for (int i = 0; i < 4; i++)
-      if (m[i]) dnnl_memory_destroy(m[i]), m[i] = NULL;
+  if (!ok) cairn__dnnl_memories_free(m);
   return ok ? 0 : -1;
+}
+
+void cairn__dnnl_memories_free(dnnl_memory_t m[4]) {
+  for (int i = 0; i < 4; i++)
+    if (m[i]) dnnl_memory_destroy(m[i]), m[i] = NULL;
 }
 
 /* The primitive for e's key (M and K given at run time). */
@@ -229,37 +229,54 @@ static int make(entry *e) {
   return cairn__dnnl_matmul_make(&a, &b, &c, e->acc, 0, &e->prim, &e->scratch, NULL, 0);
 }
 
-/* The entry for the key, made on first use; NULL when out of memory or
- * when oneDNN refuses the shape. Entries are never freed: a process uses a
- * handful of shapes (three per dense layer). */
-static entry *lookup(int ta, int tb, int N, int lda, int ldb, int ldc, int acc) {
-  entry *found = NULL;
-  pthread_mutex_lock(&cache_lock);
-  for (int i = 0; i < n_cache && !found; i++) {
-    entry *e = cache[i];
-    if (e->ta == ta && e->tb == tb && e->N == N && e->lda == lda && e->ldb == ldb && e->ldc == ldc && e->acc == acc)
-      found = e;
-  }
+void *cairn__dnnl_cache_get(cairn__dnnl_cache *c, const void *key, int (*same)(const void *item, const void *key),
+                            void *(*make_item)(const void *key, int id)) {
+  void *found = NULL;
+  pthread_mutex_lock(&c->lock);
+  for (int i = 0; i < c->n && !found; i++)
+    if (same(c->items[i], key)) found = c->items[i];
   if (!found) {
-    if (n_cache == cap_cache) {
-      int cap = cap_cache ? 2 * cap_cache : 16;
-      entry **grown = realloc(cache, (size_t)cap * sizeof *grown);
-      if (grown) cache = grown, cap_cache = cap;
+    if (c->n == c->cap) {
+      int cap = c->cap ? 2 * c->cap : 16;
+      void **grown = realloc(c->items, (size_t)cap * sizeof *grown);
+      if (grown) c->items = grown, c->cap = cap;
     }
-    entry *e = n_cache < cap_cache ? calloc(1, sizeof *e) : NULL;
-    if (e) {
-      *e = (entry){.ta = ta, .tb = tb, .N = N, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc};
-      e->id = n_cache;
-      if (make(e) == 0) {
-        cache[n_cache++] = e;
-        found = e;
-      } else {
-        free(e);
-      }
-    }
+    if (c->n < c->cap && (found = make_item(key, c->n)) != NULL) c->items[c->n++] = found;
   }
-  pthread_mutex_unlock(&cache_lock);
+  pthread_mutex_unlock(&c->lock);
   return found;
+}
+
+int cairn__dnnl_cache_count(cairn__dnnl_cache *c) {
+  pthread_mutex_lock(&c->lock);
+  int n = c->n;
+  pthread_mutex_unlock(&c->lock);
+  return n;
+}
+
+static int same_key(const void *item, const void *key) {
+  const entry *e = item, *k = key;
+  return e->ta == k->ta && e->tb == k->tb && e->N == k->N && e->lda == k->lda && e->ldb == k->ldb &&
+         e->ldc == k->ldc && e->acc == k->acc;
+}
+
+/* A new entry for the key with its primitive; NULL when out of memory or
+ * when oneDNN refuses the shape (asked again next time). */
+static void *make_entry(const void *key, int id) {
+  entry *e = malloc(sizeof *e);
+  if (!e) return NULL;
+  *e = *(const entry *)key;
+  e->id = id;
+  if (make(e) == 0) return e;
+  free(e);
+  return NULL;
+}
+
+/* The entry for the key, made on first use; NULL when out of memory or
+ * when oneDNN refuses the shape. Entries are never freed. */
+static entry *lookup(int ta, int tb, int N, int lda, int ldb, int ldc, int acc) {
+  entry k = {.ta = ta, .tb = tb, .N = N, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc};
+  return cairn__dnnl_cache_get(&cache, &k, same_key, make_entry);
 }
 
 /* Memory objects for e at (M, K), with no buffers yet. */
@@ -436,12 +453,7 @@ const char *cairn__dnnl_impl(void) {
   return impl_name;
 }
 
-int cairn__dnnl_primitive_count(void) {
-  pthread_mutex_lock(&cache_lock);
-  int n = n_cache;
-  pthread_mutex_unlock(&cache_lock);
-  return n;
-}
+int cairn__dnnl_primitive_count(void) { return cairn__dnnl_cache_count(&cache); }
 
 int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
                       int ldb, int accumulate, float *C, int ldc) {

@@ -84,9 +84,8 @@ typedef struct {
   size_t scratch;
 } entry;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static entry **cache;
-static int n_cache, cap_cache, n_made;
+static cairn__dnnl_cache cache = CAIRN__DNNL_CACHE_INIT;
+static int n_made; /* under cache's lock */
 static char impl_name[64];
 
 /* Each thread's memory objects, per entry id (freed when the thread ends). */
@@ -97,15 +96,10 @@ typedef struct {
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
-static void slot_clear(slot *s) {
-  for (int i = 0; i < 4; i++)
-    if (s->m[i]) dnnl_memory_destroy(s->m[i]);
-  memset(s, 0, sizeof *s);
-}
 static void slots_free(void *p) {
   thread_slots *t = p;
   if (!t) return;
-  for (int i = 0; i < t->n; i++) slot_clear(&t->s[i]);
+  for (int i = 0; i < t->n; i++) cairn__dnnl_memories_free(t->s[i].m);
   free(t->s);
   free(t);
 }
@@ -126,34 +120,28 @@ static void make(entry *e) {
   if (ok) n_made++;
 }
 
+static int same_key(const void *item, const void *wanted) {
+  const entry *e = item, *k = wanted;
+  return e->ta == k->ta && e->tb == k->tb && e->M == k->M && e->N == k->N && e->K == k->K && e->lda == k->lda &&
+         e->ldb == k->ldb && e->ldc == k->ldc && e->acc == k->acc;
+}
+
+/* A new entry for the key, made or refused (kept either way, so that
+ * oneDNN is asked once); NULL only when out of memory. */
+static void *make_entry(const void *wanted, int id) {
+  entry *e = malloc(sizeof *e);
+  if (!e) return NULL;
+  *e = *(const entry *)wanted;
+  e->id = id;
+  make(e);
+  return e;
+}
+
 /* The entry for the key, made (or refused) on first use; NULL only when
  * out of memory. */
 static entry *lookup(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int acc) {
-  entry *found = NULL;
-  pthread_mutex_lock(&lock);
-  for (int i = 0; i < n_cache && !found; i++) {
-    entry *e = cache[i];
-    if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->lda == lda && e->ldb == ldb &&
-        e->ldc == ldc && e->acc == acc)
-      found = e;
-  }
-  if (!found) {
-    if (n_cache == cap_cache) {
-      int cap = cap_cache ? 2 * cap_cache : 16;
-      entry **grown = realloc(cache, (size_t)cap * sizeof *grown);
-      if (grown) cache = grown, cap_cache = cap;
-    }
-    entry *e = n_cache < cap_cache ? calloc(1, sizeof *e) : NULL;
-    if (e) {
-      *e = (entry){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc,
-                   .id = n_cache};
-      make(e);
-      cache[n_cache++] = e;
-      found = e;
-    }
-  }
-  pthread_mutex_unlock(&lock);
-  return found;
+  entry k = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc};
+  return cairn__dnnl_cache_get(&cache, &k, same_key, make_entry);
 }
 
 static int slot_make(slot *s, const entry *e) {
@@ -163,7 +151,7 @@ static int slot_make(slot *s, const entry *e) {
            cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
            cairn__dnnl_memories(s->m, &a, &b, &c, e->scratch) == 0;
   if (!ok) {
-    slot_clear(s);
+    cairn__dnnl_memories_free(s->m);
     return -1;
   }
   return 0;
@@ -222,16 +210,16 @@ int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const u
 }
 
 int cairn__dnnl_bf16_primitive_count(void) {
-  pthread_mutex_lock(&lock);
+  pthread_mutex_lock(&cache.lock);
   int n = n_made;
-  pthread_mutex_unlock(&lock);
+  pthread_mutex_unlock(&cache.lock);
   return n;
 }
 
 const char *cairn__dnnl_bf16_impl(void) {
-  pthread_mutex_lock(&lock);
+  pthread_mutex_lock(&cache.lock);
   const char *s = impl_name;
-  pthread_mutex_unlock(&lock);
+  pthread_mutex_unlock(&cache.lock);
   return s;
 }
 

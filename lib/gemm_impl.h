@@ -3,6 +3,8 @@
 #ifndef CAIRN_GEMM_IMPL_H
 #define CAIRN_GEMM_IMPL_H
 
+#include <pthread.h>
+
 enum { CAIRN__GEMM_OPENBLAS = 0, CAIRN__GEMM_ONEDNN = 1 };
 
 /* 1 when this build has oneDNN and its CPU engine could be created (once;
@@ -37,6 +39,20 @@ int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, in
  * isa avx512_core_amx" ("none" without oneDNN); found once, thread-safe. */
 const char *cairn__dnnl_impl(void);
 
+/* One engine choice (the fp32 GEMM's, the bf16 GEMM's): made once by
+ * `init`, which sets `picked` from the environment and the CPU; a test
+ * may force another (gemm.c). */
+typedef struct cairn__engine_choice {
+  pthread_once_t once;
+  void (*init)(void);
+  int picked, forced;
+} cairn__engine_choice;
+#define CAIRN__ENGINE_CHOICE(init_fn) {PTHREAD_ONCE_INIT, init_fn, -1, -1}
+int cairn__engine_choice_get(cairn__engine_choice *c);
+/* Forces engine e when `valid` (else back to the picked one); returns
+ * the one in use before. */
+int cairn__engine_choice_force(cairn__engine_choice *c, int e, int valid);
+
 /* The engine cairn__sgemm uses: CAIRN_GEMM_ENGINE=openblas|onednn, else
  * oneDNN where the CPU has AVX-512 (gemm.c says why), else OpenBLAS. */
 int cairn__gemm_engine(void);
@@ -56,6 +72,16 @@ int cairn__gemm_engine_force(int engine);
  * depend on the shape (and CAIRN_GEMM_BLOCKS) alone. */
 void cairn__gemm_plan(int engine, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
                       int accumulate, int *split_n, int *n_blocks, int *block_len);
+/* Block i of such a plan: [lo, hi) of the cut dimension (N with split_n,
+ * else M), C's rows [r0, r1) and columns [c0, c1); 0 when it is empty.
+ * With a bias, those rows of C start as the bias, copied by the thread
+ * about to run the block's GEMM: they are still in its cache when the GEMM
+ * accumulates onto them (a separate pass cost ~4 % of the forward). */
+typedef struct cairn__gemm_block {
+  int lo, hi, r0, r1, c0, c1;
+} cairn__gemm_block;
+int cairn__gemm_block_at(int i, int split_n, int block_len, int M, int N, float *C, int ldc, const float *bias,
+                         cairn__gemm_block *b);
 
 /* ---- bf16 products (gemm_bf16.c, gemm_dnnl_bf16.c; doc/bf16.md) ----
  * The inputs are bf16 (uint16_t bits, rounded by the f32_to_bf16 kernel),
@@ -91,6 +117,10 @@ int cairn__bf16_engine(void);
 int cairn__bf16_engine_force(int engine);
 /* "onednn (<oneDNN's implementation>)" or "reference (...)", for cairn-info. */
 const char *cairn__bf16_engine_info(char *buf, size_t len);
+/* y = x widened to fp32 (exact) / x rounded to bf16 (to nearest even), n
+ * values, in chunks on the threads (gemm_bf16.c). */
+void cairn__bf16_widen(const uint16_t *x, float *y, size_t n);
+void cairn__bf16_round(const float *x, uint16_t *y, size_t n);
 
 /* gemm_dnnl_bf16.c: 1 when this build has oneDNN and the CPU has
  * avx512_bf16 or amx_bf16. */
@@ -126,7 +156,26 @@ dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
                              dnnl_data_type_t dt);
 /* C = A·B (C += A·B with acc) as a matmul primitive made at one thread with
  * a user scratchpad; gemm_dnnl.c says the rest. 0, or -1. */
-/* A run's memory objects (A, B, C, scratchpad) without buffers; 0 or -1. */
+/* The primitives of gemm_dnnl.c or gemm_dnnl_bf16.c, one item per key, made
+ * on first use and kept for the process (a process uses a handful of
+ * shapes, three per dense layer). cairn__dnnl_cache_get returns the item
+ * `same` says is key's, or else make(key, id) appended with the next id
+ * (its index here, and in each thread's slots); make returns NULL to keep
+ * nothing (out of memory, or a shape not worth asking again). All under
+ * the cache's lock; NULL when there is no item. */
+typedef struct cairn__dnnl_cache {
+  pthread_mutex_t lock;
+  void **items;
+  int n, cap;
+} cairn__dnnl_cache;
+#define CAIRN__DNNL_CACHE_INIT {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0}
+void *cairn__dnnl_cache_get(cairn__dnnl_cache *c, const void *key, int (*same)(const void *item, const void *key),
+                            void *(*make)(const void *key, int id));
+int cairn__dnnl_cache_count(cairn__dnnl_cache *c);
+/* A run's memory objects (A, B, C, scratchpad) without buffers; 0 or -1
+ * (with whatever was made destroyed); and their destruction (each NULL
+ * after). */
+void cairn__dnnl_memories_free(dnnl_memory_t m[4]);
 int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
                          const dnnl_memory_desc_t *c, size_t scratch);
 int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,

@@ -50,6 +50,16 @@ cairn_status cairn__fail_wrap(cairn_status s, const char *fmt, ...)
  * next cairn__errmsg_copy() on this thread, so use it before calling
  * anything that may wrap another failure. */
 const char *cairn__errmsg_copy(void);
+/* Keeping a failure's message across cleanup that may overwrite it (a
+ * close, a free, a join):
+ *   char *held = cairn__errmsg_hold();  ...cleanup...
+ *   return cairn__fail_held(st, held);
+ * The copy is on the heap, not a message-sized buffer on the stack; it
+ * nests (each hold is its own). cairn__fail_held sets the message back,
+ * frees the copy and returns st; a hold that ran out of memory is NULL and
+ * then leaves the message the cleanup left. free() drops a hold unused. */
+char *cairn__errmsg_hold(void);
+cairn_status cairn__fail_held(cairn_status st, char *held);
 
 /* Formats the message into buf (CAIRN__ERRMSG_LEN bytes), copies it into
  * the calling thread's cairn_errmsg(), and returns st (status.c). */

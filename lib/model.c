@@ -271,26 +271,13 @@ static cairn_status ensure_bf16_workspace(cairn_mlp *m, int64_t B) {
   return CAIRN_OK;
 }
 
-struct round_ctx {
-  const float *x;
-  uint16_t *y;
-};
-static void round_range(void *p, size_t lo, size_t hi) {
-  const struct round_ctx *c = p;
-  cairn__kernels()->f32_to_bf16(c->x + lo, c->y + lo, hi - lo);
-}
-static void round_all(const float *x, uint16_t *y, size_t n) {
-  struct round_ctx c = {x, y};
-  cairn__par_for(n, round_range, &c);
-}
-
 /* Makes again the bf16 kernels whose fp32 master was written from outside
  * the optimizer since their copy was made (or that were never made). */
 static void refresh_bf16_weights(cairn_mlp *m) {
   for (int i = 0; i < m->n; i++) {
     const uint64_t g = cairn__var_generation(m->W[i]);
     if (m->Wb_ok[i] && m->Wb_gen[i] == g) continue;
-    round_all(cairn_var_tensor(m->W[i])->data, m->Wb[i], (size_t)m->sizes[i] * (size_t)m->sizes[i + 1]);
+    cairn__bf16_round(cairn_var_tensor(m->W[i])->data, m->Wb[i], (size_t)m->sizes[i] * (size_t)m->sizes[i + 1]);
     m->Wb_gen[i] = g;
     m->Wb_ok[i] = 1;
   }
@@ -334,7 +321,7 @@ static cairn_status forward_bf16(cairn_mlp *m, const cairn_tensor *X, int keep) 
   if (!s) s = ensure_bf16_workspace(m, B);
   if (s) return s;
   refresh_bf16_weights(m);
-  round_all(X->data, m->Xb, (size_t)B * (size_t)m->sizes[0]);
+  cairn__bf16_round(X->data, m->Xb, (size_t)B * (size_t)m->sizes[0]);
   const uint16_t *in = m->Xb;
   for (int i = 0; i < m->n; i++) {
     const int K = (int)m->sizes[i], N = (int)m->sizes[i + 1];
@@ -367,7 +354,7 @@ static void colsum_range(void *p, size_t lo, size_t hi) {
  * i > 0 (into da, (B, sizes[i])). */
 static cairn_status backward_bf16_layer(cairn_mlp *m, int i, int64_t B, const float *dz, float *da) {
   const int in = (int)m->sizes[i], out = (int)m->sizes[i + 1];
-  round_all(dz, m->dzb[i], (size_t)B * (size_t)out);
+  cairn__bf16_round(dz, m->dzb[i], (size_t)B * (size_t)out);
   const uint16_t *x = i == 0 ? m->Xb : m->Ab[i - 1];
   if (da && cairn__gemm_bf16(0, 1, (int)B, in, out, m->dzb[i], out, m->Wb[i], out, 0, da, in, NULL, NULL, &m->ws))
     return bf16_failed("dZ·Wᵀ", i);

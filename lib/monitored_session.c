@@ -314,14 +314,13 @@ static cairn_status create_stack(cairn_monitored_session *ms) {
     if (!h->vt->after_create_session) continue;
     st = h->vt->after_create_session(h->self, raw, coord);
     if (st != CAIRN_OK) {
-      char why[CAIRN__ERRMSG_LEN];
-      snprintf(why, sizeof why, "%s", cairn_errmsg());
+      char *held = cairn__errmsg_hold();
       (void)cairn__coordinator_join(ms->coord);
       cairn__coordinator_free(ms->coord);
       cairn_session_free(ms->raw);
       ms->raw = NULL;
       ms->coord = NULL;
-      return cairn__fail(st, "%s", why);
+      return cairn__fail_held(st, held);
     }
   }
   return CAIRN_OK;
@@ -356,36 +355,41 @@ static cairn_status may_recover(cairn_monitored_session *ms, int *recoveries, ca
   return CAIRN_OK;
 }
 
+/* One recovery from a preemption error (the current message): logs it
+   with `what` happens now, closes the inner session when there is one
+   (errors of the close other than preemption propagate: TF's
+   _WrappedSession.close swallows only those) and decides whether to go
+   on. */
+static cairn_status recover(cairn_monitored_session *ms, int *recoveries, cairn_status cause, int close,
+                            const char *what) {
+  char *held = cairn__errmsg_hold();
+  const char *why = held ? held : "(out of memory for the message)";
+  cairn_env_log(ms->env, CAIRN_LOG_INFO, "%s Error: %s", what, why);
+  cairn_status st = close ? close_stack(ms) : CAIRN_OK;
+  if (st == CAIRN_OK || is_preemption(st)) st = may_recover(ms, recoveries, cause, why);
+  free(held);
+  return st;
+}
+
 /* _RecoverableSession._create_session: retried while creation fails with a
    preemption error (test_retry_initialization_on_aborted_error). */
 static cairn_status recoverable_create(cairn_monitored_session *ms, int *recoveries) {
   for (;;) {
     cairn_status st = create_stack(ms);
     if (st == CAIRN_OK || !ms->should_recover || !is_preemption(st)) return st;
-    char why[CAIRN__ERRMSG_LEN];
-    snprintf(why, sizeof why, "%s", cairn_errmsg());
-    cairn_env_log(ms->env, CAIRN_LOG_INFO,
-                  "An error was raised while a session was being created. This may be due to a preemption "
-                  "of a connected worker or parameter server. A new session will be created. Error: %s",
-                  why);
-    st = may_recover(ms, recoveries, st, why);
+    st = recover(ms, recoveries, st, 0,
+                 "An error was raised while a session was being created. This may be due to a preemption "
+                 "of a connected worker or parameter server. A new session will be created.");
     if (st != CAIRN_OK) return st;
   }
 }
 
 /* Closes the inner session after a preemption error and decides whether to
-   go on. Errors of the close other than preemption propagate (TF's
-   _WrappedSession.close swallows only those). */
+   go on. */
 static cairn_status recover_after(cairn_monitored_session *ms, int *recoveries, cairn_status cause) {
-  char why[CAIRN__ERRMSG_LEN];
-  snprintf(why, sizeof why, "%s", cairn_errmsg());
-  cairn_env_log(ms->env, CAIRN_LOG_INFO,
-                "An error was raised. This may be due to a preemption in a connected worker or parameter "
-                "server. The current session will be closed and a new session will be created. Error: %s",
-                why);
-  cairn_status cst = close_stack(ms);
-  if (cst != CAIRN_OK && !is_preemption(cst)) return cst;
-  return may_recover(ms, recoveries, cause, why);
+  return recover(ms, recoveries, cause, 1,
+                 "An error was raised. This may be due to a preemption in a connected worker or parameter "
+                 "server. The current session will be closed and a new session will be created.");
 }
 
 static cairn_status recoverable_run(cairn_monitored_session *ms, const cairn_run_args *args) {
@@ -539,7 +543,7 @@ int cairn_monitored_session_should_stop(cairn_monitored_session *ms) {
 static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn_status why) {
   if (ms->closed) return cairn__fail(CAIRN_E_STATE, "Session is already closed.");
   cairn_status st = CAIRN_OK;
-  char msg[CAIRN__ERRMSG_LEN] = "";
+  char *held = NULL; /* the failed end()'s message */
   (void)signal_stop(ms); /* reported even when the caller never asked should_stop */
   if (ms->hooked_only) {
     /* _HookedSession.close: no end(). */
@@ -549,7 +553,7 @@ static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn
       if (!h->vt->end) continue;
       st = h->vt->end(h->self, ms->raw);
       if (st != CAIRN_OK) {
-        snprintf(msg, sizeof msg, "%s", cairn_errmsg());
+        held = cairn__errmsg_hold();
         break;
       }
     }
@@ -567,9 +571,11 @@ static cairn_status close_internal(cairn_monitored_session *ms, int clean, cairn
   }
   ms->closed = 1;
   if (ms->registry && !ms->was_finalized) cairn_registry_unfinalize(ms->registry);
-  if (cst != CAIRN_OK) return cst; /* the join's error wins, as Python's finally */
-  if (st != CAIRN_OK) return cairn__fail(st, "%s", msg);
-  return CAIRN_OK;
+  if (cst != CAIRN_OK) { /* the join's error wins, as Python's finally */
+    free(held);
+    return cst;
+  }
+  return cairn__fail_held(st, held);
 }
 
 cairn_status cairn_monitored_session_close(cairn_monitored_session *ms) {
@@ -583,10 +589,9 @@ cairn_status cairn_monitored_session_close_with(cairn_monitored_session *ms, cai
      function) end the with-block cleanly: end() runs, nothing propagates. */
   if (body_status == CAIRN_OK || body_status == CAIRN_E_OUT_OF_RANGE || body_status == CAIRN_E_STOP)
     return ms_ret(ms, close_internal(ms, 1, CAIRN_OK));
-  char why[CAIRN__ERRMSG_LEN];
-  snprintf(why, sizeof why, "%s", cairn_errmsg());
+  char *held = cairn__errmsg_hold();
   if (!ms->closed) (void)close_internal(ms, 0, body_status);
-  return ms_ret(ms, cairn__fail(body_status, "%s", why));
+  return ms_ret(ms, cairn__fail_held(body_status, held));
 }
 
 /* Deprecated name (cairn/monitored.h). */
@@ -665,10 +670,9 @@ static cairn_status ms_alloc(const cairn__monitored_config *cfg, cairn_monitored
 }
 
 static cairn_status free_and_fail(cairn_monitored_session *ms, cairn_status st) {
-  char msg[CAIRN__ERRMSG_LEN];
-  snprintf(msg, sizeof msg, "%s", cairn_errmsg());
+  char *held = cairn__errmsg_hold();
   cairn_monitored_session_free(ms);
-  return cairn__fail(st, "%s", msg);
+  return cairn__fail_held(st, held);
 }
 
 cairn_status cairn__monitored_session_new(const cairn__monitored_config *cfg, cairn_monitored_session **out) {

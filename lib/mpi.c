@@ -65,6 +65,21 @@ static cairn_status mpi_fail(cairn_mpi *c, int rc, const char *what) {
   return cairn__fail(CAIRN_E_UNAVAILABLE, "mpi: %s failed on rank %d: %s", what, c ? c->rank : -1, text);
 }
 
+/* A failed step of cairn_mpi_init: its error, after freeing what was made. */
+static cairn_status init_failed(cairn_mpi *c, int rc, const char *what) {
+  cairn_status s = mpi_fail(NULL, rc, what);
+  cairn_mpi_free(c);
+  return s;
+}
+
+/* A communicator of ours: its errors return (rather than abort), and its
+ * rank and size when asked. */
+static void comm_returns_errors(MPI_Comm m, int *rank, int *size) {
+  MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN);
+  if (rank) MPI_Comm_rank(m, rank);
+  if (size) MPI_Comm_size(m, size);
+}
+
 static cairn_status check_usable(const cairn_mpi *c, const char *what) {
   if (!c) return cairn__fail(CAIRN_E_NULL, "mpi: %s: context is NULL", what);
   if (c->broken)
@@ -273,34 +288,16 @@ cairn_status cairn_mpi_new(int *argc, char ***argv, const cairn_mpi_options *o, 
   }
   MPI_Comm base = o->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : o->comm;
   /* Errors on the application's communicator abort by default; ours return. */
-  if ((rc = MPI_Comm_dup(base, &c->comm)) != MPI_SUCCESS) {
-    cairn_status s = mpi_fail(NULL, rc, "MPI_Comm_dup");
-    cairn_mpi_free(c);
-    return s;
-  }
-  MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(c->comm, &c->rank);
-  MPI_Comm_size(c->comm, &c->size);
-  if ((rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->local)) != MPI_SUCCESS) {
-    cairn_status s = mpi_fail(NULL, rc, "MPI_Comm_split_type");
-    cairn_mpi_free(c);
-    return s;
-  }
-  MPI_Comm_set_errhandler(c->local, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(c->local, &c->local_rank);
-  MPI_Comm_size(c->local, &c->local_size);
+  if ((rc = MPI_Comm_dup(base, &c->comm)) != MPI_SUCCESS) return init_failed(c, rc, "MPI_Comm_dup");
+  comm_returns_errors(c->comm, &c->rank, &c->size);
+  if ((rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->local)) != MPI_SUCCESS)
+    return init_failed(c, rc, "MPI_Comm_split_type");
+  comm_returns_errors(c->local, &c->local_rank, &c->local_size);
   if (c->size > 1) {
-    if ((rc = MPI_Comm_dup(c->comm, &c->hb)) != MPI_SUCCESS) {
-      cairn_status s = mpi_fail(NULL, rc, "MPI_Comm_dup (heartbeats)");
-      cairn_mpi_free(c);
-      return s;
-    }
-    MPI_Comm_set_errhandler(c->hb, MPI_ERRORS_RETURN);
-    if ((rc = MPI_Irecv(&c->ping_buf, 1, MPI_BYTE, MPI_ANY_SOURCE, TAG_PING, c->hb, &c->ping_rq)) != MPI_SUCCESS) {
-      cairn_status s = mpi_fail(NULL, rc, "MPI_Irecv (heartbeats)");
-      cairn_mpi_free(c);
-      return s;
-    }
+    if ((rc = MPI_Comm_dup(c->comm, &c->hb)) != MPI_SUCCESS) return init_failed(c, rc, "MPI_Comm_dup (heartbeats)");
+    comm_returns_errors(c->hb, NULL, NULL);
+    if ((rc = MPI_Irecv(&c->ping_buf, 1, MPI_BYTE, MPI_ANY_SOURCE, TAG_PING, c->hb, &c->ping_rq)) != MPI_SUCCESS)
+      return init_failed(c, rc, "MPI_Irecv (heartbeats)");
   }
   *out = c;
   return CAIRN_OK;

@@ -80,6 +80,25 @@ static cairn_status check_class_ids(const char *fn, const cairn_tensor *logits, 
   return CAIRN_OK;
 }
 
+/* z must have x's shape: "<fn>: <z_is> (2, 3), <x_is> (2, 4)" if not. */
+static cairn_status same_shape(const char *fn, const char *z_is, const cairn_tensor *z, const char *x_is,
+                               const cairn_tensor *x) {
+  if (cairn_tensor_same_shape(x, z)) return CAIRN_OK;
+  char a[96], b[96];
+  return cairn__fail(CAIRN_E_SHAPE, "%s: %s %s, %s %s", fn, z_is, cairn_tensor_shape_str(z, a, sizeof a), x_is,
+                     cairn_tensor_shape_str(x, b, sizeof b));
+}
+
+/* The mean softmax cross-entropy over the B rows of logits (B, C), against
+ * probabilities (B, C) or class ids (B,); its gradient into dlogits when
+ * given. */
+static float xent_mean(const cairn_tensor *logits, const float *probs, const int32_t *ids, cairn_tensor *dlogits) {
+  size_t B = (size_t)logits->shape[0], C = (size_t)logits->shape[1];
+  struct loss_ctx c = {logits->data, probs, ids, dlogits ? dlogits->data : NULL, C, 1.0f / (float)B,
+                       cairn__kernels()};
+  return (float)(cairn__par_rows_sum(B, C, xent_rows, &c) / (double)B);
+}
+
 cairn_status cairn_loss_softmax_xent(const cairn_tensor *logits, const cairn_tensor *labels, float *loss,
                                      cairn_tensor *dlogits) {
   const char *fn = "loss_softmax_xent";
@@ -87,15 +106,8 @@ cairn_status cairn_loss_softmax_xent(const cairn_tensor *logits, const cairn_ten
   if ((s = check_logits(fn, logits, loss)) || (s = cairn__check_f32(fn, "labels", labels)) ||
       (s = check_grad(fn, logits, dlogits)))
     return s;
-  if (!cairn_tensor_same_shape(logits, labels)) {
-    char a[96], b[96];
-    return cairn__fail(CAIRN_E_SHAPE, "%s: labels are %s, logits are %s", fn, cairn_tensor_shape_str(labels, a, sizeof a),
-                       cairn_tensor_shape_str(logits, b, sizeof b));
-  }
-  size_t B = (size_t)logits->shape[0], C = (size_t)logits->shape[1];
-  struct loss_ctx c = {logits->data, labels->data, NULL, dlogits ? dlogits->data : NULL, C, 1.0f / (float)B,
-                       cairn__kernels()};
-  *loss = (float)(cairn__par_rows_sum(B, C, xent_rows, &c) / (double)B);
+  if ((s = same_shape(fn, "labels are", labels, "logits are", logits))) return s;
+  *loss = xent_mean(logits, labels->data, NULL, dlogits);
   return CAIRN_OK;
 }
 
@@ -106,10 +118,7 @@ cairn_status cairn_loss_sparse_softmax_xent(const cairn_tensor *logits, const ca
   if ((s = check_logits(fn, logits, loss)) || (s = check_class_ids(fn, logits, labels)) ||
       (s = check_grad(fn, logits, dlogits)))
     return s;
-  size_t B = (size_t)logits->shape[0], C = (size_t)logits->shape[1];
-  struct loss_ctx c = {logits->data, NULL, labels->data, dlogits ? dlogits->data : NULL, C, 1.0f / (float)B,
-                       cairn__kernels()};
-  *loss = (float)(cairn__par_rows_sum(B, C, xent_rows, &c) / (double)B);
+  *loss = xent_mean(logits, NULL, labels->data, dlogits);
   return CAIRN_OK;
 }
 
@@ -121,11 +130,7 @@ static cairn_status elementwise_loss(const char *fn, const cairn_tensor *x, cons
   if ((s = cairn__check_f32(fn, "input", x)) || (s = cairn__check_f32(fn, "target", z)) ||
       (s = check_grad(fn, x, d)))
     return s;
-  if (!cairn_tensor_same_shape(x, z)) {
-    char a[96], b[96];
-    return cairn__fail(CAIRN_E_SHAPE, "%s: target is %s, input is %s", fn, cairn_tensor_shape_str(z, a, sizeof a),
-                       cairn_tensor_shape_str(x, b, sizeof b));
-  }
+  if ((s = same_shape(fn, "target is", z, "input is", x))) return s;
   if (x->size == 0) return cairn__fail(CAIRN_E_INVALID, "%s: empty input: the mean is undefined", fn);
   struct loss_ctx c = {x->data, z->data, NULL, d ? d->data : NULL, 0, 1.0f / (float)x->size, cairn__kernels()};
   *loss = (float)(cairn__par_sum((size_t)x->size, range, &c) / (double)x->size);

@@ -14,13 +14,9 @@ static size_t chunk_len(size_t n) {
   return c;
 }
 
-void cairn__par_for(size_t n, cairn__range_fn fn, void *ctx) {
-  if (n == 0) return;
-  if (n < CAIRN__PAR_MIN) {
-    fn(ctx, 0, n);
-    return;
-  }
-  size_t c = chunk_len(n), k = (n + c - 1) / c;
+/* fn over chunks of c of n items, on the threads. */
+static void chunked_for(size_t n, size_t c, cairn__range_fn fn, void *ctx) {
+  size_t k = (n + c - 1) / c;
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < k; i++) {
     size_t lo = i * c, hi = lo + c < n ? lo + c : n;
@@ -28,13 +24,20 @@ void cairn__par_for(size_t n, cairn__range_fn fn, void *ctx) {
   }
 }
 
-double cairn__par_sum(size_t n, cairn__range_sum_fn fn, void *ctx) {
-  if (n == 0) return 0.0;
-  size_t c = chunk_len(n), k = (n + c - 1) / c;
+void cairn__par_for(size_t n, cairn__range_fn fn, void *ctx) {
+  if (n == 0) return;
+  if (n < CAIRN__PAR_MIN) fn(ctx, 0, n);
+  else chunked_for(n, chunk_len(n), fn, ctx);
+}
+
+/* The sum of fn over chunks of c of n items, part by part in chunk order:
+ * the same chunks and the same order of additions whether or not threads
+ * are used (`threads`), so the bits do not change with the thread count
+ * or across the CAIRN__PAR_MIN threshold. */
+static double chunked_sum(size_t n, size_t c, int threads, cairn__range_sum_fn fn, void *ctx) {
+  size_t k = (n + c - 1) / c;
   double part[CAIRN__PAR_MAX_CHUNKS];
-  /* The same chunks whether or not threads are used: bits do not change
-   * with the thread count or across the CAIRN__PAR_MIN threshold. */
-#pragma omp parallel for schedule(static) if (n >= CAIRN__PAR_MIN)
+#pragma omp parallel for schedule(static) if (threads)
   for (size_t i = 0; i < k; i++) {
     size_t lo = i * c, hi = lo + c < n ? lo + c : n;
     part[i] = fn(ctx, lo, hi);
@@ -42,6 +45,11 @@ double cairn__par_sum(size_t n, cairn__range_sum_fn fn, void *ctx) {
   double s = 0.0;
   for (size_t i = 0; i < k; i++) s += part[i];
   return s;
+}
+
+double cairn__par_sum(size_t n, cairn__range_sum_fn fn, void *ctx) {
+  if (n == 0) return 0.0;
+  return chunked_sum(n, chunk_len(n), n >= CAIRN__PAR_MIN, fn, ctx);
 }
 
 /* Rows per chunk: enough rows for ~chunk_len elements, at most
@@ -55,28 +63,11 @@ static size_t rows_per_chunk(size_t rows, size_t cols) {
 
 void cairn__par_rows(size_t rows, size_t cols, cairn__range_fn fn, void *ctx) {
   if (rows == 0) return;
-  if (rows * cols < CAIRN__PAR_MIN || rows == 1) {
-    fn(ctx, 0, rows);
-    return;
-  }
-  size_t c = rows_per_chunk(rows, cols), k = (rows + c - 1) / c;
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < k; i++) {
-    size_t lo = i * c, hi = lo + c < rows ? lo + c : rows;
-    fn(ctx, lo, hi);
-  }
+  if (rows * cols < CAIRN__PAR_MIN || rows == 1) fn(ctx, 0, rows);
+  else chunked_for(rows, rows_per_chunk(rows, cols), fn, ctx);
 }
 
 double cairn__par_rows_sum(size_t rows, size_t cols, cairn__range_sum_fn fn, void *ctx) {
   if (rows == 0) return 0.0;
-  size_t c = rows_per_chunk(rows, cols), k = (rows + c - 1) / c;
-  double part[CAIRN__PAR_MAX_CHUNKS];
-#pragma omp parallel for schedule(static) if (rows * cols >= CAIRN__PAR_MIN)
-  for (size_t i = 0; i < k; i++) {
-    size_t lo = i * c, hi = lo + c < rows ? lo + c : rows;
-    part[i] = fn(ctx, lo, hi);
-  }
-  double s = 0.0;
-  for (size_t i = 0; i < k; i++) s += part[i];
-  return s;
+  return chunked_sum(rows, rows_per_chunk(rows, cols), rows * cols >= CAIRN__PAR_MIN, fn, ctx);
 }

@@ -57,8 +57,7 @@ cairn_status cairn__restore_source(const char *fn, const char *path, char *out, 
     if (st) return cairn__fail_wrap(st, "%s: '%s' is a directory: ", fn, path);
     return CAIRN_OK;
   }
-  char why[1200];
-  snprintf(why, sizeof why, "%s", cairn_errmsg());
+  const char *why = cairn__errmsg_copy(); /* the scan's; nothing below fails through it */
   const char *sep = ends_with(path, "/") ? "" : "/";
   char cand[4200];
   snprintf(cand, sizeof cand, "%s%svariables.index", path, sep);
@@ -96,7 +95,7 @@ cairn_status cairn__restore_source(const char *fn, const char *path, char *out, 
     return cairn__fail(CAIRN_E_INVALID, "%s: '%s' is a directory with no checkpoint state and %zu .safetensors "
                        "files ('%s', '%s'%s): name the file to restore", fn, path, n, first, second,
                        n > 2 ? ", ..." : "");
-  return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is a directory with nothing to restore: no checkpoint (%s), no "
+  return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is a directory with nothing to restore: no checkpoint (%.1199s), no "
                      "TensorFlow bundle 'variables.index' and no .safetensors file in it",
                      fn, path, why);
 }

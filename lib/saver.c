@@ -165,68 +165,69 @@ oom:
   return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
 }
 
-cairn_status cairn_saver_new(cairn_registry *r, const cairn_saver_options *opts, cairn_saver **out) {
-  static const char fn[] = "saver_new";
+/* The save set of a constructor (after its own argument checks: out and
+ * the source given when n > 0): fill writes the names and variables of
+ * at most *n entries into arrays of that size, and sets *n to how many it
+ * wrote; then saver_make (by_var_name: the names are the variables'). */
+typedef cairn_status (*fill_fn)(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars);
+
+static cairn_status make_filled(const char *fn, size_t n, int by_var_name, fill_fn fill, const void *src,
+                                const char *src_name, const cairn_saver_options *opts, cairn_saver **out) {
   if (out) *out = NULL;
-  if (!r) return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  size_t n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, NULL, 0);
-  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
+  if (n > 0 && !src) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL with n = %zu", fn, src_name, n);
   const char **names = malloc((n ? n : 1) * sizeof *names);
-  if (!vars || !names) {
-    free(vars);
-    free(names);
-    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  }
-  n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, vars, n);
-  for (size_t i = 0; i < n; i++) names[i] = cairn_var_name(vars[i]);
-  cairn_status st = saver_make(fn, names, vars, n, 1, opts, out);
-  free(vars);
+  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
+  cairn_status st = !names || !vars ? cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn)
+                                    : fill(fn, src, &n, names, vars);
+  if (!st) st = saver_make(fn, names, vars, n, by_var_name, opts, out);
   free(names);
+  free(vars);
   return st;
+}
+
+static cairn_status fill_registry(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars) {
+  (void)fn;
+  *n = cairn_registry_list(src, CAIRN_COLL_GLOBAL, vars, *n);
+  for (size_t i = 0; i < *n; i++) names[i] = cairn_var_name(vars[i]);
+  return CAIRN_OK;
+}
+
+static cairn_status fill_list(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars) {
+  cairn_var *const *list = src;
+  for (size_t i = 0; i < *n; i++) {
+    if (!list[i]) return cairn__fail(CAIRN_E_NULL, "%s: vars[%zu] is NULL", fn, i);
+    vars[i] = list[i];
+    names[i] = cairn_var_name(list[i]);
+  }
+  return CAIRN_OK;
+}
+
+static cairn_status fill_map(const char *fn, const void *src, size_t *n, const char **names, cairn_var **vars) {
+  (void)fn;
+  const cairn_saver_entry *map = src;
+  for (size_t i = 0; i < *n; i++) {
+    names[i] = map[i].name;
+    vars[i] = map[i].var;
+  }
+  return CAIRN_OK;
+}
+
+cairn_status cairn_saver_new(cairn_registry *r, const cairn_saver_options *opts, cairn_saver **out) {
+  if (out) *out = NULL;
+  if (!r) return cairn__fail(CAIRN_E_NULL, "saver_new: registry is NULL");
+  size_t n = cairn_registry_list(r, CAIRN_COLL_GLOBAL, NULL, 0);
+  return make_filled("saver_new", n, 1, fill_registry, r, "registry", opts, out);
 }
 
 cairn_status cairn_saver_new_list(cairn_var *const *vars, size_t n, const cairn_saver_options *opts,
                                   cairn_saver **out) {
-  static const char fn[] = "saver_new_list";
-  if (out) *out = NULL;
-  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  if (n > 0 && !vars) return cairn__fail(CAIRN_E_NULL, "%s: vars is NULL with n = %zu", fn, n);
-  const char **names = malloc((n ? n : 1) * sizeof *names);
-  if (!names) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  for (size_t i = 0; i < n; i++) {
-    if (!vars[i]) {
-      free(names);
-      return cairn__fail(CAIRN_E_NULL, "%s: vars[%zu] is NULL", fn, i);
-    }
-    names[i] = cairn_var_name(vars[i]);
-  }
-  cairn_status st = saver_make(fn, names, vars, n, 1, opts, out);
-  free(names);
-  return st;
+  return make_filled("saver_new_list", n, 1, fill_list, vars, "vars", opts, out);
 }
 
 cairn_status cairn_saver_new_map(const cairn_saver_entry *map, size_t n, const cairn_saver_options *opts,
                                  cairn_saver **out) {
-  static const char fn[] = "saver_new_map";
-  if (out) *out = NULL;
-  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
-  if (n > 0 && !map) return cairn__fail(CAIRN_E_NULL, "%s: map is NULL with n = %zu", fn, n);
-  const char **names = malloc((n ? n : 1) * sizeof *names);
-  cairn_var **vars = malloc((n ? n : 1) * sizeof *vars);
-  if (!names || !vars) {
-    free(names);
-    free(vars);
-    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
-  }
-  for (size_t i = 0; i < n; i++) {
-    names[i] = map[i].name;
-    vars[i] = map[i].var;
-  }
-  cairn_status st = saver_make(fn, names, vars, n, 0, opts, out);
-  free(names);
-  free(vars);
-  return st;
+  return make_filled("saver_new_map", n, 0, fill_map, map, "map", opts, out);
 }
 
 static void free_last(last_ckpt *l, size_t n) {
@@ -358,11 +359,7 @@ const char *cairn_saver_last_checkpoint_at(const cairn_saver *s, size_t i) {
 
 void cairn_saver_clear_meta(cairn_saver *s) {
   if (!s) return;
-  for (size_t i = 0; i < s->n_meta; i++) {
-    free(s->meta[i].key);
-    free(s->meta[i].bytes);
-  }
-  free(s->meta);
+  cairn__saver_meta_free(s->meta, s->n_meta);
   s->meta = NULL;
   s->n_meta = 0;
 }
@@ -449,22 +446,24 @@ cairn_status cairn_saver_set_state(cairn_saver *s, const char *name, const void 
   return set_bytes(s, "saver_set_state", "train.state.", name, CAIRN_META_BYTES, data, len);
 }
 
-cairn_status cairn_saver_set_user_i64(cairn_saver *s, const char *key, int64_t value) {
+/* user.<key> = a number: I64 i, or F64 f. */
+static cairn_status set_number(cairn_saver *s, const char *fn, const char *key, cairn_meta_type type, int64_t i,
+                               double f) {
   cairn_status st = CAIRN_OK;
-  meta_item *it = meta_slot(s, "saver_set_user_i64", "user.", key, &st);
+  meta_item *it = meta_slot(s, fn, "user.", key, &st);
   if (!it) return st;
-  it->type = CAIRN_META_I64;
-  it->i = value;
+  it->type = type;
+  it->i = i;
+  it->f = f;
   return CAIRN_OK;
 }
 
+cairn_status cairn_saver_set_user_i64(cairn_saver *s, const char *key, int64_t value) {
+  return set_number(s, "saver_set_user_i64", key, CAIRN_META_I64, value, 0.0);
+}
+
 cairn_status cairn_saver_set_user_f64(cairn_saver *s, const char *key, double value) {
-  cairn_status st = CAIRN_OK;
-  meta_item *it = meta_slot(s, "saver_set_user_f64", "user.", key, &st);
-  if (!it) return st;
-  it->type = CAIRN_META_F64;
-  it->f = value;
-  return CAIRN_OK;
+  return set_number(s, "saver_set_user_f64", key, CAIRN_META_F64, 0, value);
 }
 
 /* ---- saving ------------------------------------------------------------------------ */
@@ -918,12 +917,13 @@ static cairn_status commit_explain(const cairn_saver *s, const char *fn, const c
       how = "being removed (its files vanish)";
   }
   if (!how) return st;
-  char inner[CAIRN__ERRMSG_LEN / 2];
-  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  char *inner = cairn__errmsg_hold();
   char at[CAIRN__ERRMSG_LEN / 2];
   snprintf(at, sizeof at, "%s '%s'", fn, file);
   cairn_status gs = cairn__dir_guard_fail(guard, at, how);
-  return cairn__fail(gs, "%s; the save failed with: %s", cairn__errmsg_copy(), inner);
+  gs = cairn__fail(gs, "%s; the save failed with: %.8191s", cairn__errmsg_copy(), inner ? inner : "out of memory");
+  free(inner);
+  return gs;
 }
 
 cairn_status cairn__saver_commit(cairn_saver *s, const char *fn, const char *file, const char *dir,

@@ -16,8 +16,10 @@
 #include <pthread.h>
 
 typedef struct cairn__meta_item {
-  char *key; /* full key: "user.<k>" or "train.state.<k>" */
+  char *key; /* full key: "user.<k>" or "train.state.<k>" (any, read from a checkpoint) */
   cairn_meta_type type;
+  uint64_t u; /* U64 and BOOL: only read from a checkpoint (saver_restore.c) */
+  int b;
   int64_t i;
   double f;
   char *bytes; /* STR: NUL-terminated; BYTES: len bytes (+ a NUL) */

@@ -53,16 +53,7 @@ static char *shape_str(int rank, const int64_t *shape, char *buf, size_t len) {
 
 /* ---- metadata snapshot -------------------------------------------------------- */
 
-typedef struct meta_kv {
-  char *key;
-  cairn_meta_type type;
-  uint64_t u;
-  int64_t i;
-  double f;
-  int b;
-  char *bytes; /* STR (NUL-terminated) and BYTES */
-  size_t len;
-} meta_kv;
+typedef cairn__meta_item meta_kv; /* the Saver's own metadata item */
 
 struct cairn_saver_meta {
   meta_kv *kv;
@@ -71,11 +62,7 @@ struct cairn_saver_meta {
 
 void cairn_saver_meta_free(cairn_saver_meta *m) {
   if (!m) return;
-  for (size_t i = 0; i < m->n; i++) {
-    free(m->kv[i].key);
-    free(m->kv[i].bytes);
-  }
-  free(m->kv);
+  cairn__saver_meta_free(m->kv, m->n);
   free(m);
 }
 
@@ -185,12 +172,21 @@ static cairn_status meta_find(const cairn_saver_meta *m, const char *fn, const c
   return cairn__fail(CAIRN_E_NOT_FOUND, "%s: no metadata key '%s%s'", fn, prefix, key);
 }
 
-cairn_status cairn_saver_meta_global_step(const cairn_saver_meta *m, int64_t *step) {
+/* A number: the I64 value of prefix+key into *i, or (i NULL) the F64 one
+ * into *f; `what` names the out-parameter. */
+static cairn_status meta_number(const cairn_saver_meta *m, const char *fn, const char *what, const char *prefix,
+                                const char *key, int64_t *i, double *f) {
   const meta_kv *kv;
-  if (!step) return cairn__fail(CAIRN_E_NULL, "saver_meta_global_step: step is NULL");
-  cairn_status st = meta_find(m, "saver_meta_global_step", "", "train.global_step", CAIRN_META_I64, &kv);
-  if (!st) *step = kv->i;
-  return st;
+  if (!i && !f) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, what);
+  cairn_status st = meta_find(m, fn, prefix, key, i ? CAIRN_META_I64 : CAIRN_META_F64, &kv);
+  if (st) return st;
+  if (i) *i = kv->i;
+  else *f = kv->f;
+  return CAIRN_OK;
+}
+
+cairn_status cairn_saver_meta_global_step(const cairn_saver_meta *m, int64_t *step) {
+  return meta_number(m, "saver_meta_global_step", "step", "", "train.global_step", step, NULL);
 }
 
 const char *cairn_saver_meta_producer(const cairn_saver_meta *m) {
@@ -209,19 +205,11 @@ cairn_status cairn_saver_meta_user_str(const cairn_saver_meta *m, const char *ke
 }
 
 cairn_status cairn_saver_meta_user_i64(const cairn_saver_meta *m, const char *key, int64_t *value) {
-  const meta_kv *kv;
-  if (!value) return cairn__fail(CAIRN_E_NULL, "saver_meta_user_i64: value is NULL");
-  cairn_status st = meta_find(m, "saver_meta_user_i64", "user.", key, CAIRN_META_I64, &kv);
-  if (!st) *value = kv->i;
-  return st;
+  return meta_number(m, "saver_meta_user_i64", "value", "user.", key, value, NULL);
 }
 
 cairn_status cairn_saver_meta_user_f64(const cairn_saver_meta *m, const char *key, double *value) {
-  const meta_kv *kv;
-  if (!value) return cairn__fail(CAIRN_E_NULL, "saver_meta_user_f64: value is NULL");
-  cairn_status st = meta_find(m, "saver_meta_user_f64", "user.", key, CAIRN_META_F64, &kv);
-  if (!st) *value = kv->f;
-  return st;
+  return meta_number(m, "saver_meta_user_f64", "value", "user.", key, NULL, value);
 }
 
 cairn_status cairn_saver_meta_state(const cairn_saver_meta *m, const char *name, const void **data, size_t *len) {
@@ -535,6 +523,21 @@ static cairn_restore_item *unmatched(cairn_restore_report *r, const char *name, 
   return it;
 }
 
+/* An include or exclude glob (`kind`) that matches no variable of the save
+ * set: an UNMATCHED item, its note (with the names it may have meant) in
+ * note. 1 then, 0 when it matches, -1 on no memory. */
+static int glob_unmatched(const char *kind, const char *glob, const save_names *sn, cairn_restore_report *r,
+                          char *note, size_t note_len) {
+  const cairn_saver *s = sn->s;
+  const cairn_restore_options *o = sn->o;
+  if (save_set_has(s, o, glob, NULL, NULL)) return 0;
+  char hint[700];
+  cairn__suggest(glob, save_name_at, sn, cairn_saver_count(s), 3, hint, sizeof hint);
+  snprintf(note, note_len, "%s pattern '%.500s' matches no variable of the save set%s%s", kind, glob,
+           o->collections ? " (of those the `collections` filter keeps)" : "", hint);
+  return unmatched(r, glob, NULL, note) ? 1 : -1;
+}
+
 /* Checks every include, exclude and rename pattern against the save set
  * and the checkpoint's keys; adds an UNMATCHED item for each that matched
  * nothing, logs the exclude ones (and, lenient, all) as WARNINGs, and sets
@@ -548,20 +551,14 @@ static cairn_status check_patterns(const char *fn, const char *path, const cairn
   const char *filter = o->collections ? " (of those the `collections` filter keeps)" : "";
   char hint[700], note[2800];
   for (size_t i = 0; i < o->n_include; i++) {
-    if (save_set_has(s, o, o->include[i], NULL, NULL)) continue;
-    cairn__suggest(o->include[i], save_name_at, &sn, ns, 3, hint, sizeof hint);
-    snprintf(note, sizeof note, "include pattern '%.500s' matches no variable of the save set%s%s", o->include[i],
-             filter, hint);
-    if (!unmatched(r, o->include[i], NULL, note)) return CAIRN_E_NOMEM;
-    ++*fatal;
+    int u = glob_unmatched("include", o->include[i], &sn, r, note, sizeof note);
+    if (u < 0) return CAIRN_E_NOMEM;
+    if (u) ++*fatal;
   }
   for (size_t i = 0; i < o->n_exclude; i++) {
-    if (save_set_has(s, o, o->exclude[i], NULL, NULL)) continue;
-    cairn__suggest(o->exclude[i], save_name_at, &sn, ns, 3, hint, sizeof hint);
-    snprintf(note, sizeof note, "exclude pattern '%.500s' matches no variable of the save set%s%s", o->exclude[i],
-             filter, hint);
-    if (!unmatched(r, o->exclude[i], NULL, note)) return CAIRN_E_NOMEM;
-    if (c) cairn_env_log(o->env, CAIRN_LOG_WARN, "%s '%s': %s; it leaves nothing out", fn, path, note);
+    int u = glob_unmatched("exclude", o->exclude[i], &sn, r, note, sizeof note);
+    if (u < 0) return CAIRN_E_NOMEM;
+    if (u && c) cairn_env_log(o->env, CAIRN_LOG_WARN, "%s '%s': %s; it leaves nothing out", fn, path, note);
   }
   for (size_t i = 0; i < o->n_rename; i++) {
     const cairn_restore_rename *rr = &o->rename[i];
@@ -710,18 +707,17 @@ void *cairn__restore_between_passes_user;
  * when the failure is the final unchanged check, done == n), so they are
  * marked uninitialized and named; the others are unchanged. */
 static void second_pass_failure(const char *fn, const char *path, cairn_status st, const item_list *ok, size_t done) {
-  char inner[600];
-  snprintf(inner, sizeof inner, "%s", cairn_errmsg());
+  const char *inner = cairn__errmsg_copy(); /* only the message is built from here on */
   size_t n_written = done < ok->n ? done + 1 : ok->n;
   for (size_t i = 0; i < n_written; i++) cairn_var_set_initialized(ok->it[i].var, 0);
   enum { BUDGET = CAIRN__ERRMSG_LEN - 100 };
   char msg[BUDGET + 64];
   int used = 0;
   if (done < ok->n)
-    used = snprintf(msg, sizeof msg, "%s '%.150s': reading '%.200s' after the whole file had been verified: %s", fn,
+    used = snprintf(msg, sizeof msg, "%s '%.150s': reading '%.200s' after the whole file had been verified: %.599s", fn,
                     path, ok->it[done].ckpt_name, inner);
   else
-    used = snprintf(msg, sizeof msg, "%s '%.150s': after every tensor was read: %s", fn, path, inner);
+    used = snprintf(msg, sizeof msg, "%s '%.150s': after every tensor was read: %.599s", fn, path, inner);
   if (used < 0 || (size_t)used >= sizeof msg) used = (int)strlen(msg);
   used += snprintf(msg + used, sizeof msg - (size_t)used,
                    ". The file changed or failed while it was being restored: %zu of %zu variable%s %s overwritten "
@@ -739,6 +735,132 @@ static void second_pass_failure(const char *fn, const char *path, cairn_status s
   if (shown < n_written && (size_t)used < sizeof msg)
     snprintf(msg + used, sizeof msg - (size_t)used, "%s... (%zu more)", shown ? ", " : "", n_written - shown);
   cairn__fail(st, "%s", msg);
+}
+
+/* Step 1, open: the file (superblock, footer, metadata, index). */
+static cairn_status open_file(const char *fn, const cairn__dir *dir, const char *path, cairn_ckpt **c) {
+  struct stat sb;
+  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(dir, path, -1)) { /* a TF prefix is no file */
+    char near[1400];
+    cairn__near_files(path, near, sizeof near);
+    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file%s", fn, path, near);
+  }
+  cairn_status st = cairn__ckpt_open_in(dir, path, NULL, c);
+  if (st && strstr(cairn_errmsg(), path)) return cairn__fail_wrap(st, "%s: ", fn); /* already names the file */
+  if (st) return cairn__fail_wrap(st, "%s '%s': ", fn, path);
+  return CAIRN_OK;
+}
+
+static void item_set_var(cairn_restore_item *it, const char *name, cairn_var *v) {
+  const cairn_tensor *t = cairn_var_tensor(v);
+  it->name = name;
+  it->var = v;
+  it->var_dtype = t->dtype;
+  it->var_rank = t->rank;
+  memcpy(it->var_shape, t->shape, sizeof it->var_shape);
+}
+
+static void item_set_ckpt(cairn_restore_item *it, const cairn_ckpt_entry *e) {
+  it->ckpt_dtype = e->dtype;
+  it->ckpt_rank = e->rank;
+  for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e->rank ? e->shape[d] : 1;
+}
+
+/* Step 2, classify: every variable of the save set from the index alone
+ * (skipped / missing / mismatched / restorable); then the unused checkpoint
+ * names, those no variable of the restore set asked for. */
+static cairn_status classify(const char *fn, const char *path, const cairn_saver *s, const cairn_restore_options *o,
+                             const cairn_ckpt *c, cairn_restore_report *r) {
+  size_t n = cairn_saver_count(s), n_used = 0;
+  const char **used = malloc(n * sizeof *used);
+  cairn_status st = CAIRN_E_NOMEM;
+  if (!used) goto oom;
+  for (size_t i = 0; i < n; i++) {
+    const char *name = cairn_saver_name_at(s, i);
+    cairn_var *v = cairn_saver_var_at(s, i);
+    const cairn_tensor *t = cairn_var_tensor(v);
+    cairn_restore_item *it;
+    if (!selected(o, name, v)) {
+      if (!(it = report_add(r, CAIRN_RESTORE_SKIPPED))) goto oom;
+      item_set_var(it, name, v);
+      continue;
+    }
+    const char *cname = report_own(r, ckpt_name_of(o, name));
+    if (!cname) goto oom;
+    cairn_ckpt_entry e;
+    cairn_status fs = cairn_ckpt_find(c, cname, &e);
+    if (fs != CAIRN_OK && fs != CAIRN_E_NOT_FOUND) {
+      st = cairn__fail_wrap(fs, "%s '%s': looking up '%s': ", fn, path, cname);
+      goto out;
+    }
+    int match = fs == CAIRN_OK && e.dtype == t->dtype && e.rank == t->rank;
+    for (int d = 0; match && d < t->rank; d++) match = e.shape[d] == t->shape[d];
+    cairn_restore_kind k = fs != CAIRN_OK ? CAIRN_RESTORE_MISSING : match ? CAIRN_RESTORE_RESTORED
+                                                                          : CAIRN_RESTORE_MISMATCHED;
+    if (!(it = report_add(r, k))) goto oom;
+    item_set_var(it, name, v);
+    it->ckpt_name = cname;
+    if (fs == CAIRN_OK) {
+      item_set_ckpt(it, &e);
+      used[n_used++] = cname;
+    }
+  }
+  if (n_used > 1) qsort(used, n_used, sizeof *used, cmp_str);
+  size_t nc = cairn_ckpt_count(c);
+  for (size_t j = 0; j < nc; j++) {
+    cairn_ckpt_entry e;
+    cairn_status es = cairn_ckpt_entry_at(c, j, &e);
+    if (es) {
+      st = cairn__fail_wrap(es, "%s '%s': index entry %zu: ", fn, path, j);
+      goto out;
+    }
+    const char *key = e.name;
+    if (n_used && bsearch(&key, used, n_used, sizeof *used, cmp_str)) continue;
+    cairn_restore_item *it = report_add(r, CAIRN_RESTORE_UNUSED);
+    if (!it || !(it->ckpt_name = report_own(r, cairn__strdup(e.name)))) goto oom;
+    item_set_ckpt(it, &e);
+  }
+  st = CAIRN_OK;
+  goto out;
+oom:
+  st = cairn__fail(CAIRN_E_NOMEM, "%s '%s': out of memory (nothing was changed)", fn, path);
+out:
+  free(used);
+  return st;
+}
+
+/* Step 4, verify: every checksum of every restorable tensor before any
+ * variable is written. */
+static cairn_status verify(const char *fn, const char *path, cairn_ckpt *c, const item_list *ok) {
+  for (size_t i = 0; i < ok->n; i++) {
+    cairn_status st = cairn_ckpt_verify_tensor(c, ok->it[i].ckpt_name);
+    if (st)
+      return cairn__fail(st, "%s '%s': reading '%s': %s (nothing was changed)", fn, path, ok->it[i].ckpt_name,
+                         cairn__errmsg_copy());
+  }
+  return CAIRN_OK;
+}
+
+/* Step 5, decode in place (checksums again), then the file must be
+ * unchanged; the variables are marked initialized only then. */
+static cairn_status decode(const char *fn, const char *path, cairn_ckpt *c, const item_list *ok) {
+  cairn_status st = CAIRN_OK;
+  size_t done = 0;
+  for (; done < ok->n; done++) {
+    cairn_tensor *t = cairn_var_tensor(ok->it[done].var);
+    if ((st = cairn_ckpt_read(c, ok->it[done].ckpt_name, t))) break;
+  }
+  if (!st && (st = cairn_ckpt_check_unchanged(c)) == CAIRN_OK) {
+    for (size_t i = 0; i < ok->n; i++) cairn_var_set_initialized(ok->it[i].var, 1);
+    return CAIRN_OK;
+  }
+  second_pass_failure(fn, path, st, ok, done);
+  return st;
+}
+
+static void hand_report(cairn_restore_report *r, cairn_restore_report **report) {
+  if (report) *report = r;
+  else cairn_restore_report_free(r);
 }
 
 static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__dir *dir, const char *path,
@@ -765,137 +887,46 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   cairn_restore_report *r = calloc(1, sizeof *r);
   if (!r) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   if (n == 0) { /* allow_empty saver: TF's restore is a no-op */
-    if (report) *report = r;
-    else cairn_restore_report_free(r);
+    hand_report(r, report);
     return CAIRN_OK;
   }
 
-  struct stat sb;
-  if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && !cairn__ck_detect(dir, path, -1)) { /* a TF prefix is no file */
-    cairn_restore_report_free(r);
-    char near[1400];
-    cairn__near_files(path, near, sizeof near);
-    return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is not a valid checkpoint: no such file%s", fn, path, near);
-  }
+  /* 1. open */
   cairn_ckpt *c = NULL;
-  if ((st = cairn__ckpt_open_in(dir, path, NULL, &c))) {
+  if ((st = open_file(fn, dir, path, &c))) {
     cairn_restore_report_free(r);
-    if (strstr(cairn_errmsg(), path)) return cairn__fail_wrap(st, "%s: ", fn); /* already names the file */
-    return cairn__fail_wrap(st, "%s '%s': ", fn, path);
+    return st;
   }
 
-  const char **used = NULL;
-  size_t n_used = 0;
-
-  /* 2. classify */
-  used = malloc(n * sizeof *used);
-  if (!used) goto oom;
-  for (size_t i = 0; i < n; i++) {
-    const char *name = cairn_saver_name_at(s, i);
-    cairn_var *v = cairn_saver_var_at(s, i);
-    const cairn_tensor *t = cairn_var_tensor(v);
-    cairn_restore_item *it;
-    if (!selected(&o, name, v)) {
-      if (!(it = report_add(r, CAIRN_RESTORE_SKIPPED))) goto oom;
-      it->name = name;
-      it->var = v;
-      it->var_dtype = t->dtype;
-      it->var_rank = t->rank;
-      memcpy(it->var_shape, t->shape, sizeof it->var_shape);
-      continue;
-    }
-    const char *cname = report_own(r, ckpt_name_of(&o, name));
-    if (!cname) goto oom;
-    cairn_ckpt_entry e;
-    cairn_status fs = cairn_ckpt_find(c, cname, &e);
-    if (fs != CAIRN_OK && fs != CAIRN_E_NOT_FOUND) {
-      st = fs;
-      cairn__fail_wrap(st, "%s '%s': looking up '%s': ", fn, path, cname);
-      goto fail;
-    }
-    int match = fs == CAIRN_OK && e.dtype == t->dtype && e.rank == t->rank;
-    for (int d = 0; match && d < t->rank; d++) match = e.shape[d] == t->shape[d];
-    cairn_restore_kind k = fs != CAIRN_OK ? CAIRN_RESTORE_MISSING : match ? CAIRN_RESTORE_RESTORED
-                                                                          : CAIRN_RESTORE_MISMATCHED;
-    if (!(it = report_add(r, k))) goto oom;
-    it->name = name;
-    it->ckpt_name = cname;
-    it->var = v;
-    it->var_dtype = t->dtype;
-    it->var_rank = t->rank;
-    memcpy(it->var_shape, t->shape, sizeof it->var_shape);
-    if (fs == CAIRN_OK) {
-      it->ckpt_dtype = e.dtype;
-      it->ckpt_rank = e.rank;
-      for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e.rank ? e.shape[d] : 1;
-      used[n_used++] = cname;
-    }
-  }
-  /* unused: checkpoint names no variable of the restore set asked for */
-  if (n_used > 1) qsort(used, n_used, sizeof *used, cmp_str);
-  size_t nc = cairn_ckpt_count(c);
-  for (size_t j = 0; j < nc; j++) {
-    cairn_ckpt_entry e;
-    if ((st = cairn_ckpt_entry_at(c, j, &e))) {
-      cairn__fail_wrap(st, "%s '%s': index entry %zu: ", fn, path, j);
-      goto fail;
-    }
-    const char *key = e.name;
-    if (n_used && bsearch(&key, used, n_used, sizeof *used, cmp_str)) continue;
-    cairn_restore_item *it = report_add(r, CAIRN_RESTORE_UNUSED);
-    if (!it || !(it->ckpt_name = report_own(r, cairn__strdup(e.name)))) goto oom;
-    it->ckpt_dtype = e.dtype;
-    it->ckpt_rank = e.rank;
-    for (int d = 0; d < CAIRN_MAX_RANK; d++) it->ckpt_shape[d] = d < e.rank ? e.shape[d] : 1;
-  }
-
-  /* 2b. patterns that matched nothing */
+  /* 2. classify; 2b. patterns that matched nothing */
   size_t n_fatal = 0;
-  if (check_patterns(fn, path, s, &o, c, r, &n_fatal)) goto oom;
+  if ((st = classify(fn, path, s, &o, c, r))) goto fail;
+  if (check_patterns(fn, path, s, &o, c, r, &n_fatal)) {
+    st = cairn__fail(CAIRN_E_NOMEM, "%s '%s': out of memory (nothing was changed)", fn, path);
+    goto fail;
+  }
 
   /* 3. strict */
   if (!o.lenient && (n_fatal || r->l[CAIRN_RESTORE_MISSING].n || r->l[CAIRN_RESTORE_MISMATCHED].n)) {
     st = strict_failure(path, r, n - r->l[CAIRN_RESTORE_SKIPPED].n, c, n_fatal);
     cairn_ckpt_close(c);
-    free(used);
-    if (report) *report = r;
-    else cairn_restore_report_free(r);
+    hand_report(r, report);
     return st;
   }
 
-  /* 4. verify: every checksum before any variable is written */
+  /* 4. verify, and the metadata */
   item_list *ok = &r->l[CAIRN_RESTORE_RESTORED];
-  for (size_t i = 0; i < ok->n; i++) {
-    if ((st = cairn_ckpt_verify_tensor(c, ok->it[i].ckpt_name))) {
-      cairn__fail(st, "%s '%s': reading '%s': %s (nothing was changed)", fn, path, ok->it[i].ckpt_name,
-                  cairn__errmsg_copy());
-      goto fail;
-    }
-  }
+  if ((st = verify(fn, path, c, ok))) goto fail;
   if (meta && (st = meta_from(c, path, meta))) goto fail;
   if (cairn__restore_between_passes) cairn__restore_between_passes(path, cairn__restore_between_passes_user);
 
-  /* 5. decode in place, checksums again; then the file must be unchanged */
-  size_t done = 0;
-  for (; done < ok->n; done++) {
-    cairn_tensor *t = cairn_var_tensor(ok->it[done].var);
-    if ((st = cairn_ckpt_read(c, ok->it[done].ckpt_name, t))) break;
-  }
-  if (!st && (st = cairn_ckpt_check_unchanged(c)) == CAIRN_OK) {
-    for (size_t i = 0; i < ok->n; i++) cairn_var_set_initialized(ok->it[i].var, 1);
-    free(used);
-    cairn__saver_keep_restored(s, c);
-    if (report) *report = r;
-    else cairn_restore_report_free(r);
-    return CAIRN_OK;
-  }
-  second_pass_failure(fn, path, st, ok, done);
-  goto fail;
+  /* 5. decode */
+  if ((st = decode(fn, path, c, ok))) goto fail;
+  cairn__saver_keep_restored(s, c);
+  hand_report(r, report);
+  return CAIRN_OK;
 
-oom:
-  st = cairn__fail(CAIRN_E_NOMEM, "%s '%s': out of memory (nothing was changed)", fn, path);
 fail:
-  free(used);
   cairn_ckpt_close(c);
   cairn_restore_report_free(r);
   if (meta) {

@@ -78,21 +78,14 @@ cairn_status cairn_scaffold_new(cairn_registry *r, const cairn_scaffold_options 
   sc->saver = PICK(saver);
   sc->restore = PICK(restore);
   sc->warm_start = PICK(warm_start);
+  /* a list of feeds and its length come from the same side */
+#define PICK_N(field, n_field) (o.field ? o.n_field : (src ? src->n_field : 0))
+  sc->init_feeds = PICK(init_feeds);
+  sc->n_init_feeds = PICK_N(init_feeds, n_init_feeds);
+  sc->local_init_feeds = PICK(local_init_feeds);
+  sc->n_local_init_feeds = PICK_N(local_init_feeds, n_local_init_feeds);
+#undef PICK_N
 #undef PICK
-  if (o.init_feeds) {
-    sc->init_feeds = o.init_feeds;
-    sc->n_init_feeds = o.n_init_feeds;
-  } else if (src) {
-    sc->init_feeds = src->init_feeds;
-    sc->n_init_feeds = src->n_init_feeds;
-  }
-  if (o.local_init_feeds) {
-    sc->local_init_feeds = o.local_init_feeds;
-    sc->n_local_init_feeds = o.n_local_init_feeds;
-  } else if (src) {
-    sc->local_init_feeds = src->local_init_feeds;
-    sc->n_local_init_feeds = src->n_local_init_feeds;
-  }
   /* init_fn: the source's original function, re-bound to this scaffold
      (the binding is cairn_scaffold_bound_init_fn's trampoline). */
   int nomem = 0;

@@ -450,19 +450,23 @@ static cairn_status find_checkpoint(cairn_session_manager *sm, const cairn_prepa
      * get_checkpoint_state returns None here and the trainer silently
      * starts again from step 0 (missing) or fails (garbage); the next
      * save would then rotate a fresh run into the old one's files. */
-    char state_err[CAIRN__ERRMSG_LEN];
-    snprintf(state_err, sizeof state_err, "%s", cairn_errmsg());
+    char *state_err = cairn__errmsg_hold();
     cairn_status ls = d ? cairn_checkpoint_dir_latest(d, cur, cur_len, NULL, 0, NULL) : CAIRN_E_NOT_FOUND;
     if (ls == CAIRN_OK) {
+      free(state_err);
       *cd = d;
       return CAIRN_OK;
     }
     cairn_checkpoint_dir_close(d);
     cur[0] = '\0';
+    cairn_status fs = CAIRN_OK;
     if (ls == CAIRN_E_UNSUPPORTED) /* never start afresh next to a newer cairn's checkpoint */
-      return sm_fail(sm, ls, "%s", cairn__errmsg_copy());
-    if (st != CAIRN_E_NOT_FOUND) /* "Invalid checkpoint state" and nothing found by the scan */
-      return sm_fail(sm, st, "%s (and no checkpoint found by scanning the directory)", state_err);
+      fs = sm_fail(sm, ls, "%s", cairn__errmsg_copy());
+    else if (st != CAIRN_E_NOT_FOUND) /* "Invalid checkpoint state" and nothing found by the scan */
+      fs = sm_fail(sm, st, "%s (and no checkpoint found by scanning the directory)",
+                   state_err ? state_err : "out of memory");
+    free(state_err);
+    if (fs != CAIRN_OK) return fs;
     if (!o->wait_for_checkpoint || wait_time >= o->max_wait_secs) return CAIRN_OK;
     cairn_env_log(sm->env, CAIRN_LOG_INFO, "Waiting for checkpoint to be available.");
     cairn_env_sleep(sm->env, sm->recovery_wait_secs);
@@ -509,9 +513,7 @@ static cairn_status restore_newest_intact(cairn_session_manager *sm, const cairn
     cairn__strbuf_append(tried, sizeof tried, "%s'%s': %.300s", tried[0] ? "; " : "", cur, why);
     cairn_status ls = cairn_checkpoint_dir_next_intact(cd, cur, why, next, sizeof next);
     if (ls == CAIRN_E_UNSUPPORTED) { /* the next older file was written by a newer cairn: stop there */
-      char lm[2048];
-      snprintf(lm, sizeof lm, "%s", cairn_errmsg());
-      return sm_fail(sm, ls, "%s: %s (after skipping %s)", fn, lm, tried);
+      return sm_fail(sm, ls, "%s: %.2047s (after skipping %s)", fn, cairn__errmsg_copy(), tried);
     }
     /* the comparison and the bound stop a walk that would not make progress */
     if (attempt >= 1000 || ls != CAIRN_OK || strcmp(next, cur) == 0)

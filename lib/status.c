@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *cairn_status_str(cairn_status s) {
@@ -41,6 +42,20 @@ static _Thread_local char wrapped[CAIRN__ERRMSG_LEN];
 const char *cairn__errmsg_copy(void) {
   memcpy(copied, errmsg, strlen(errmsg) + 1);
   return copied;
+}
+
+char *cairn__errmsg_hold(void) {
+  size_t n = strlen(errmsg) + 1;
+  char *held = malloc(n);
+  if (held) memcpy(held, errmsg, n);
+  return held;
+}
+
+cairn_status cairn__fail_held(cairn_status st, char *held) {
+  if (!held) return st;
+  memcpy(errmsg, held, strlen(held) + 1); /* a copy of errmsg: it fits */
+  free(held);
+  return st;
 }
 
 cairn_status cairn__fail_wrap(cairn_status s, const char *fmt, ...) {

@@ -40,3 +40,33 @@ fingerprint() { (cd "$1" && ls -lid --full-time . && ls -liA --full-time && cksu
 now() { date +%s.%N; }
 nap() { sleep "$1" 2>/dev/null || sleep 1; }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+# wait_exec PID: waits (up to 10 s) until PID runs the program itself, not
+# the shell or env in front of it. In a build tree the program is libtool's
+# wrapper, a bash script that execs .libs/PROG; bash catches a SIGINT that
+# arrives while the script runs and then execs anyway, so that signal is
+# lost and the program trains on. Where /proc is missing it returns at once.
+wait_exec() {
+  [ -e "/proc/$1/exe" ] || return 0
+  _we=0
+  while [ $_we -lt 1000 ] && kill -0 "$1" 2>/dev/null; do
+    case $(readlink "/proc/$1/exe" 2>/dev/null) in
+    */bash | */dash | */sh | */env | "") ;;
+    *) return 0 ;;
+    esac
+    nap 0.01
+    _we=$((_we + 1))
+  done
+}
+# wait_exit PID SECS: waits for PID to end, up to SECS seconds; 1 (and a
+# SIGKILL) if it did not
+wait_exit() {
+  _we=0
+  while kill -0 "$1" 2>/dev/null; do
+    if [ $_we -ge $(($2 * 10)) ]; then
+      kill -KILL "$1" 2>/dev/null
+      return 1
+    fi
+    nap 0.1
+    _we=$((_we + 1))
+  done
+}

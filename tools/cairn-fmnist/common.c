@@ -22,6 +22,17 @@ int report_error(const char *what, cairn_status st, const char *handle_msg) {
   return 1;
 }
 
+int session_finish(cairn_monitored_session *ms, const char *what, cairn_status st) {
+  if (st == CAIRN_OK) {
+    if ((st = cairn_monitored_session_close_with(ms, CAIRN_OK)) == CAIRN_OK) return 0;
+    return report_error("closing", st, cairn_monitored_session_errmsg(ms));
+  }
+  report_error(what, st, cairn_monitored_session_errmsg(ms));
+  cairn_status st2 = cairn_monitored_session_close_with(ms, st);
+  if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
+  return 1;
+}
+
 double now_secs(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -61,6 +61,13 @@ int cmd_eval(flags *f);       /* eval.c */
 /* "cairn-fmnist: WHAT: status text: detail" (the detail: handle_msg when
  * given, else cairn_errmsg()); returns 1. */
 int report_error(const char *what, cairn_status st, const char *handle_msg);
+/* The end of a monitored session's work. With st != CAIRN_OK (what failed
+ * in it): reports it, ends the session with that error (the hooks'
+ * on_error, no end()) and reports the exit's own error when it differs;
+ * returns 1. With CAIRN_OK: the clean exit, end() of every hook (the
+ * CheckpointSaverHook writes the final step unless it has just saved
+ * it); returns 0, or 1 with its error reported. */
+int session_finish(cairn_monitored_session *ms, const char *what, cairn_status st);
 /* The usage text (main.c, from the table of subcommands). */
 void print_usage(FILE *out);
 /* why (if any) and the usage on stderr; returns 2. */

@@ -93,18 +93,12 @@ int cmd_eval(flags *f) {
   }
   cairn_mlp_eval_result e;
   if ((st = cairn_mlp_eval_run_monitored(ms, m.eval, &d.xte, d.yte, &e)) != CAIRN_OK) {
-    ret = report_error("evaluating", st, cairn_monitored_session_errmsg(ms));
-    cairn_status st2 = cairn_monitored_session_close_with(ms, st);
-    if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
+    ret = session_finish(ms, "evaluating", st);
     goto out;
   }
   printf("checkpoint %s  step %lld\ntest_loss=%.4f\ntest_accuracy=%.4f\n", path, (long long)e.step, e.loss,
          e.accuracy);
-  if ((st = cairn_monitored_session_close_with(ms, CAIRN_OK)) != CAIRN_OK) {
-    ret = report_error("closing", st, cairn_monitored_session_errmsg(ms));
-    goto out;
-  }
-  ret = 0;
+  ret = session_finish(ms, NULL, CAIRN_OK);
 out:
   cairn_monitored_session_free(ms);
   model_free(&m);

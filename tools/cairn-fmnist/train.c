@@ -233,18 +233,7 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
         st = cairn_event_writer_add_scalar(events, "test_loss", e.loss, e.step);
     }
   }
-  if (st != CAIRN_OK) {
-    ret = report_error("training", st, cairn_monitored_session_errmsg(ms));
-    cairn_status st2 = cairn_monitored_session_close_with(ms, st);
-    if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
-    goto out;
-  }
-  /* Clean exit: end() of every hook; the CheckpointSaverHook writes the
-     final step unless it has just saved it. */
-  if ((st = cairn_monitored_session_close_with(ms, CAIRN_OK)) != CAIRN_OK) {
-    ret = report_error("closing", st, cairn_monitored_session_errmsg(ms));
-    goto out;
-  }
+  if ((ret = session_finish(ms, "training", st)) != 0) goto out;
   char last[4096];
   double secs = now_secs() - t0;
   int sig = cairn_monitored_session_stop_signal(ms);
