@@ -107,7 +107,7 @@ static void bench_stall(const bench_opts *o) {
   size_t total = 0;
   cairn_var *v[8];
   for (int i = 0; i < 8; i++) {
-    CHECK(cairn_var_create(r, names[i], CAIRN_DTYPE_F32, shapes[i][1] == 1 ? 1 : 2, shapes[i], cairn_init_zeros(),
+    CHECK(cairn_var_new(r, names[i], CAIRN_DTYPE_F32, shapes[i][1] == 1 ? 1 : 2, shapes[i], cairn_init_zeros(),
                            CAIRN_COLL_GLOBAL, &v[i]));
     CHECK(cairn_var_initialize(v[i]));
     cairn_tensor *t = cairn_var_tensor(v[i]);

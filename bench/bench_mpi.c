@@ -56,9 +56,9 @@ static void check(cairn_mpi *c, cairn_status st, const char *what) {
 int main(int argc, char **argv) {
   cairn_blas_coretype_fix(argv); /* before MPI_Init: the exec keeps the pid */
   cairn_mpi *c;
-  cairn_status st = cairn_mpi_init(NULL, &argc, &argv, &c);
+  cairn_status st = cairn_mpi_new(&argc, &argv, NULL, &c);
   if (st) {
-    fprintf(stderr, "bench_mpi: mpi_init: %s\n", cairn_errmsg());
+    fprintf(stderr, "bench_mpi: mpi_new: %s\n", cairn_errmsg());
     return 1;
   }
   int64_t B = 256;

@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
       cairn_var *v;
       cairn_optim *opt;
       CHECK(cairn_registry_new(1, &reg));
-      CHECK(cairn_var_create(reg, "w", CAIRN_DTYPE_F32, 1, &n, cairn_init_uniform(-0.1, 0.1), CAIRN_COLL_MODEL, &v));
+      CHECK(cairn_var_new(reg, "w", CAIRN_DTYPE_F32, 1, &n, cairn_init_uniform(-0.1, 0.1), CAIRN_COLL_MODEL, &v));
       cairn_optim_config cfg = cairn_optim_defaults(kinds[k].kind);
       CHECK(cairn_optim_new(reg, &cfg, &v, 1, &opt));
       CHECK(cairn_registry_initialize_collection(reg, CAIRN_COLL_GLOBAL));

@@ -81,7 +81,7 @@ static cairn_registry *model(result *r) {
     snprintf(name, sizeof name, "layer%03d/kernel", i);
     int64_t shape[2] = {DIM, DIM};
     cairn_var *v;
-    if (cairn_var_create(reg, name, CAIRN_DTYPE_F32, 2, shape, cairn_init_uniform(-1, 1), CAIRN_COLL_GLOBAL, &v) ||
+    if (cairn_var_new(reg, name, CAIRN_DTYPE_F32, 2, shape, cairn_init_uniform(-1, 1), CAIRN_COLL_GLOBAL, &v) ||
         cairn_var_initialize(v)) {
       snprintf(r->err, sizeof r->err, "model: %s", cairn_errmsg());
       cairn_registry_free(reg);

@@ -45,7 +45,7 @@ typedef struct model {
 static cairn_status var(cairn_registry *r, const char *name, int64_t rows, int64_t cols, double init, unsigned coll,
                         cairn_var **out) {
   int64_t shape[2] = {rows, cols};
-  return cairn_var_create(r, name, CAIRN_DTYPE_F32, cols ? 2 : 1, shape, cairn_init_constant(init), coll, out);
+  return cairn_var_new(r, name, CAIRN_DTYPE_F32, cols ? 2 : 1, shape, cairn_init_constant(init), coll, out);
 }
 
 /* dense (4, 3) + bias (3) and their Adam slots, head (3, classes). */
@@ -222,7 +222,7 @@ static int finetune(const char *method, const char *from, const char *dir, int64
          first(m.adam), first(m.head));
   cairn_run_args a = cairn_run_args_one(&train);
   while (!st && !cairn_monitored_session_should_stop(ms)) st = cairn_monitored_session_run(ms, &a);
-  st = cairn_monitored_session_exit(ms, st);
+  st = cairn_monitored_session_close_with(ms, st);
   if (st) {
     ret = fail("training", st, cairn_monitored_session_errmsg(ms));
     goto out;

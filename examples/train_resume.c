@@ -167,8 +167,8 @@ static cairn_status model_new(model *m, int classes, uint64_t seed, const proble
   cfg.optim.learning_rate = 0.01f;
   cairn_status s = cairn_registry_new(seed, &m->reg);
   if (!s) s = cairn_mlp_new(m->reg, &cfg, &m->mlp);
-  if (!s) s = cairn_mlp_train_op_new(m->mlp, &to, &m->train);
-  if (!s) s = cairn_mlp_eval_op_new(m->mlp, NULL, &m->eval);
+  if (!s) s = cairn_op_new_mlp_train(m->mlp, &to, &m->train);
+  if (!s) s = cairn_op_new_mlp_eval(m->mlp, NULL, &m->eval);
   return s;
 }
 
@@ -221,11 +221,11 @@ static int latest_checkpoint(const char *dir, char *path, size_t len) {
 
 /* The with-block's exit for a body whose `what` failed with `st`: reports
  * it; hooks' end() is skipped — so no final checkpoint of a failed step —
- * and the session is closed. cairn_monitored_session_exit returns `st`
+ * and the session is closed. cairn_monitored_session_close_with returns `st`
  * itself unless closing failed too. Returns 1. */
 static int exit_on_error(cairn_monitored_session *ms, const char *what, cairn_status st) {
   report_error(what, st, cairn_monitored_session_errmsg(ms));
-  cairn_status st2 = cairn_monitored_session_exit(ms, st);
+  cairn_status st2 = cairn_monitored_session_close_with(ms, st);
   if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
   return 1;
 }
@@ -301,7 +301,7 @@ static int cmd_train(const train_flags *f) {
   if (step >= f->steps) {
     /* StopAtStepHook only looks after a step: do not train past N. */
     printf("already at step %lld (--steps %lld): nothing to train\n", (long long)step, (long long)f->steps);
-    st = cairn_monitored_session_exit(ms, CAIRN_OK);
+    st = cairn_monitored_session_close_with(ms, CAIRN_OK);
     rc = st ? report_error("closing", st, cairn_monitored_session_errmsg(ms)) : 0;
     goto out;
   }
@@ -344,7 +344,7 @@ static int cmd_train(const train_flags *f) {
   }
   /* A clean exit: end() of every hook — the CheckpointSaverHook writes the
      final step unless it has just saved it. */
-  if ((st = cairn_monitored_session_exit(ms, CAIRN_OK)) != CAIRN_OK) {
+  if ((st = cairn_monitored_session_close_with(ms, CAIRN_OK)) != CAIRN_OK) {
     rc = report_error("closing", st, cairn_monitored_session_errmsg(ms));
     goto out;
   }
@@ -391,7 +391,7 @@ static int cmd_eval(const train_flags *f) {
   }
   printf("evaluated %s at step %lld: test loss %.4f  test accuracy %.4f\n", path, (long long)e.step, e.loss,
          e.accuracy);
-  if ((st = cairn_monitored_session_exit(ms, CAIRN_OK)) != CAIRN_OK) {
+  if ((st = cairn_monitored_session_close_with(ms, CAIRN_OK)) != CAIRN_OK) {
     rc = report_error("closing", st, cairn_monitored_session_errmsg(ms));
     goto out;
   }

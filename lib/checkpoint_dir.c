@@ -26,6 +26,7 @@
 #include "ckpt_backend.h"
 #include "cairn/checkpoint_dir.h"
 #include "cairn/ckpt.h"
+#include "table.h"
 
 struct cairn_checkpoint_dir {
   cairn__dir dd;          /* the descriptor every file of the directory is opened in */
@@ -101,6 +102,7 @@ cairn_status cairn__checkpoint_dir_open_as(const char *fn, const char *path, con
   if (o && o->struct_size && o->struct_size < sizeof(cairn_checkpoint_dir_options))
     return cairn__fail(CAIRN_E_INVALID, "%s: options struct_size is %zu, smaller than the first layout", fn,
                        o->struct_size);
+  if (o && cairn__env_check(o->env, fn) != CAIRN_OK) return CAIRN_E_INVALID;
   const char *p = path[0] ? path : ".";
   struct stat sd;
   int se = stat(p, &sd) != 0 ? errno : 0;

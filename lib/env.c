@@ -8,11 +8,13 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "cairn/session.h"
+#include "table.h"
 
 /* ==== environment variables ============================================================ */
 
@@ -51,14 +53,22 @@ static void default_sleep(double secs) {
   }
 }
 
+cairn_status cairn__env_check(const cairn_env *env, const char *fn) {
+  if (!env) return CAIRN_OK;
+  cairn_env copy; /* members past the caller's size would be NULL here */
+  return cairn__table_copy(&copy, sizeof copy, env, offsetof(cairn_env, struct_size), fn, "env", "cairn_env", NULL);
+}
+
+cairn_status cairn_env_check(const cairn_env *env) { return cairn__env_check(env, "env_check"); }
+
 double cairn_env_now(const cairn_env *env) {
-  if (env && env->now) return env->now(env->ctx);
+  if (env && env->now) return env->now(env->self);
   return default_now();
 }
 
 void cairn_env_sleep(const cairn_env *env, double secs) {
   if (env && env->sleep) {
-    env->sleep(env->ctx, secs);
+    env->sleep(env->self, secs);
     return;
   }
   default_sleep(secs);
@@ -73,7 +83,7 @@ void cairn_env_log(const cairn_env *env, cairn_log_level level, const char *fmt,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (env && env->log) {
-    env->log(env->ctx, level, msg);
+    env->log(env->self, level, msg);
     return;
   }
   static const char *const names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};

@@ -7,11 +7,13 @@
 #include "internal.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cairn/monitored.h"
 #include "hook_impl.h"
+#include "table.h"
 #include "tensor_impl.h"
 
 /* ==== Hooks ====================================================================== */
@@ -20,25 +22,32 @@ cairn_status cairn_hook_new(const cairn_hook_vtable *vt, void *self, cairn_hook 
   if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new: out is NULL");
   *out = NULL;
   if (!vt) return cairn__fail(CAIRN_E_NULL, "hook_new: vt is NULL");
-  /* The first layout ends with struct_size; 0 there means that layout. A
-     larger size comes from a newer header: only the members this library
-     knows are read. */
-  const size_t first = offsetof(cairn_hook_vtable, struct_size) + sizeof(size_t);
-  size_t size = vt->struct_size ? vt->struct_size : first;
-  if (size < first)
-    return cairn__fail(CAIRN_E_INVALID,
-                       "hook_new: hook '%s': vt->struct_size is %zu, less than the %zu bytes of the first "
-                       "cairn_hook_vtable layout; set it to 0 or to sizeof(cairn_hook_vtable)",
-                       vt->name ? vt->name : "(unnamed)", vt->struct_size, first);
+  /* A larger size comes from a newer header: only the members this
+     library knows are read (lib/table.h). */
+  char what[96];
+  snprintf(what, sizeof what, "hook '%.64s': vt", vt->name ? vt->name : "(unnamed)");
+  cairn_hook_vtable table;
+  cairn_status st = cairn__table_copy(&table, sizeof table, vt, offsetof(cairn_hook_vtable, struct_size), "hook_new",
+                                      what, "cairn_hook_vtable", NULL);
+  if (st != CAIRN_OK) return st;
   cairn_hook *h = malloc(sizeof *h);
   if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new: out of memory");
-  memset(&h->table, 0, sizeof h->table);
-  memcpy(&h->table, vt, size < sizeof h->table ? size : sizeof h->table);
+  h->table = table;
   h->vt = &h->table;
   h->given = vt;
   h->self = self;
   *out = h;
   return CAIRN_OK;
+}
+
+cairn_status cairn__summary_writer_copy(const cairn_summary_writer *w, cairn_summary_writer *copy,
+                                        cairn_summary_writer **use, const char *fn) {
+  *use = NULL;
+  if (!w) return CAIRN_OK;
+  cairn_status st = cairn__table_copy(copy, sizeof *copy, w, offsetof(cairn_summary_writer, struct_size), fn,
+                                      "summary_writer", "cairn_summary_writer", NULL);
+  if (st == CAIRN_OK) *use = copy;
+  return st;
 }
 
 void cairn_hook_free(cairn_hook *h) {

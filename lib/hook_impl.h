@@ -9,6 +9,13 @@
 
 #include "cairn/monitored.h"
 
+/* The caller's summary writer w (may be NULL) copied into *copy, its
+ * members past its struct_size NULL (lib/table.h); *use is copy, or NULL
+ * for no writer. Errors: CAIRN_E_INVALID naming fn (a size below the first
+ * layout). */
+cairn_status cairn__summary_writer_copy(const cairn_summary_writer *w, cairn_summary_writer *copy,
+                                        cairn_summary_writer **use, const char *fn);
+
 struct cairn_hook {
   const cairn_hook_vtable *vt; /* &table */
   cairn_hook_vtable table;     /* the caller's, members past its struct_size NULL */

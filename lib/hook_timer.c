@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "cairn/monitored.h"
+#include "table.h"
 
 struct cairn_timer {
   double every_secs;
@@ -22,6 +23,8 @@ cairn_status cairn_timer_new(double every_secs, int64_t every_steps, const cairn
   if (!has_secs && !has_steps)
     return cairn__fail(CAIRN_E_INVALID, "Either every_secs or every_steps should be provided.");
   if (has_secs && has_steps) return cairn__fail(CAIRN_E_INVALID, "Can not provide both every_secs and every_steps.");
+  cairn_status st = cairn__env_check(env, "timer_new");
+  if (st != CAIRN_OK) return st;
   cairn_timer *t = calloc(1, sizeof *t);
   if (!t) return cairn__fail(CAIRN_E_NOMEM, "timer_new: out of memory");
   t->every_secs = has_secs ? every_secs : 0;

@@ -93,7 +93,8 @@ cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, c
 
 typedef struct counter_hook {
   cairn_timer *timer;
-  cairn_summary_writer *writer;
+  cairn_summary_writer *writer; /* &writer_copy or NULL */
+  cairn_summary_writer writer_copy;
   const cairn_env *env;
   int64_t steps_per_run;
   int have_last;
@@ -180,12 +181,12 @@ cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_s
     return cairn__fail(CAIRN_E_INVALID, "exactly one of every_n_steps and every_n_secs should be provided.");
   counter_hook *h = calloc(1, sizeof *h);
   if (!h) return cairn__fail(CAIRN_E_NOMEM, "step_counter_hook_new: out of memory");
-  cairn_status st = cairn_timer_new(every_n_secs, every_n_steps, env, &h->timer);
+  cairn_status st = cairn__summary_writer_copy(writer, &h->writer_copy, &h->writer, "step_counter_hook_new");
+  if (st == CAIRN_OK) st = cairn_timer_new(every_n_secs, every_n_steps, env, &h->timer);
   if (st != CAIRN_OK) {
     free(h);
     return st;
   }
-  h->writer = writer;
   h->env = env;
   h->steps_per_run = 1;
   return cairn__hook_make(&counter_vt, h, counter_destroy, out);

@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "cairn/monitored.h"
 #include "cairn/saver.h"
 #include "hook_impl.h"
+#include "table.h"
 #include "checkpoint_dir_impl.h" /* the directory's identity */
 
 typedef struct ckpt_hook {
@@ -25,7 +27,8 @@ typedef struct ckpt_hook {
   cairn_scaffold *scaffold;
   cairn_checkpoint_listener *listeners;
   size_t n_listeners;
-  cairn_summary_writer *writer;
+  cairn_summary_writer *writer; /* &writer_copy or NULL */
+  cairn_summary_writer writer_copy;
   const cairn_env *env;
   cairn_timer *timer;
   int64_t steps_per_run;
@@ -395,6 +398,30 @@ cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(
   return o;
 }
 
+/* The caller's listeners into dst[0..n): their array's stride is the
+   struct_size of its first element (every element has the same), so an
+   array built against an older header (smaller elements) is read right. */
+static cairn_status copy_listeners(cairn_checkpoint_listener *dst, const cairn_checkpoint_listener *src, size_t n) {
+  const char *at = (const char *)src;
+  size_t stride = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t size;
+    char what[40];
+    snprintf(what, sizeof what, "listeners[%zu]", i);
+    cairn_status st = cairn__table_copy(&dst[i], sizeof dst[i], at, offsetof(cairn_checkpoint_listener, struct_size),
+                                        "checkpoint_saver_hook_new", what, "cairn_checkpoint_listener", &size);
+    if (st != CAIRN_OK) return st;
+    if (i == 0) stride = size;
+    if (size != stride)
+      return cairn__fail(CAIRN_E_INVALID,
+                         "checkpoint_saver_hook_new: listeners[%zu].struct_size is %zu but listeners[0]'s is %zu: "
+                         "every element of the array must have the same size",
+                         i, size, stride);
+    at += stride;
+  }
+  return CAIRN_OK;
+}
+
 cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: out is NULL");
   *out = NULL;
@@ -413,7 +440,6 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
   h->timer = timer;
   h->saver = o->saver;
   h->scaffold = o->scaffold;
-  h->writer = o->summary_writer;
   h->env = o->env;
   h->steps_per_run = 1;
   h->async = o->async != 0;
@@ -433,7 +459,12 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
     ckpt_destroy(h);
     return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
   }
-  if (o->n_listeners) memcpy(h->listeners, o->listeners, o->n_listeners * sizeof *h->listeners);
   h->n_listeners = o->n_listeners;
+  if ((st = cairn__summary_writer_copy(o->summary_writer, &h->writer_copy, &h->writer, "checkpoint_saver_hook_new")) !=
+          CAIRN_OK ||
+      (st = copy_listeners(h->listeners, o->listeners, o->n_listeners)) != CAIRN_OK) {
+    ckpt_destroy(h);
+    return st;
+  }
   return cairn__hook_make(&ckpt_vt, h, ckpt_destroy, out);
 }

@@ -16,6 +16,7 @@
 
 #include "cairn/summary.h"
 #include "hook_impl.h"
+#include "table.h"
 
 static const char progress_name[] = "ProgressHook";
 
@@ -183,6 +184,7 @@ cairn_status cairn_progress_hook_new(const cairn_progress_hook_options *o, cairn
   if (!out) return cairn__fail(CAIRN_E_NULL, "progress_hook_new: out is NULL");
   *out = NULL;
   if (!o) return cairn__fail(CAIRN_E_NULL, "progress_hook_new: options are NULL");
+  if (cairn__env_check(o->env, "progress_hook_new") != CAIRN_OK) return CAIRN_E_INVALID;
   if (o->every_n_steps < 0 || o->every_n_secs < 0 || (o->every_n_steps > 0) == (o->every_n_secs > 0))
     return cairn__fail(CAIRN_E_INVALID,
                        "progress_hook_new: exactly one of every_n_steps and every_n_secs must be > 0 "

@@ -12,7 +12,8 @@
 
 typedef struct summary_hook {
   cairn_timer *timer;
-  cairn_summary_writer *writer;
+  cairn_summary_writer *writer; /* &writer_copy or NULL */
+  cairn_summary_writer writer_copy;
   cairn_scaffold *scaffold;
   cairn_op *summary_op; /* referenced */
   int have_next;
@@ -114,12 +115,12 @@ cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options
     return cairn__fail(CAIRN_E_INVALID, "Exactly one of scaffold or summary_op must be provided.");
   summary_hook *h = calloc(1, sizeof *h);
   if (!h) return cairn__fail(CAIRN_E_NOMEM, "summary_saver_hook_new: out of memory");
-  cairn_status st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &h->timer);
+  cairn_status st = cairn__summary_writer_copy(o->writer, &h->writer_copy, &h->writer, "summary_saver_hook_new");
+  if (st == CAIRN_OK) st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &h->timer);
   if (st != CAIRN_OK) {
     free(h);
     return st;
   }
-  h->writer = o->writer;
   h->scaffold = o->scaffold;
   h->summary_op = o->summary_op ? cairn_op_ref(o->summary_op) : NULL;
   return cairn__hook_make(&summary_vt, h, summary_destroy, out);

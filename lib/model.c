@@ -123,10 +123,10 @@ cairn_status cairn_mlp_new(cairn_registry *r, const cairn_mlp_config *cfg, cairn
       snprintf(layer, sizeof layer, "%s%sdense_%d", cfg->scope ? cfg->scope : "", cfg->scope ? "/" : "", i);
     int64_t wshape[2] = {m->sizes[i], m->sizes[i + 1]};
     snprintf(name, sizeof name, "%s/kernel", layer);
-    s = cairn_var_create(r, name, CAIRN_DTYPE_F32, 2, wshape, cairn_init_glorot_uniform(), CAIRN_COLL_MODEL, &m->W[i]);
+    s = cairn_var_new(r, name, CAIRN_DTYPE_F32, 2, wshape, cairn_init_glorot_uniform(), CAIRN_COLL_MODEL, &m->W[i]);
     if (s) break;
     snprintf(name, sizeof name, "%s/bias", layer);
-    s = cairn_var_create(r, name, CAIRN_DTYPE_F32, 1, &wshape[1], cairn_init_zeros(), CAIRN_COLL_MODEL, &m->b[i]);
+    s = cairn_var_new(r, name, CAIRN_DTYPE_F32, 1, &wshape[1], cairn_init_zeros(), CAIRN_COLL_MODEL, &m->b[i]);
     if (s) break;
     vars[2 * i] = m->W[i];
     vars[2 * i + 1] = m->b[i];

@@ -112,12 +112,20 @@ static cairn_status mlp_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cair
   return st;
 }
 
-cairn_status cairn_mlp_train_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
+cairn_status cairn_op_new_mlp_train(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
   return mlp_op_new(m, o, train_fn, "train", "loss", out);
 }
 
-cairn_status cairn_mlp_eval_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
+cairn_status cairn_op_new_mlp_eval(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
   return mlp_op_new(m, o, eval_fn, "eval", "eval_loss", out);
+}
+
+/* Deprecated names (cairn/model.h). */
+cairn_status cairn_mlp_train_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
+  return cairn_op_new_mlp_train(m, o, out);
+}
+cairn_status cairn_mlp_eval_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
+  return cairn_op_new_mlp_eval(m, o, out);
 }
 
 /* ---- running the eval op ---- */
@@ -128,7 +136,7 @@ cairn_status cairn_mlp_eval_run(cairn_session *s, cairn_op *eval_op, const cairn
   if (!s || !eval_op || !out)
     return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, !s ? "session" : !eval_op ? "eval_op" : "out");
   if (eval_op->b.kind != CAIRN__OP_USER || eval_op->fn != eval_fn)
-    return cairn__fail(CAIRN_E_INVALID, "%s: op '%s' was not made by cairn_mlp_eval_op_new", fn, eval_op->b.name);
+    return cairn__fail(CAIRN_E_INVALID, "%s: op '%s' was not made by cairn_op_new_mlp_eval", fn, eval_op->b.name);
   const mlp_op *p = eval_op->b.user;
   cairn_feed feeds[2] = {{p->o.x_feed, x}, {p->o.labels_feed, labels}};
   cairn_fetch f[2] = {{p->o.loss_name, {0}}, {p->o.accuracy_name, {0}}};

@@ -21,6 +21,7 @@
 #include "cairn/monitored.h"
 #include "hook_impl.h"
 #include "monitored_impl.h"
+#include "table.h"
 
 static int is_preemption(cairn_status st) { return st == CAIRN_E_ABORTED || st == CAIRN_E_UNAVAILABLE; }
 
@@ -582,8 +583,8 @@ cairn_status cairn_monitored_session_close(cairn_monitored_session *ms) {
   return ms_ret(ms, close_internal(ms, 1, CAIRN_OK));
 }
 
-cairn_status cairn_monitored_session_exit(cairn_monitored_session *ms, cairn_status body_status) {
-  if (!ms) return cairn__fail(CAIRN_E_NULL, "monitored_session_exit: ms is NULL");
+cairn_status cairn_monitored_session_close_with(cairn_monitored_session *ms, cairn_status body_status) {
+  if (!ms) return cairn__fail(CAIRN_E_NULL, "monitored_session_close_with: ms is NULL");
   /* OutOfRange (end of data) and StopIteration (request_stop in a step
      function) end the with-block cleanly: end() runs, nothing propagates. */
   if (body_status == CAIRN_OK || body_status == CAIRN_E_OUT_OF_RANGE || body_status == CAIRN_E_STOP)
@@ -591,6 +592,11 @@ cairn_status cairn_monitored_session_exit(cairn_monitored_session *ms, cairn_sta
   char *held = cairn__errmsg_hold();
   if (!ms->closed) (void)close_internal(ms, 0, body_status);
   return ms_ret(ms, cairn__fail_held(body_status, held));
+}
+
+/* Deprecated name (cairn/monitored.h). */
+cairn_status cairn_monitored_session_exit(cairn_monitored_session *ms, cairn_status body_status) {
+  return cairn_monitored_session_close_with(ms, body_status);
 }
 
 cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms) {
@@ -672,6 +678,7 @@ static cairn_status free_and_fail(cairn_monitored_session *ms, cairn_status st) 
 cairn_status cairn__monitored_session_new(const cairn__monitored_config *cfg, cairn_monitored_session **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "monitored_session_new: out is NULL");
   *out = NULL;
+  if (cairn__env_check(cfg->env, "monitored_session_new") != CAIRN_OK) return CAIRN_E_INVALID;
   for (size_t i = 0; i < cfg->n_hooks; i++)
     if (!cfg->hooks[i]) {
       cairn__monitored_config c = *cfg;

@@ -10,6 +10,7 @@
 
 #include "cairn/monitored.h"
 #include "monitored_impl.h"
+#include "table.h"
 
 cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void) {
   cairn_monitored_training_session_options o;
@@ -139,6 +140,7 @@ static cairn_status check_arguments(const cairn_monitored_training_session_optio
                        o->n_hooks && !o->hooks ? "hooks" : "chief_only_hooks");
   if (o->n_checkpoint_listeners && !o->checkpoint_listeners)
     return cairn__fail(CAIRN_E_NULL, "monitored_training_session_new: checkpoint_listeners is NULL");
+  if (cairn__env_check(o->env, "monitored_training_session_new") != CAIRN_OK) return CAIRN_E_INVALID;
   *reg = r;
   return CAIRN_OK;
 }

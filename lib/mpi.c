@@ -236,15 +236,15 @@ static double env_double(const char *name, double dflt) {
   return *end == '\0' && isfinite(d) ? d : dflt;
 }
 
-cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv, cairn_mpi **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "mpi_init: out is NULL");
+cairn_status cairn_mpi_new(int *argc, char ***argv, const cairn_mpi_options *o, cairn_mpi **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "mpi_new: out is NULL");
   *out = NULL;
   cairn_mpi_options d = cairn_mpi_options_default();
   if (!o) o = &d;
   size_t fusion = o->fusion_bytes ? o->fusion_bytes
                                   : (size_t)env_double("CAIRN_MPI_FUSION_BYTES", (double)DEFAULT_FUSION_BYTES);
   if (fusion < sizeof(float))
-    return cairn__fail(CAIRN_E_INVALID, "mpi_init: fusion buffer of %zu bytes; need at least %zu", fusion,
+    return cairn__fail(CAIRN_E_INVALID, "mpi_new: fusion buffer of %zu bytes; need at least %zu", fusion,
                        sizeof(float));
   if ((size_t)INT_MAX * sizeof(float) < fusion) fusion = (size_t)INT_MAX * sizeof(float);
   double timeout = o->timeout_secs != 0 ? o->timeout_secs : env_double("CAIRN_MPI_TIMEOUT", DEFAULT_TIMEOUT_SECS);
@@ -255,10 +255,10 @@ cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv,
 
   int inited = 0, finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized) return cairn__fail(CAIRN_E_STATE, "mpi_init: MPI is already finalized");
+  if (finalized) return cairn__fail(CAIRN_E_STATE, "mpi_new: MPI is already finalized");
   MPI_Initialized(&inited);
   cairn_mpi *c = calloc(1, sizeof *c);
-  if (!c) return cairn__fail(CAIRN_E_NOMEM, "mpi_init: out of memory");
+  if (!c) return cairn__fail(CAIRN_E_NOMEM, "mpi_new: out of memory");
   c->comm = c->local = c->hb = MPI_COMM_NULL;
   c->ping_rq = MPI_REQUEST_NULL;
   c->fusion_bytes = fusion;
@@ -304,6 +304,11 @@ cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv,
 }
 
 static cairn_status barrier_named(cairn_mpi *c, const char *what);
+
+/* Deprecated name and argument order (cairn/mpi.h). */
+cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv, cairn_mpi **out) {
+  return cairn_mpi_new(argc, argv, o, out);
+}
 
 void cairn_mpi_free(cairn_mpi *c) {
   if (!c) return;

@@ -241,7 +241,7 @@ cairn_status cairn_optim_new(cairn_registry *r, const cairn_optim_config *cfg, c
   o->n = n;
   o->e = e;
 
-  /* Only an allocation failure inside cairn_var_create can fail from here
+  /* Only an allocation failure inside cairn_var_new can fail from here
    * on; var.h has no way to delete a variable, so slots created before it
    * stay in the registry (unused). */
   for (size_t i = 0; i < n; i++) {
@@ -249,18 +249,18 @@ cairn_status cairn_optim_new(cairn_registry *r, const cairn_optim_config *cfg, c
     e[i].var = vars[i];
     for (int j = 0; j < nslots; j++) {
       (void)slot_var_name(buf, cairn_var_name(vars[i]), name, j);
-      s = cairn_var_create(r, buf, CAIRN_DTYPE_F32, t->rank, t->shape, slot_init(cfg, j),
+      s = cairn_var_new(r, buf, CAIRN_DTYPE_F32, t->rank, t->shape, slot_init(cfg, j),
                            CAIRN_COLL_GLOBAL, &e[i].slot[j]);
       if (s) goto fail;
     }
   }
   if (is_adam(cfg->kind)) {
     (void)power_var_name(buf, name, explicit_name, 1);
-    s = cairn_var_create(r, buf, CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant((double)cfg->beta1),
+    s = cairn_var_new(r, buf, CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant((double)cfg->beta1),
                          CAIRN_COLL_GLOBAL, &o->beta1_power);
     if (s) goto fail;
     (void)power_var_name(buf, name, explicit_name, 2);
-    s = cairn_var_create(r, buf, CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant((double)cfg->beta2),
+    s = cairn_var_new(r, buf, CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant((double)cfg->beta2),
                          CAIRN_COLL_GLOBAL, &o->beta2_power);
     if (s) goto fail;
   }

@@ -24,6 +24,7 @@
 #include "cairn/saver.h"
 #include "cairn/env.h" /* cairn_env_log: a recovered path rotation will not delete */
 #include "saver_impl.h"
+#include "table.h"
 
 #define CKPT_NAME_MAX 1024
 #define META_KEY_MAX 255
@@ -41,7 +42,7 @@ static double wall_clock(void *ctx) {
 /* The option's clock, else the env's now, else the wall clock. */
 static double now(const cairn_saver *s) {
   if (s->clock) return s->clock(s->clock_ctx);
-  if (s->env && s->env->now) return s->env->now(s->env->ctx);
+  if (s->env && s->env->now) return s->env->now(s->env->self);
   return wall_clock(NULL);
 }
 
@@ -104,6 +105,7 @@ static cairn_status saver_make(const char *fn, const char *const *names, cairn_v
                                int list, const cairn_saver_options *opts, cairn_saver **out) {
   cairn_saver_options o = opts ? *opts : cairn_saver_options_default();
   cairn_status st = check_options(fn, &o);
+  if (!st) st = cairn__env_check(o.env, fn);
   if (st) return st;
   if (n == 0 && !o.allow_empty)
     return cairn__fail(CAIRN_E_INVALID, "%s: no variables to save (set allow_empty to allow it)", fn);

@@ -40,6 +40,7 @@
 
 #include "cairn/ckpt.h"
 #include "cairn/saver.h"
+#include "table.h"
 
 /* "(2, 3)" / "()" */
 static char *shape_str(int rank, const int64_t *shape, char *buf, size_t len) {
@@ -372,6 +373,7 @@ cairn_restore_options cairn_restore_options_default(void) {
 }
 
 static cairn_status check_options(const char *fn, const cairn_restore_options *o) {
+  if (cairn__env_check(o->env, fn) != CAIRN_OK) return CAIRN_E_INVALID;
   if (o->n_include && !o->include) return cairn__fail(CAIRN_E_NULL, "%s: include is NULL with n_include > 0", fn);
   if (o->n_exclude && !o->exclude) return cairn__fail(CAIRN_E_NULL, "%s: exclude is NULL with n_exclude > 0", fn);
   if (o->n_rename && !o->rename) return cairn__fail(CAIRN_E_NULL, "%s: rename is NULL with n_rename > 0", fn);

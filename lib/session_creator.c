@@ -3,14 +3,17 @@
  * WorkerSessionCreator, which share one implementation. */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cairn/monitored.h"
 #include "monitored_impl.h"
+#include "table.h"
 
 struct cairn_session_creator {
-  const cairn_session_creator_vtable *vt;
+  const cairn_session_creator_vtable *vt; /* &table */
+  cairn_session_creator_vtable table;     /* the caller's, members past its struct_size NULL */
   void *self;
   cairn_registry *registry;
 };
@@ -21,9 +24,14 @@ cairn_status cairn_session_creator_new(const cairn_session_creator_vtable *vt, v
   *out = NULL;
   if (!vt || !vt->create_session)
     return cairn__fail(CAIRN_E_NULL, "session_creator_new: %s is NULL", vt ? "vt->create_session" : "vt");
+  cairn_session_creator_vtable table;
+  cairn_status st = cairn__table_copy(&table, sizeof table, vt, offsetof(cairn_session_creator_vtable, struct_size),
+                                      "session_creator_new", "vt", "cairn_session_creator_vtable", NULL);
+  if (st != CAIRN_OK) return st;
   cairn_session_creator *c = calloc(1, sizeof *c);
   if (!c) return cairn__fail(CAIRN_E_NOMEM, "session_creator_new: out of memory");
-  c->vt = vt;
+  c->table = table;
+  c->vt = &c->table;
   c->self = self;
   *out = c;
   return CAIRN_OK;

@@ -23,6 +23,7 @@
 #include "cairn/saver.h"
 #include "cairn/scaffold.h"
 #include "cairn/session.h"
+#include "table.h"
 
 /* Room for one readiness message ("Variables not initialized: a, b, ..."). */
 #define MSG_CAP 8192
@@ -67,6 +68,7 @@ cairn_status cairn_session_manager_new(cairn_registry *r, const cairn_session_ma
   *out = NULL;
   if (!r) return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
   cairn_session_manager_options o = opts ? *opts : cairn_session_manager_options_default();
+  if (cairn__env_check(o.env, fn) != CAIRN_OK) return CAIRN_E_INVALID;
   if (o.ready_for_local_init_op && !o.local_init_op)
     return cairn__fail(CAIRN_E_INVALID,
                        "If you pass a ready_for_local_init_op you must also pass a local_init_op , "

@@ -18,6 +18,7 @@
 
 #include "cairn/ckpt.h"
 #include "cairn/summary.h"
+#include "table.h"
 
 #define FILE_VERSION "brain.Event:2"
 
@@ -289,6 +290,7 @@ cairn_status cairn_event_writer_new(const char *logdir, const cairn_event_writer
   if (!logdir[0]) return cairn__fail(CAIRN_E_INVALID, "event_writer_new: logdir is empty");
   cairn_event_writer_options d = cairn_event_writer_options_default();
   if (!o) o = &d;
+  if (cairn__env_check(o->env, "event_writer_new") != CAIRN_OK) return CAIRN_E_INVALID;
   cairn_event_writer *w = calloc(1, sizeof *w);
   if (!w) return cairn__fail(CAIRN_E_NOMEM, "event_writer_new: out of memory");
   w->fd = -1;
@@ -428,10 +430,10 @@ static cairn_status table_session_log(void *self, cairn_session_log_status statu
 static cairn_status table_flush(void *self) { return cairn_event_writer_flush(self); }
 
 cairn_summary_writer cairn_event_writer_summary_writer(cairn_event_writer *w) {
-  cairn_summary_writer t;
-  t.scalar = table_scalar;
-  t.session_log = table_session_log;
-  t.flush = table_flush;
-  t.self = w;
+  cairn_summary_writer t = {.scalar = table_scalar,
+                           .session_log = table_session_log,
+                           .flush = table_flush,
+                           .self = w,
+                           .struct_size = CAIRN_SUMMARY_WRITER_SIZE};
   return t;
 }

@@ -255,9 +255,9 @@ size_t cairn_registry_collection_get(const cairn_registry *r, const char *key, v
   return k;
 }
 
-cairn_status cairn_var_create(cairn_registry *r, const char *name, cairn_dtype dt, int rank,
+cairn_status cairn_var_new(cairn_registry *r, const char *name, cairn_dtype dt, int rank,
                               const int64_t *shape, cairn_init init, unsigned collections, cairn_var **out) {
-  static const char fn[] = "var_create";
+  static const char fn[] = "var_new";
   if (out) *out = NULL;
   if (!r) return cairn__fail(CAIRN_E_NULL, "%s: registry is NULL", fn);
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
@@ -312,6 +312,12 @@ cairn_status cairn_var_create(cairn_registry *r, const char *name, cairn_dtype d
   return CAIRN_OK;
 }
 
+/* Deprecated name (cairn/var.h). */
+cairn_status cairn_var_create(cairn_registry *r, const char *name, cairn_dtype dt, int rank, const int64_t *shape,
+                              cairn_init init, unsigned collections, cairn_var **out) {
+  return cairn_var_new(r, name, dt, rank, shape, init, collections, out);
+}
+
 cairn_status cairn_registry_find(const cairn_registry *r, const char *name, cairn_var **out) {
   if (out) *out = NULL;
   if (!r) return cairn__fail(CAIRN_E_NULL, "registry_find: registry is NULL");
@@ -351,7 +357,7 @@ cairn_status cairn_registry_global_step(cairn_registry *r, cairn_var **out) {
     *out = v;
     return CAIRN_OK;
   }
-  return cairn_var_create(r, "global_step", CAIRN_DTYPE_I64, 0, NULL, cairn_init_zeros(), CAIRN_COLL_GLOBAL,
+  return cairn_var_new(r, "global_step", CAIRN_DTYPE_I64, 0, NULL, cairn_init_zeros(), CAIRN_COLL_GLOBAL,
                           out);
 }
 

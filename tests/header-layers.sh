@@ -47,7 +47,7 @@ saver.h include scaffold.h
 session.h include scaffold.h
 ALLOW
 # Why:
-# - model.h: the MLP's train and eval ops (cairn_mlp_train_op_new,
+# - model.h: the MLP's train and eval ops (cairn_op_new_mlp_train,
 #   cairn_mlp_eval_run, cairn_mlp_eval_run_monitored) are session ops and
 #   belong in a top-layer header of their own; moving them means a new
 #   header that model.h can no longer include, so programs that include

@@ -46,7 +46,7 @@ else
 fi
 
 has_mpi=0
-grep -qx cairn_mpi_init "$T/exported" && has_mpi=1
+grep -qx cairn_mpi_new "$T/exported" && has_mpi=1
 while read -r st; do
   fn="${st}_default"
   if [ "$st" = cairn_mpi_options ] && [ "$has_mpi" = 0 ]; then

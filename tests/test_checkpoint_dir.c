@@ -38,7 +38,7 @@ typedef struct model {
 static void model_new(model *m, int max_to_keep) {
   OK(cairn_registry_new(7, &m->r));
   int64_t shape[1] = {64};
-  OK(cairn_var_create(m->r, "w", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &m->v));
+  OK(cairn_var_new(m->r, "w", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &m->v));
   OK(cairn_var_initialize(m->v));
   cairn_saver_options o = cairn_saver_options_default();
   o.write.no_fsync = 1;

@@ -210,7 +210,7 @@ static void run_op(cairn_monitored_session *ms, const cairn_op *op) { OK(try_run
 static cairn_var *f32_var(graph *g, const char *name, int n, const float *values) {
   int64_t shape[1] = {n};
   cairn_var *v;
-  OK(cairn_var_create(g->r, name, CAIRN_DTYPE_F32, n ? 1 : 0, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v));
+  OK(cairn_var_new(g->r, name, CAIRN_DTYPE_F32, n ? 1 : 0, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v));
   OK(cairn_var_initialize(v));
   float *d = cairn_var_tensor(v)->data;
   for (int i = 0; i < (n ? n : 1); i++) d[i] = values[i];
@@ -839,7 +839,7 @@ static int64_t singular_two_steps(graph *g, cairn_scaffold *sc, cairn_hook *h) {
   }
   int64_t step;
   OK(cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step));
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   return step;
 }
@@ -939,7 +939,7 @@ Test(checkpoint_saver_hook, test_listener_stops_training_in_after_save) {
   cr_assert(cairn_monitored_session_should_stop(ms));
   cr_assert_eq(l2.after_save, l.after_save, "every listener is called even after one asked to stop");
   HAS(F.log, "A CheckpointSaverListener requested that training be stopped.");
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_hook_free(h);
   cairn_scaffold_free(sc);
@@ -1391,7 +1391,7 @@ Test(final_ops_hook, test_final_ops_is_scalar_tensor) {
   int64_t shape[1] = {1};
   (void)shape;
   cairn_var *c;
-  OK(cairn_var_create(g.r, "final", CAIRN_DTYPE_I32, 0, NULL, cairn_init_constant(4), CAIRN_COLL_GLOBAL, &c));
+  OK(cairn_var_new(g.r, "final", CAIRN_DTYPE_I32, 0, NULL, cairn_init_constant(4), CAIRN_COLL_GLOBAL, &c));
   const char *names[1] = {"final"};
   cairn_hook *h;
   OK(cairn_final_ops_hook_new(NULL, names, 1, NULL, 0, &h));
@@ -1598,7 +1598,7 @@ Test(nan_tensor_hook, nan_error_ends_a_monitored_session_without_end) {
   g_loss = NAN;
   cairn_status st = try_run_op(ms, train);
   cr_assert_eq(st, CAIRN_E_NAN_LOSS);
-  cr_assert_eq(cairn_monitored_session_exit(ms, st), CAIRN_E_NAN_LOSS);
+  cr_assert_eq(cairn_monitored_session_close_with(ms, st), CAIRN_E_NAN_LOSS);
   cr_assert_eq(ckpt_step(), 0, "only the save after creation");
   cairn_monitored_session_free(ms);
   cairn_op_free(train);
@@ -1682,4 +1682,130 @@ Test(hooks, vtable_size_zero_means_the_first_layout) {
   cr_assert_null(h);
   cr_assert(strstr(cairn_errmsg(), "'OldHook'") && strstr(cairn_errmsg(), "struct_size is 8"), "%s", cairn_errmsg());
   cr_assert_eq(vt_destroyed, 3);
+}
+
+/* ---- the summary writer's and the checkpoint listener's size fields ---------------- */
+
+/* A summary writer written against the first layout (struct_size 0), one
+ * giving its sizeof, and one from a "newer header" (a larger size, an extra
+ * member unknown here) all work, and the hook holds its own copy of the
+ * table: the caller's is overwritten after the hook is made and the
+ * scalars still arrive. A size below the first layout is refused with the
+ * size and the fix in the message. */
+Test(step_counter_hook, summary_writer_size_zero_means_the_first_layout) {
+  for (int i = 0; i < 3; i++) {
+    graph g;
+    graph_new(&g);
+    rec_writer *w = writer_new();
+    struct {
+      cairn_summary_writer w;
+      void *newer_member;
+    } table;
+    memset(&table, 0, sizeof table);
+    table.w = w->w;
+    table.w.struct_size = i == 0 ? 0 : i == 1 ? CAIRN_SUMMARY_WRITER_SIZE : sizeof table;
+    cairn_hook *h;
+    OK(cairn_step_counter_hook_new(10, 0, &table.w, &ENV, &h));
+    memset(&table, 0xff, sizeof table); /* the hook reads its own copy */
+    OK(cairn__hook_begin(h, g.r));
+    graph_session(&g);
+    cairn_monitored_session *ms = hooked(&g, &h, 1);
+    for (int k = 0; k < 12; k++) {
+      F.now += 0.01;
+      run_op(ms, g.train_op);
+    }
+    OK(cairn__hook_end(h, g.raw));
+    cr_assert_eq(w->n, 1, "layout %d: %s", i, summaries_str(w));
+    cr_assert_eq(w->s[0].step, 11);
+    cr_assert_str_eq(w->s[0].tag, "global_step/sec");
+    cairn_monitored_session_free(ms);
+    cairn_hook_free(h);
+    free(w);
+    graph_free(&g);
+  }
+
+  cairn_summary_writer bad = {.flush = w_flush, .struct_size = 8};
+  cairn_hook *h = (cairn_hook *)&bad;
+  cr_assert_eq(cairn_step_counter_hook_new(10, 0, &bad, &ENV, &h), CAIRN_E_INVALID);
+  cr_assert_null(h);
+  cr_assert(strstr(cairn_errmsg(), "step_counter_hook_new: summary_writer->struct_size is 8") &&
+                strstr(cairn_errmsg(), "sizeof(cairn_summary_writer)"),
+            "%s", cairn_errmsg());
+  cairn_summary_saver_hook_options so = cairn_summary_saver_hook_options_default();
+  so.save_steps = 1;
+  so.summary_op = (cairn_op *)&bad; /* never read: the writer is refused first */
+  so.writer = &bad;
+  cr_assert_eq(cairn_summary_saver_hook_new(&so, &h), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "summary_saver_hook_new: summary_writer->struct_size is 8"), "%s",
+            cairn_errmsg());
+}
+
+/* Listeners given as an array of a "newer header's" elements (each larger
+ * than this library's cairn_checkpoint_listener) are read at the caller's
+ * stride: both listeners hear every save, as with today's layout
+ * (test_two_listeners_with_default_saver). Elements of different sizes, or
+ * one below the first layout, are refused naming the element. */
+Test(checkpoint_saver_hook, listener_array_is_read_at_the_callers_stride) {
+  graph g;
+  graph_new(&g);
+  mock_listener l1 = {0}, l2 = {0};
+  struct {
+    cairn_checkpoint_listener l;
+    void *newer_member;
+  } cl[2];
+  memset(cl, 0xee, sizeof cl); /* the extra members hold garbage the library must skip */
+  cl[0].l = listener_of(&l1);
+  cl[1].l = listener_of(&l2);
+  cl[0].l.struct_size = cl[1].l.struct_size = sizeof cl[0];
+  cairn_checkpoint_saver_hook_options o = ckpt_opts();
+  o.save_steps = 1;
+  o.listeners = &cl[0].l;
+  o.n_listeners = 2;
+  cairn_hook *h = ckpt_hook(&o);
+  memset(cl, 0xff, sizeof cl); /* the hook holds its own copies */
+  cr_assert_eq(singular_two_steps(&g, NULL, h), 2);
+  ASSERT_COUNTS(l1, 1, 3, 3, 1);
+  ASSERT_COUNTS(l2, 1, 3, 3, 1);
+  cairn_hook_free(h);
+  graph_free(&g);
+
+  /* Today's layout with struct_size 0 and with its sizeof. */
+  cairn_checkpoint_listener two[2] = {listener_of(&l1), listener_of(&l2)};
+  two[1].struct_size = 0;
+  two[0].struct_size = 0;
+  o.listeners = two;
+  OK(cairn_checkpoint_saver_hook_new(&o, &h));
+  cairn_hook_free(h);
+  two[0].struct_size = two[1].struct_size = CAIRN_CHECKPOINT_LISTENER_SIZE;
+  OK(cairn_checkpoint_saver_hook_new(&o, &h));
+  cairn_hook_free(h);
+
+  two[1].struct_size = 8;
+  h = (cairn_hook *)&o;
+  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_null(h);
+  cr_assert(strstr(cairn_errmsg(), "checkpoint_saver_hook_new: listeners[1]->struct_size is 8"), "%s",
+            cairn_errmsg());
+  cl[0].l = listener_of(&l1);
+  cl[1].l = listener_of(&l2);
+  cl[0].l.struct_size = sizeof cl[0];
+  cl[1].l.struct_size = CAIRN_CHECKPOINT_LISTENER_SIZE;
+  o.listeners = &cl[0].l;
+  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "every element of the array must have the same size"), "%s", cairn_errmsg());
+}
+
+/* Hooks check the env they are given like every other table (cairn/env.h):
+ * a size below the first layout is refused by the hook's timer. */
+Test(step_counter_hook, env_with_a_bad_size_is_refused) {
+  cairn_env bad = ENV;
+  bad.struct_size = 4;
+  cairn_hook *h = (cairn_hook *)&bad;
+  cr_assert_eq(cairn_step_counter_hook_new(10, 0, NULL, &bad, &h), CAIRN_E_INVALID);
+  cr_assert_null(h);
+  cr_assert(strstr(cairn_errmsg(), "timer_new: env->struct_size is 4"), "%s", cairn_errmsg());
+  cairn_env zero;
+  memset(&zero, 0, sizeof zero);
+  OK(cairn_step_counter_hook_new(10, 0, NULL, &zero, &h));
+  cairn_hook_free(h);
 }

@@ -781,7 +781,7 @@ TestSuite(interop_saver, .init = setup, .fini = teardown);
 
 static cairn_var *mkvar(cairn_registry *r, const char *name, int64_t n) {
   cairn_var *v;
-  cr_assert_eq(cairn_var_create(r, name, CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_MODEL, &v), CAIRN_OK);
+  cr_assert_eq(cairn_var_new(r, name, CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_MODEL, &v), CAIRN_OK);
   return v;
 }
 
@@ -1141,7 +1141,7 @@ Test(advice, restore_of_a_misspelled_prefix_names_the_bundle) {
   cairn_var *v;
   int64_t shape[1] = {4};
   cr_assert_eq(cairn_registry_new(1, &reg), CAIRN_OK);
-  cr_assert_eq(cairn_var_create(reg, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_MODEL,
+  cr_assert_eq(cairn_var_new(reg, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_MODEL,
                                 &v), CAIRN_OK);
   cairn_saver *s;
   cr_assert_eq(cairn_saver_new(reg, NULL, &s), CAIRN_OK);

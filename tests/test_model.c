@@ -446,7 +446,7 @@ static double run_fetch(cairn_session *s, cairn_op *op, const cairn_feed *feeds,
   return f.value.f64;
 }
 
-/* Steps through cairn_mlp_train_op_new (fed, or from a batch_fn) give the
+/* Steps through cairn_op_new_mlp_train (fed, or from a batch_fn) give the
  * same bits as the hand-written callback. */
 Test(model, train_op_matches_the_hand_written_callback) {
   op_model hand, fed, pulled;
@@ -458,14 +458,14 @@ Test(model, train_op_matches_the_hand_written_callback) {
   cairn_feed feeds[2] = {{"x", X}, {"y", y}};
   cairn_op *h, *t, *p;
   cr_assert_eq(cairn_op_new("train", hand_train, hand.m, NULL, &h), CAIRN_OK);
-  cr_assert_eq(cairn_mlp_train_op_new(fed.m, NULL, &t), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_op_new_mlp_train(fed.m, NULL, &t), CAIRN_OK, "%s", cairn_errmsg());
   cr_assert_str_eq(cairn_op_name(t), "train");
   one_batch src = {X, y, 0, 0};
   cairn_mlp_op_options o = cairn_mlp_op_options_default();
   o.batch_fn = give_batch;
   o.batch_user = &src;
   o.name = "step";
-  cr_assert_eq(cairn_mlp_train_op_new(pulled.m, &o, &p), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_op_new_mlp_train(pulled.m, &o, &p), CAIRN_OK, "%s", cairn_errmsg());
   cr_assert_str_eq(cairn_op_name(p), "step");
   for (int i = 0; i < 3; i++) {
     double lh = run_fetch(hand.s, h, feeds, 2, "loss");
@@ -524,7 +524,7 @@ Test(model, eval_op_publishes_loss_and_accuracy) {
   o.loss_fn = halve;
   o.loss_user = &calls;
   cairn_op *e;
-  cr_assert_eq(cairn_mlp_eval_op_new(om.m, &o, &e), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_op_new_mlp_eval(om.m, &o, &e), CAIRN_OK, "%s", cairn_errmsg());
   cr_assert_str_eq(cairn_op_name(e), "eval");
   cairn_feed feeds[2] = {{"images", X}, {"labels", y}};
   cairn_fetch f[2] = {{"test_loss", {0}}, {"test_accuracy", {0}}};
@@ -542,7 +542,7 @@ Test(model, eval_op_publishes_loss_and_accuracy) {
   cr_assert_eq(cairn_session_run(om.s, &a), CAIRN_E_INVALID);
   cr_assert(strstr(cairn_errmsg(), "eval: feed \"images\" and \"labels\""), "%s", cairn_errmsg());
   cairn_op *bad = (cairn_op *)1;
-  cr_assert_eq(cairn_mlp_eval_op_new(NULL, NULL, &bad), CAIRN_E_NULL);
+  cr_assert_eq(cairn_op_new_mlp_eval(NULL, NULL, &bad), CAIRN_E_NULL);
   cr_assert_null(bad);
   cairn_op_free(e);
   cairn_tensor_free(X);
@@ -571,8 +571,8 @@ Test(model, eval_run_reads_back_loss_accuracy_and_step) {
   o.x_feed = "images";
   o.loss_name = "test_loss";
   cairn_op *e, *t;
-  cr_assert_eq(cairn_mlp_eval_op_new(om.m, &o, &e), CAIRN_OK, "%s", cairn_errmsg());
-  cr_assert_eq(cairn_mlp_train_op_new(om.m, NULL, &t), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_op_new_mlp_eval(om.m, &o, &e), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_op_new_mlp_train(om.m, NULL, &t), CAIRN_OK, "%s", cairn_errmsg());
   cairn_tensor_i64(cairn_var_tensor(cairn_mlp_global_step(om.m)))[0] = 41;
   cairn_mlp_eval_result r = {0, 0, 0};
   cr_assert_eq(cairn_mlp_eval_run(om.s, e, X, y, &r), CAIRN_OK, "%s", cairn_errmsg());
@@ -580,7 +580,7 @@ Test(model, eval_run_reads_back_loss_accuracy_and_step) {
   cr_assert_eq(r.accuracy, (double)want_acc);
   cr_assert_eq(r.step, 41);
   cr_assert_eq(cairn_mlp_eval_run(om.s, t, X, y, &r), CAIRN_E_INVALID);
-  cr_assert(strstr(cairn_errmsg(), "mlp_eval_run: op 'train' was not made by cairn_mlp_eval_op_new"), "%s",
+  cr_assert(strstr(cairn_errmsg(), "mlp_eval_run: op 'train' was not made by cairn_op_new_mlp_eval"), "%s",
             cairn_errmsg());
   cr_assert_eq(cairn_mlp_eval_run(om.s, e, NULL, y, &r), CAIRN_E_NULL);
 

@@ -604,7 +604,7 @@ Test(monitored_training_session, test_saving_restoring_checkpoint) {
   cr_assert_eq(run_gstep(ms), 0);
   cr_assert_eq(run_step(ms, &g), 1);
   cr_assert_eq(run_step(ms, &g), 2);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cr_assert_str_eq(latest(), "model.ckpt-2", "end() saved the last step");
   graph_free(&g);
@@ -662,7 +662,7 @@ Test(monitored_training_session, a_second_chief_on_the_directory_refuses) {
   cairn_monitored_session_free(ms2);
   graph_free(&g2);
 
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   graph_new(&g2);
   o2 = mts_opts(&g2);
   ms2 = mts_new(&o2); /* the first is closed (not yet freed): the directory is free */
@@ -704,7 +704,7 @@ Test(monitored_training_session, a_restart_removes_leftover_temporary_files) {
   char want[700];
   snprintf(want, sizeof want, "Removed 3 temporary files of unfinished saves (3.0 kB) from %s.\n", g_dir);
   cr_assert(logged(want), "log: %s", F.log);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   /* nothing left to remove: no line the second time */
   F.log[0] = '\0';
@@ -754,7 +754,7 @@ static void lose_dir_while_training(int async, int replace, int exists_at_begin)
            "longer protects it; not re-creating it; training stops",
            dir);
   HAS(cairn_errmsg(), want);
-  cr_assert_eq(cairn_monitored_session_exit(ms, st), st);
+  cr_assert_eq(cairn_monitored_session_close_with(ms, st), st);
   cairn_monitored_session_free(ms);
   cairn_saver_free(saver);
   if (replace) {
@@ -805,7 +805,7 @@ Test(monitored_training_session, a_checkpoint_dir_moved_away_stops_training) {
   char want[900];
   snprintf(want, sizeof want, "checkpoint directory '%s' was replaced by another directory while training", P("run"));
   HAS(cairn_errmsg(), want);
-  cr_assert_eq(cairn_monitored_session_exit(ms, st), st);
+  cr_assert_eq(cairn_monitored_session_close_with(ms, st), st);
   cairn_monitored_session_free(ms);
   cr_assert_eq(count_files(P("run")), 0);
   struct stat sb;
@@ -822,7 +822,7 @@ Test(monitored_training_session, a_checkpoint_dir_moved_away_stops_training) {
 static void add_big(graph *g) {
   int64_t shape[1] = {4096}; /* random floats: the middle of the file is their data */
   cairn_var *v;
-  OK(cairn_var_create(g->r, "big", CAIRN_DTYPE_F32, 1, shape, cairn_init_uniform(-1, 1), CAIRN_COLL_GLOBAL, &v));
+  OK(cairn_var_new(g->r, "big", CAIRN_DTYPE_F32, 1, shape, cairn_init_uniform(-1, 1), CAIRN_COLL_GLOBAL, &v));
 }
 
 Test(monitored_training_session, restarts_past_a_corrupt_newest_checkpoint) {
@@ -834,7 +834,7 @@ Test(monitored_training_session, restarts_past_a_corrupt_newest_checkpoint) {
   o.save_checkpoint_steps = 1;
   cairn_monitored_session *ms = mts_new(&o);
   for (int i = 1; i <= 3; i++) cr_assert_eq(run_step(ms, &g), i);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g);
   cr_assert_str_eq(latest(), "model.ckpt-3");
@@ -874,7 +874,7 @@ Test(monitored_training_session, restarts_past_a_corrupt_newest_checkpoint) {
   OK(cairn_ckpt_open(path, NULL, &ck));
   OK(cairn_ckpt_verify(ck));
   cairn_ckpt_close(ck);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g2);
 }
@@ -889,7 +889,7 @@ Test(monitored_training_session, test_save_checkpoint_steps) {
   cairn_monitored_session *ms = mts_new(&o);
   for (int i = 0; i < 100; i++) run_step(ms, &g);
   cr_assert_str_eq(latest(), "model.ckpt-100", "saved by the step timer, before end()");
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g);
 
@@ -915,7 +915,7 @@ Test(monitored_training_session, test_save_checkpoint_secs) {
   F.now += 0.2; /* time.sleep(0.2) */
   for (int i = 0; i < 10; i++) run_step(ms, &g);
   cr_assert_str_eq(latest(), "model.ckpt-2", "the timer fired once, at step 2");
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g);
 
@@ -989,7 +989,7 @@ Test(monitored_training_session, test_custom_saving) {
   cr_assert_eq(run_gstep(ms), 0);
   cr_assert_eq(run_step(ms, &g), 1);
   cr_assert_eq(run_step(ms, &g), 2);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cr_assert_eq(fh.begin, 1, "the custom hook is called");
   cr_assert_eq(fh.end, 1);
@@ -1055,7 +1055,7 @@ Test(monitored_training_session, checkpoint_listeners_reach_the_saver_hook) {
   cr_assert_eq(c.begin, 1);
   cr_assert_eq(c.before, 1, "the save right after session creation");
   for (int i = 0; i < 3; i++) run_step(ms, &g);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cr_assert_eq(c.before, 3, "creation, step 2, end() at step 3: %d", c.before);
   cr_assert_eq(c.after, 3);
@@ -1106,7 +1106,7 @@ Test(monitored_training_session, restores_a_given_file_and_saves_with_a_given_sa
   cairn_monitored_session *ms = mts_new(&o);
   run_step(ms, &g);
   run_step(ms, &g);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g);
 
@@ -1120,7 +1120,7 @@ Test(monitored_training_session, restores_a_given_file_and_saves_with_a_given_sa
   ms = mts_new(&o);
   cr_assert_eq(run_gstep(ms), 2, "restored from the given file");
   cr_assert_eq(run_step(ms, &g), 3);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cr_assert_str_eq(latest(), "model.ckpt-3", "saved into checkpoint_dir");
   cairn_saver_meta *meta;
@@ -1347,7 +1347,7 @@ static int signal_case(int sig, int k, int64_t *final_step) {
   cr_assert_eq(rh.term_after, SIG_DFL, "after the first signal, a second SIGTERM takes the default action");
   cr_assert_eq(rh.int_after, SIG_DFL, "... and a second SIGINT too");
   cr_assert_eq(cairn_monitored_session_stop_signal(ms), sig);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cr_assert_eq(cairn_monitored_session_stop_signal(ms), sig, "still reported after close");
   cr_assert_eq(handler_of(SIGTERM), app_handler, "close restored the previous SIGTERM handler");
   cr_assert_eq(handler_of(SIGINT), app_handler, "close restored the previous SIGINT handler");
@@ -1615,7 +1615,7 @@ Test(coordinated_session, test_stop_threads_on_close_after_exception) {
   cairn_status st = cairn_monitored_session_run(ms, &args);
   cr_assert_eq(st, CAIRN_E_IO);
   cr_assert_not(a.joined);
-  cr_assert_eq(cairn_monitored_session_exit(ms, st), CAIRN_E_IO, "the body's error propagates");
+  cr_assert_eq(cairn_monitored_session_close_with(ms, st), CAIRN_E_IO, "the body's error propagates");
   cr_assert(a.exited && a.joined);
   cr_assert_eq(fh.end, 0);
   cr_assert_eq(fh.on_error, 1);
@@ -2022,7 +2022,7 @@ Test(recoverable_session, gives_up_after_max_recoveries) {
   HAS(cairn_monitored_session_errmsg(ms), "gave up after 3 session re-creation(s)");
   HAS(cairn_monitored_session_errmsg(ms), "worker preempted (attempt 4)");
   cr_assert(cairn_monitored_session_should_stop(ms), "no session left");
-  cr_assert_eq(cairn_monitored_session_exit(ms, CAIRN_E_ABORTED), CAIRN_E_ABORTED);
+  cr_assert_eq(cairn_monitored_session_close_with(ms, CAIRN_E_ABORTED), CAIRN_E_ABORTED);
   cairn_monitored_session_free(ms);
   cairn_hook_free(h);
   cairn_session_creator_free(cr);
@@ -2050,7 +2050,7 @@ static void hooked_teardown(hooked_fixture *f) {
 /* "a_tensor" etc.: f32 scalar variables with constant initial values. */
 static cairn_var *const_var(graph *g, const char *name, float value) {
   cairn_var *v;
-  OK(cairn_var_create(g->r, name, CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant(value), CAIRN_COLL_GLOBAL, &v));
+  OK(cairn_var_new(g->r, name, CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant(value), CAIRN_COLL_GLOBAL, &v));
   OK(cairn_var_initialize(v));
   return v;
 }
@@ -2309,7 +2309,7 @@ Test(monitored_session, test_defaults) {
   graph g;
   graph_new(&g);
   cairn_var *v;
-  OK(cairn_var_create(g.r, "v", CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant(7), CAIRN_COLL_GLOBAL, &v));
+  OK(cairn_var_new(g.r, "v", CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant(7), CAIRN_COLL_GLOBAL, &v));
   cairn_monitored_session *ms = ms_new(&g, NULL, NULL, 0); /* default creator and Scaffold */
   cairn_fetch fe = {"v", {0}};
   cairn_run_args a;
@@ -2367,7 +2367,7 @@ Test(monitored_session, test_last_step) {
   cr_assert_eq(run_step(ms, &g), 3);
   cr_assert(cairn_monitored_session_should_stop(ms));
   OK(cairn_saver_save(default_saver(&g), P("step-3"), -1, g_ckpt_path, sizeof g_ckpt_path));
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
   cairn_hook_free(stop);
@@ -2384,7 +2384,7 @@ Test(monitored_session, test_last_step) {
   cr_assert_not(cairn_monitored_session_should_stop(ms));
   cr_assert_eq(run_step(ms, &g), 5);
   cr_assert(cairn_monitored_session_should_stop(ms));
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
   cairn_scaffold_free(sc);
@@ -2407,7 +2407,7 @@ Test(monitored_session, test_num_steps) {
   run_step(ms, &g);
   cr_assert(cairn_monitored_session_should_stop(ms));
   OK(cairn_saver_save(default_saver(&g), P("step-3"), -1, g_ckpt_path, sizeof g_ckpt_path));
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
   cairn_hook_free(stop);
@@ -2425,7 +2425,7 @@ Test(monitored_session, test_num_steps) {
   cr_assert_not(cairn_monitored_session_should_stop(ms));
   cr_assert_eq(run_step(ms, &g), 7);
   cr_assert(cairn_monitored_session_should_stop(ms));
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
   cairn_scaffold_free(sc);
@@ -2444,7 +2444,7 @@ Test(monitored_session, test_recovery) {
   cr_assert_eq(run_gstep(ms), 0);
   cr_assert_eq(run_step(ms, &g), 1);
   cr_assert_eq(run_step(ms, &g), 2);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
   /* A restart finds the checkpoint (fresh sessions: no value survives
@@ -2452,7 +2452,7 @@ Test(monitored_session, test_recovery) {
   cr = chief(&g, sc, g_dir, NULL);
   ms = ms_new(&g, cr, NULL, 0);
   cr_assert_eq(run_gstep(ms), 2);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
   /* ... and so does checkpoint_filename_with_path = latest_checkpoint. */
@@ -2461,7 +2461,7 @@ Test(monitored_session, test_recovery) {
   cr = chief(&g, sc, NULL, path);
   ms = ms_new(&g, cr, NULL, 0);
   cr_assert_eq(run_gstep(ms), 2);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
   cairn_hook_free(ck);
@@ -2613,7 +2613,7 @@ static void exit_cleanly_case(cairn_status err, int singular) {
   cairn_status st = body_interrupted(ms, &g, &reached);
   cr_assert_eq(st, err);
   cr_assert_not(reached, "the statements after the run are skipped");
-  OK(cairn_monitored_session_exit(ms, st)); /* the block exits without error */
+  OK(cairn_monitored_session_close_with(ms, st)); /* the block exits without error */
   cr_assert(cairn_monitored_session_should_stop(ms));
   cr_assert_eq(fh.end, 1, "a clean end: end() is called");
   cr_assert_eq(fh.on_error, 0);
@@ -2656,7 +2656,7 @@ static void pass_through_case(int singular) {
   } while (0);
   cr_assert_eq(st, CAIRN_E_INVALID);
   cr_assert_not(reached);
-  cr_assert_eq(cairn_monitored_session_exit(ms, st), CAIRN_E_INVALID, "the exception escapes the block");
+  cr_assert_eq(cairn_monitored_session_close_with(ms, st), CAIRN_E_INVALID, "the exception escapes the block");
   HAS(cairn_errmsg(), "hook raise raises at run 4");
   cr_assert(fh.raised);
   cr_assert(cairn_monitored_session_should_stop(ms));
@@ -2687,7 +2687,7 @@ Test(monitored_session, test_regular_exception_reported_to_coord_pass_through_ru
   cairn_coordinator_request_stop(fh.coord, CAIRN_E_STATE, "a thread wants to stop");
   cr_assert_eq(run_gstep(ms), 0, "run() still performs normally");
   run_performed_without_error = 1;
-  cr_assert_eq(cairn_monitored_session_exit(ms, CAIRN_OK), CAIRN_E_STATE, "raised by the coordinator's join");
+  cr_assert_eq(cairn_monitored_session_close_with(ms, CAIRN_OK), CAIRN_E_STATE, "raised by the coordinator's join");
   HAS(cairn_monitored_session_errmsg(ms), "a thread wants to stop");
   cr_assert(run_performed_without_error);
   cairn_monitored_session_free(ms);
@@ -2707,7 +2707,7 @@ Test(monitored_session, test_regular_exception_reported_to_coord_pass_through_re
   cr_assert_eq(run_gstep(ms), 0);
   cairn_coordinator_request_stop(fh.coord, CAIRN_E_STATE, "a thread wants to stop");
   cr_assert(cairn_monitored_session_should_stop(ms));
-  cr_assert_eq(cairn_monitored_session_exit(ms, CAIRN_OK), CAIRN_E_STATE);
+  cr_assert_eq(cairn_monitored_session_close_with(ms, CAIRN_OK), CAIRN_E_STATE);
   HAS(cairn_monitored_session_errmsg(ms), "a thread wants to stop");
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
@@ -2724,7 +2724,7 @@ Test(monitored_session, test_stop_cleanly_when_no_exception_in_with_body) {
   cairn_monitored_session *ms = ms_new(&g, NULL, &h, 1);
   cr_assert_eq(run_step(ms, &g), 1);
   cr_assert_eq(run_step(ms, &g), 2);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cr_assert(cairn_monitored_session_should_stop(ms));
   cr_assert_null(cairn_monitored_session_raw_session(ms), "closed");
   cr_assert_eq(fh.end, 1);
@@ -2742,7 +2742,7 @@ Test(monitored_session, test_raises_regular_exceptions_in_with_body) {
   cairn_monitored_session *ms = ms_new(&g, NULL, &h, 1);
   cr_assert_eq(run_step(ms, &g), 1);
   cairn__fail(CAIRN_E_INVALID, "a regular exception in the body");
-  cr_assert_eq(cairn_monitored_session_exit(ms, CAIRN_E_INVALID), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_monitored_session_close_with(ms, CAIRN_E_INVALID), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "a regular exception in the body");
   cr_assert(cairn_monitored_session_should_stop(ms));
   cr_assert_null(cairn_monitored_session_raw_session(ms));
@@ -2760,9 +2760,9 @@ Test(monitored_session, test_graph_finalized_during_run_unfinalized_after_exit) 
   cairn_monitored_session *ms = ms_new(&g, NULL, NULL, 0);
   cr_assert(cairn_registry_is_finalized(g.r));
   cairn_var *v;
-  cr_assert_eq(cairn_var_create(g.r, "late", CAIRN_DTYPE_F32, 0, NULL, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
+  cr_assert_eq(cairn_var_new(g.r, "late", CAIRN_DTYPE_F32, 0, NULL, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
                CAIRN_E_STATE);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cr_assert_not(cairn_registry_is_finalized(g.r));
   cairn_monitored_session_free(ms);
   graph_free(&g);
@@ -2790,7 +2790,7 @@ Test(monitored_session, test_keep_finalized_graph_as_finalized) {
   cr = chief(&g, sc, NULL, NULL);
   ms = ms_new(&g, cr, NULL, 0);
   cr_assert(cairn_registry_is_finalized(g.r));
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cr_assert(cairn_registry_is_finalized(g.r), "stays finalized");
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
@@ -2808,7 +2808,7 @@ Test(monitored_session, test_with_statement_and_close) {
   cr_assert_eq(run_step(ms, &g), 1);
   OK(cairn_monitored_session_close(ms));
   cr_assert_eq(fh.end, 1, "close() runs end()");
-  cr_assert_eq(cairn_monitored_session_exit(ms, CAIRN_OK), CAIRN_E_STATE);
+  cr_assert_eq(cairn_monitored_session_close_with(ms, CAIRN_OK), CAIRN_E_STATE);
   HAS(cairn_monitored_session_errmsg(ms), "Session is already closed");
   cr_assert_eq(fh.end, 1, "cairn does not call end() again with no session (TF calls it with None)");
   cairn_monitored_session_free(ms);
@@ -2843,7 +2843,7 @@ Test(monitored_session, test_step_fn_example) {
   double value = 0;
   OK(cairn_monitored_session_run_step_fn(ms, example_step_fn, &value));
   cr_assert_float_eq(value, 3.2, 0.1);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g);
 }
@@ -2863,7 +2863,7 @@ Test(monitored_session, test_step_function_stops) {
   cairn_status st = cairn_monitored_session_run_step_fn(ms, stop_step_fn, NULL);
   cr_assert_eq(st, CAIRN_E_STOP);
   HAS(cairn_errmsg(), "step_fn has requested the iterations to stop.");
-  OK(cairn_monitored_session_exit(ms, st)); /* the with-block swallows it */
+  OK(cairn_monitored_session_close_with(ms, st)); /* the with-block swallows it */
   cr_assert(cairn_monitored_session_should_stop(ms));
   cr_assert_eq(fh.end, 1);
   cairn_monitored_session_free(ms);
@@ -2884,7 +2884,7 @@ Test(monitored_session, test_step_request_stop_in_a_loop) {
     cr_assert_fail("a stop should be raised on the line above");
   }
   cr_assert_eq(iterations, 1);
-  OK(cairn_monitored_session_exit(ms, st));
+  OK(cairn_monitored_session_close_with(ms, st));
   cr_assert(cairn_monitored_session_should_stop(ms));
   cairn_monitored_session_free(ms);
   graph_free(&g);
@@ -2922,7 +2922,7 @@ static float stage_amount[4] = {0.3f, 0.7f, 0.5f, 1.1f};
 
 static void stages_new(graph *g, stages *st) {
   g_stages = st;
-  OK(cairn_var_create(g->r, "var", CAIRN_DTYPE_F32, 0, NULL, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &st->var));
+  OK(cairn_var_new(g->r, "var", CAIRN_DTYPE_F32, 0, NULL, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &st->var));
   const char *names[4] = {"stage_0", "stage_1_0", "stage_1_1", "stage_2"};
   for (int i = 0; i < 4; i++) OK(cairn_op_new(names[i], add_to_var, &stage_amount[i], NULL, &st->stage[i]));
 }
@@ -2997,7 +2997,7 @@ Test(monitored_session, test_step_fn_with_hooks) {
   OK(cairn_monitored_session_run_step_fn(ms, stages_step_fn, &value));
   cr_assert_float_eq(value, 0.3 + 0.5 + 0.7, 1e-5);
   cr_assert_eq(st.checked, 1, "after_run saw every stage");
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_hook_free(h);
   stages_free(&st);
@@ -3020,7 +3020,7 @@ Test(monitored_session, test_step_fn_with_hooks_and_request_stop) {
   cairn_monitored_session *ms = ms_new(&g, NULL, &h, 1);
   cairn_status st = cairn_monitored_session_run_step_fn(ms, stop_then_run_step_fn, NULL);
   cr_assert_eq(st, CAIRN_E_STOP);
-  OK(cairn_monitored_session_exit(ms, st));
+  OK(cairn_monitored_session_close_with(ms, st));
   cr_assert_eq(fh.before_run, 0);
   cr_assert_eq(fh.after_run, 0);
   cairn_monitored_session_free(ms);
@@ -3067,7 +3067,7 @@ Test(monitored_session, test_recovers_from_an_exception_in_step_fn) {
   OK(cairn_monitored_session_run_step_fn(ms, recovering_step_fn, &t));
   cr_assert(t.run_already);
   cr_assert_eq(t.side_effect_counter, 2, "the whole step_fn ran again");
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g);
 }
@@ -3094,7 +3094,7 @@ Test(monitored_session, test_recovers_from_an_exception_in_step_fn_after_hooks) 
   cr_assert_eq(t.side_effect_counter, 2);
   cr_assert_eq(cc.created, 2);
   cr_assert_float_eq(*(float *)cairn_var_tensor(st.var)->data, 0.62, 1e-5, "the side effects repeat");
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_session_creator_free(cr);
   cairn_op_free(side);
@@ -3158,7 +3158,7 @@ Test(monitored_session, test_step_fn_exception_from_before_run) {
   stages st = {0};
   stages_new(&g, &st);
   cairn_var *vv;
-  OK(cairn_var_create(g.r, "vv", CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant(3.2), CAIRN_COLL_GLOBAL, &vv));
+  OK(cairn_var_new(g.r, "vv", CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant(3.2), CAIRN_COLL_GLOBAL, &vv));
   cairn_op *side;
   OK(cairn_op_new("graph_side_effect", add_to_var, &k031, NULL, &side));
   OK(cairn_registry_initialize_collection(g.r, CAIRN_COLL_GLOBAL));
@@ -3174,7 +3174,7 @@ Test(monitored_session, test_step_fn_exception_from_before_run) {
   cr_assert_eq(t.side_effect_counter, 2);
   cr_assert_eq(bra.checked, 1);
   cr_assert_float_eq(*(float *)cairn_var_tensor(st.var)->data, 0.62, 1e-5);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_hook_free(h);
   cairn_session_creator_free(cr);
@@ -3189,11 +3189,11 @@ Test(singular_monitored_session, test_handles_initialization) {
   graph g;
   graph_new(&g);
   cairn_var *v;
-  OK(cairn_var_create(g.r, "v", CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant(7), CAIRN_COLL_GLOBAL, &v));
+  OK(cairn_var_new(g.r, "v", CAIRN_DTYPE_F32, 0, NULL, cairn_init_constant(7), CAIRN_COLL_GLOBAL, &v));
   cairn_monitored_session *ms = singular_new(&g, NULL, NULL, NULL, 0);
   cr_assert_eq(run_gstep(ms), 0);
   cr_assert(cairn_var_is_initialized(v));
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g);
 }
@@ -3209,7 +3209,7 @@ Test(singular_monitored_session, test_do_not_handle_aborted_error) {
   cairn_status st = try_gstep(ms, NULL);
   cr_assert_eq(st, CAIRN_E_ABORTED, "no recovery");
   cr_assert_eq(fh.after_create, 1, "no re-creation");
-  cr_assert_eq(cairn_monitored_session_exit(ms, st), CAIRN_E_ABORTED, "it also propagates from the block");
+  cr_assert_eq(cairn_monitored_session_close_with(ms, st), CAIRN_E_ABORTED, "it also propagates from the block");
   cairn_monitored_session_free(ms);
   cairn_hook_free(h);
   graph_free(&g);
@@ -3227,7 +3227,7 @@ Test(singular_monitored_session, test_stop_cleanly_when_no_exception_in_with_bod
   cairn_monitored_session *ms = singular_new(&g, NULL, NULL, NULL, 0);
   cr_assert_eq(run_step(ms, &g), 1);
   cr_assert_eq(run_step(ms, &g), 2);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cr_assert(cairn_monitored_session_should_stop(ms));
   cr_assert_null(cairn_monitored_session_raw_session(ms));
   cairn_monitored_session_free(ms);
@@ -3244,7 +3244,7 @@ Test(singular_monitored_session, test_raw_session) {
   int64_t step;
   OK(cairn_session_global_step(raw, &step));
   cr_assert_eq(step, 0);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cr_assert_null(cairn_monitored_session_raw_session(ms), "None after close");
   cairn_monitored_session_free(ms);
   graph_free(&g);
@@ -3263,7 +3263,7 @@ Test(singular_monitored_session, test_step_fn_doesnt_recover_when_it_wasnt_asked
   int calls = 0;
   cr_assert_eq(cairn_monitored_session_run_step_fn(ms, abort_step_fn, &calls), CAIRN_E_ABORTED);
   cr_assert_eq(calls, 1);
-  cr_assert_eq(cairn_monitored_session_exit(ms, CAIRN_E_ABORTED), CAIRN_E_ABORTED);
+  cr_assert_eq(cairn_monitored_session_close_with(ms, CAIRN_E_ABORTED), CAIRN_E_ABORTED);
   cairn_monitored_session_free(ms);
   graph_free(&g);
 }
@@ -3493,7 +3493,7 @@ Test(end_to_end, train_kill_restart_continue_and_evaluate) {
   for (int i = 0; i < 5; i++) OK(e2e_run(ms, &em2, em2.train, "loss", &loss));
   OK(cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step));
   cr_assert_eq(step, 15);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cr_assert_str_eq(latest(), "model.ckpt-15");
   e2e_free(&em2);
@@ -3512,7 +3512,7 @@ Test(end_to_end, train_kill_restart_continue_and_evaluate) {
   cr_assert_geq(acc, ev.accuracy - 1e-6, "at least as good as at step 6 (%g vs %g)", acc, ev.accuracy);
   OK(cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step));
   cr_assert_eq(step, 15);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cr_assert_eq(count_files(g_dir), files, "the evaluator wrote nothing");
   e2e_free(&em3);
@@ -3532,7 +3532,7 @@ static cairn_registry *long_named_model(int n, int64_t dim, float value, cairn_v
     char name[128];
     snprintf(name, sizeof name, "encoder/block_%02d/self_attention/query_projection/kernel", i);
     int64_t shape[1] = {dim};
-    OK(cairn_var_create(r, name, CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(value), CAIRN_COLL_MODEL, &vars[i]));
+    OK(cairn_var_new(r, name, CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(value), CAIRN_COLL_MODEL, &vars[i]));
   }
   return r;
 }
@@ -3602,7 +3602,7 @@ Test(monitored_training_session, creates_a_nested_checkpoint_dir) {
   o.checkpoint_dir = P("runs/a/b/c");
   cairn_monitored_session *ms = mts_new(&o);
   cr_assert_eq(run_step(ms, &g), 1);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   char path[700];
   OK(cairn_latest_checkpoint(P("runs/a/b/c"), path, sizeof path));
@@ -3712,7 +3712,7 @@ Test(monitored_training_session, require_checkpoint_refuses_a_fresh_model) {
   o = mts_opts(&g);
   ms = mts_new(&o);
   run_step(ms, &g);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   graph_free(&g);
   graph_new(&g);
@@ -3768,9 +3768,9 @@ static void ft_new(ft_model *m, const char *pretrained, uint64_t seed) {
   OK(cairn_registry_new(seed, &m->r));
   OK(cairn_registry_global_step(m->r, &m->gs));
   int64_t shape[1] = {4};
-  OK(cairn_var_create(m->r, "h1/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_normal(0, 1), CAIRN_COLL_MODEL,
+  OK(cairn_var_new(m->r, "h1/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_normal(0, 1), CAIRN_COLL_MODEL,
                       &m->h1));
-  OK(cairn_var_create(m->r, "out/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_MODEL,
+  OK(cairn_var_new(m->r, "out/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_MODEL,
                       &m->out));
   OK(cairn_saver_new_list(&m->h1, 1, NULL, &m->pre));
   OK(cairn_op_new("load_pretrained", ft_load_fn, m, NULL, &m->load_pretrained));
@@ -3838,7 +3838,7 @@ Test(end_to_end, local_init_op_restart_keeps_the_fine_tuned_checkpoint) {
     OK(cairn_registry_new(5, &r));
     int64_t shape[1] = {4};
     cairn_var *h;
-    OK(cairn_var_create(r, "h1/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(7), CAIRN_COLL_MODEL, &h));
+    OK(cairn_var_new(r, "h1/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(7), CAIRN_COLL_MODEL, &h));
     OK(cairn_var_initialize(h));
     cairn_saver *sv;
     OK(cairn_saver_new(r, NULL, &sv));
@@ -3862,7 +3862,7 @@ Test(end_to_end, local_init_op_restart_keeps_the_fine_tuned_checkpoint) {
   cairn_monitored_session *ms = mts_new(&o);
   cr_assert_eq(((float *)cairn_var_tensor(m.h1)->data)[0], 7.0f, "the pretrained layer is loaded");
   for (int i = 0; i < 100; i++) ft_step(ms, &m);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_scaffold_free(sc);
   ft_free(&m);
@@ -3925,7 +3925,7 @@ Test(end_to_end, local_init_op_restart_keeps_the_fine_tuned_checkpoint) {
   cr_assert(logged(want), "log: %s", F.log);
   ft_step(ms, &m);
   cr_assert_eq(((float *)cairn_var_tensor(m.h1)->data)[0], 108.0f);
-  OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+  OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
   cairn_monitored_session_free(ms);
   cairn_scaffold_free(sc);
   ft_free(&m);
@@ -3947,7 +3947,7 @@ Test(monitored_training_session, restart_resumes_own_checkpoint_not_the_pretrain
     cairn_registry *r;
     cairn_var *k;
     OK(cairn_registry_new(1, &r));
-    OK(cairn_var_create(r, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(5), CAIRN_COLL_MODEL, &k));
+    OK(cairn_var_new(r, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(5), CAIRN_COLL_MODEL, &k));
     OK(cairn_var_initialize(k));
     cairn_saver *sv;
     OK(cairn_saver_new(r, NULL, &sv));
@@ -3966,8 +3966,8 @@ Test(monitored_training_session, restart_resumes_own_checkpoint_not_the_pretrain
     graph g;
     graph_new(&g);
     cairn_var *k, *head;
-    OK(cairn_var_create(g.r, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(1), CAIRN_COLL_MODEL, &k));
-    OK(cairn_var_create(g.r, "head/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(2), CAIRN_COLL_MODEL,
+    OK(cairn_var_new(g.r, "dense/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(1), CAIRN_COLL_MODEL, &k));
+    OK(cairn_var_new(g.r, "head/kernel", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(2), CAIRN_COLL_MODEL,
                         &head));
     cairn_scaffold_options so = cairn_scaffold_options_default();
     so.restore = &ro;
@@ -4001,7 +4001,7 @@ Test(monitored_training_session, restart_resumes_own_checkpoint_not_the_pretrain
     int64_t last = -1;
     for (int i = 0; i < 100; i++) last = run_step(ms, &g);
     cr_assert_eq(last, run == 0 ? 100 : 200);
-    OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+    OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
     cairn_monitored_session_free(ms);
     cr_assert_str_eq(latest(), run == 0 ? "model.ckpt-100" : "model.ckpt-200");
     cairn_scaffold_free(sc);
@@ -4049,7 +4049,7 @@ Test(monitored_training_session, committed_line_follows_each_save) {
     F.log[0] = '\0';
     cairn_monitored_session *ms = mts_new(&o);
     for (int i = 0; i < 2; i++) run_step(ms, &g);
-    OK(cairn_monitored_session_exit(ms, CAIRN_OK));
+    OK(cairn_monitored_session_close_with(ms, CAIRN_OK));
     cairn_monitored_session_free(ms);
     char want[900];
     snprintf(want, sizeof want, "Saving checkpoints for 2 into %s/model.ckpt.", o.checkpoint_dir);
@@ -4063,4 +4063,54 @@ Test(monitored_training_session, committed_line_follows_each_save) {
     cr_assert(logged(want), "%s", F.log);
     graph_free(&g);
   }
+}
+
+/* ---- the session creator table's size field ---- */
+
+static int sized_destroyed;
+static void sized_destroy(void *self) {
+  (void)self;
+  sized_destroyed++;
+}
+
+/* A creator table written against the first layout (struct_size 0), one
+ * giving its sizeof, and one from a "newer header" all create sessions and
+ * are destroyed once; the creator holds its own copy of the table. A size
+ * below the first layout is refused with the size and the fix. */
+Test(session_creator, vtable_size_zero_means_the_first_layout) {
+  cairn_registry *r;
+  OK(cairn_registry_new(1, &r));
+  counting_creator cc = {.r = r};
+  struct {
+    cairn_session_creator_vtable vt;
+    void *newer_member;
+  } tables[3];
+  memset(tables, 0, sizeof tables);
+  tables[1].vt.struct_size = CAIRN_SESSION_CREATOR_VTABLE_SIZE;
+  tables[2].vt.struct_size = sizeof tables[2];
+  sized_destroyed = 0;
+  for (int i = 0; i < 3; i++) {
+    tables[i].vt.create_session = cc_create;
+    tables[i].vt.destroy = sized_destroy;
+    cairn_session_creator *cr;
+    OK(cairn_session_creator_new(&tables[i].vt, &cc, &cr));
+    memset(&tables[i], 0xff, sizeof tables[i]); /* the creator reads its own copy */
+    cairn_session *s = NULL;
+    OK(cairn_session_creator_create(cr, &s));
+    cr_assert_not_null(s);
+    cairn_session_free(s);
+    cairn_session_creator_free(cr);
+  }
+  cr_assert_eq(cc.created, 3);
+  cr_assert_eq(sized_destroyed, 3);
+
+  cairn_session_creator_vtable small = {.create_session = cc_create, .destroy = sized_destroy, .struct_size = 8};
+  cairn_session_creator *cr = (cairn_session_creator *)&small;
+  cr_assert_eq(cairn_session_creator_new(&small, &cc, &cr), CAIRN_E_INVALID);
+  cr_assert_null(cr);
+  cr_assert(strstr(cairn_errmsg(), "session_creator_new: vt->struct_size is 8") &&
+                strstr(cairn_errmsg(), "sizeof(cairn_session_creator_vtable)"),
+            "%s", cairn_errmsg());
+  cr_assert_eq(sized_destroyed, 3, "a refused table's destroy is not called");
+  cairn_registry_free(r);
 }

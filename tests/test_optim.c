@@ -78,7 +78,7 @@ static void model_new(model *m) {
   memset(m, 0, sizeof *m);
   OK(cairn_registry_new(7, &m->r));
   for (int k = 0; k < NV; k++) {
-    OK(cairn_var_create(m->r, mnames[k], CAIRN_DTYPE_F32, mrank[k], mshape[k], cairn_init_zeros(),
+    OK(cairn_var_new(m->r, mnames[k], CAIRN_DTYPE_F32, mrank[k], mshape[k], cairn_init_zeros(),
                         CAIRN_COLL_MODEL, &m->v[k]));
     OK(cairn_tensor_new(CAIRN_DTYPE_F32, mrank[k], mshape[k], &m->g[k]));
   }
@@ -526,7 +526,7 @@ Test(optim_step, increments_once_per_apply_not_on_failure) {
   cr_assert_eq(*step, 5, "a failed apply incremented global_step");
   /* a step of the wrong dtype is refused before anything changes */
   cairn_var *fstep = NULL;
-  OK(cairn_var_create(m.r, "fstep", CAIRN_DTYPE_F32, 0, NULL, cairn_init_zeros(), CAIRN_COLL_LOCAL, &fstep));
+  OK(cairn_var_new(m.r, "fstep", CAIRN_DTYPE_F32, 0, NULL, cairn_init_zeros(), CAIRN_COLL_LOCAL, &fstep));
   OK(cairn_var_initialize(fstep));
   float w00 = vf(m.v[0])[0];
   cr_assert_eq(cairn_optim_apply(o, m.g, fstep), CAIRN_E_DTYPE);
@@ -729,7 +729,7 @@ Test(optim_threads, adam_bits_do_not_depend_on_threads) {
     cairn_registry *r = NULL;
     OK(cairn_registry_new(1, &r));
     cairn_var *w = NULL;
-    OK(cairn_var_create(r, "w", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &w));
+    OK(cairn_var_new(r, "w", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &w));
     cairn_optim_config c = cairn_optim_defaults(CAIRN_OPTIM_ADAM);
     c.clip_norm = 10.0f;
     cairn_optim *o = NULL;
@@ -1000,7 +1000,7 @@ Test(optim_errors, bad_variables) {
   cairn_optim *o = NULL;
   cairn_var *ids = NULL;
   int64_t n4 = 4;
-  OK(cairn_var_create(m.r, "embed/ids", CAIRN_DTYPE_I32, 1, &n4, cairn_init_zeros(), CAIRN_COLL_MODEL, &ids));
+  OK(cairn_var_new(m.r, "embed/ids", CAIRN_DTYPE_I32, 1, &n4, cairn_init_zeros(), CAIRN_COLL_MODEL, &ids));
   cairn_var *vs[2] = {m.v[0], ids};
   cr_assert_eq(cairn_optim_new(m.r, &c, vs, 2, &o), CAIRN_E_DTYPE);
   cr_assert(strstr(cairn_errmsg(), "embed/ids"), "errmsg: %s", cairn_errmsg());
@@ -1011,7 +1011,7 @@ Test(optim_errors, bad_variables) {
   cairn_registry *r2 = NULL;
   cairn_var *other = NULL;
   OK(cairn_registry_new(1, &r2));
-  OK(cairn_var_create(r2, "other", CAIRN_DTYPE_F32, 1, &n4, cairn_init_zeros(), CAIRN_COLL_MODEL, &other));
+  OK(cairn_var_new(r2, "other", CAIRN_DTYPE_F32, 1, &n4, cairn_init_zeros(), CAIRN_COLL_MODEL, &other));
   cr_assert_eq(cairn_optim_new(m.r, &c, &other, 1, &o), CAIRN_E_INVALID);
   cr_assert(strstr(cairn_errmsg(), "other"), "errmsg: %s", cairn_errmsg());
   /* a bad optimizer name */
@@ -1077,8 +1077,8 @@ Test(optim_errors, gradient_shape_names_the_variable) {
   OK(cairn_registry_new(3, &r));
   int64_t s20 = 20, s10 = 10, k[2] = {3, 20};
   cairn_var *v[2];
-  OK(cairn_var_create(r, "dense/kernel", CAIRN_DTYPE_F32, 2, k, cairn_init_zeros(), CAIRN_COLL_MODEL, &v[0]));
-  OK(cairn_var_create(r, "dense/bias", CAIRN_DTYPE_F32, 1, &s20, cairn_init_zeros(), CAIRN_COLL_MODEL, &v[1]));
+  OK(cairn_var_new(r, "dense/kernel", CAIRN_DTYPE_F32, 2, k, cairn_init_zeros(), CAIRN_COLL_MODEL, &v[0]));
+  OK(cairn_var_new(r, "dense/bias", CAIRN_DTYPE_F32, 1, &s20, cairn_init_zeros(), CAIRN_COLL_MODEL, &v[1]));
   cairn_optim_config c = cairn_optim_defaults(CAIRN_OPTIM_SGD);
   cairn_optim *o = NULL;
   OK(cairn_optim_new(r, &c, v, 2, &o));

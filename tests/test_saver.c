@@ -134,7 +134,7 @@ static cairn_registry *new_registry(void) {
 static cairn_var *fvar(cairn_registry *r, const char *name, int rank, const int64_t *shape, unsigned coll,
                        int init, float base) {
   cairn_var *v = NULL;
-  cr_assert_eq(cairn_var_create(r, name, CAIRN_DTYPE_F32, rank, shape, cairn_init_zeros(), coll, &v), CAIRN_OK,
+  cr_assert_eq(cairn_var_new(r, name, CAIRN_DTYPE_F32, rank, shape, cairn_init_zeros(), coll, &v), CAIRN_OK,
                "%s: %s", name, cairn_errmsg());
   if (init) {
     ASSERT_OK(cairn_var_initialize(v));
@@ -198,7 +198,7 @@ Test(saver, round_trip_values_and_initialized_flags) {
   cairn_var *v1 = vec(r, "v1", 1, 1, 20.0f);
   cairn_var *c = NULL;
   int64_t none = 0;
-  ASSERT_OK(cairn_var_create(r, "count", CAIRN_DTYPE_I64, 0, &none, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &c));
+  ASSERT_OK(cairn_var_new(r, "count", CAIRN_DTYPE_I64, 0, &none, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &c));
   ASSERT_OK(cairn_var_initialize(c));
   cairn_tensor_i64(cairn_var_tensor(c))[0] = 15;
   cairn_saver_options o = fast(5);
@@ -213,7 +213,7 @@ Test(saver, round_trip_values_and_initialized_flags) {
   r = new_registry();
   v0 = vec(r, "v0", 1, 0, 0);
   v1 = vec(r, "v1", 1, 0, 0);
-  ASSERT_OK(cairn_var_create(r, "count", CAIRN_DTYPE_I64, 0, &none, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &c));
+  ASSERT_OK(cairn_var_new(r, "count", CAIRN_DTYPE_I64, 0, &none, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &c));
   cr_assert_not(cairn_var_is_initialized(v0));
   cairn_var *list[3] = {v0, v1, c};
   cairn_saver *s2 = NULL;
@@ -247,8 +247,8 @@ Test(saver, round_trip_every_dtype_and_rank) {
     char name[32];
     snprintf(name, sizeof name, "t%d", i);
     int rank = i % 9; /* 0..8, then 0..3 */
-    ASSERT_OK(cairn_var_create(r, name, dts[i], rank, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &a[i]));
-    ASSERT_OK(cairn_var_create(r2, name, dts[i], rank, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &b[i]));
+    ASSERT_OK(cairn_var_new(r, name, dts[i], rank, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &a[i]));
+    ASSERT_OK(cairn_var_new(r2, name, dts[i], rank, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &b[i]));
     ASSERT_OK(cairn_var_initialize(a[i]));
     cairn_tensor *t = cairn_var_tensor(a[i]);
     unsigned char *p = t->data;
@@ -256,8 +256,8 @@ Test(saver, round_trip_every_dtype_and_rank) {
   }
   int64_t empty_shape[2] = {0, 3}; /* size 0 */
   cairn_var *e1 = NULL, *e2 = NULL;
-  ASSERT_OK(cairn_var_create(r, "empty", CAIRN_DTYPE_F32, 2, empty_shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &e1));
-  ASSERT_OK(cairn_var_create(r2, "empty", CAIRN_DTYPE_F32, 2, empty_shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &e2));
+  ASSERT_OK(cairn_var_new(r, "empty", CAIRN_DTYPE_F32, 2, empty_shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &e1));
+  ASSERT_OK(cairn_var_new(r2, "empty", CAIRN_DTYPE_F32, 2, empty_shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &e2));
   ASSERT_OK(cairn_var_initialize(e1));
   cairn_saver_options o = fast(5);
   cairn_saver *s = saver_of(r, &o), *s2 = saver_of(r2, &o);
@@ -837,7 +837,7 @@ Test(saver, disk_full_during_save_keeps_the_previous_checkpoint) {
   /* a big variable of incompressible values, then a limit between the sizes */
   int64_t big = 1 << 18;
   cairn_var *b = NULL;
-  ASSERT_OK(cairn_var_create(r, "big", CAIRN_DTYPE_F32, 1, &big, cairn_init_uniform(-1, 1), CAIRN_COLL_GLOBAL, &b));
+  ASSERT_OK(cairn_var_new(r, "big", CAIRN_DTYPE_F32, 1, &big, cairn_init_uniform(-1, 1), CAIRN_COLL_GLOBAL, &b));
   ASSERT_OK(cairn_var_initialize(b));
   cairn_saver *s2 = saver_of(r, &o);
   ASSERT_OK(cairn_saver_recover_last_checkpoints(s2, (const char *const[]){p1}, 1));
@@ -1382,7 +1382,7 @@ Test(restore, strict_lists_every_problem_and_changes_nothing) {
   cairn_var *b = vec(r, "b", 4, 0, 0);                           /* fine, uninitialized */
   cairn_var *d = NULL;
   int64_t two = 2;
-  ASSERT_OK(cairn_var_create(r, "d", CAIRN_DTYPE_F64, 1, &two, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &d));
+  ASSERT_OK(cairn_var_new(r, "d", CAIRN_DTYPE_F64, 1, &two, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &d));
   cairn_var *x = vec(r, "x", 1, 1, 7); /* missing */
   cairn_var *y = vec(r, "y", 1, 0, 0); /* missing */
   cairn_saver_options o = fast(5);
@@ -1728,7 +1728,7 @@ Test(restore, corrupt_tensor_data_changes_nothing) {
   vec(r, "a", 2, 1, 1);
   int64_t n = 16384;
   cairn_var *big = NULL;
-  ASSERT_OK(cairn_var_create(r, "b", CAIRN_DTYPE_F32, 1, &n, cairn_init_uniform(-1, 1), CAIRN_COLL_GLOBAL, &big));
+  ASSERT_OK(cairn_var_new(r, "b", CAIRN_DTYPE_F32, 1, &n, cairn_init_uniform(-1, 1), CAIRN_COLL_GLOBAL, &big));
   ASSERT_OK(cairn_var_initialize(big));
   cairn_saver_options o = fast(5);
   o.write.compress = CAIRN_CKPT_COMPRESS_NONE;
@@ -1749,7 +1749,7 @@ Test(restore, corrupt_tensor_data_changes_nothing) {
   cairn_registry *r2 = new_registry();
   cairn_var *a2 = vec(r2, "a", 2, 1, -9);
   cairn_var *b2 = NULL;
-  ASSERT_OK(cairn_var_create(r2, "b", CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &b2));
+  ASSERT_OK(cairn_var_new(r2, "b", CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &b2));
   cairn_saver *s2 = saver_of(r2, &o);
   cairn_restore_report *rep = (cairn_restore_report *)&o;
   cairn_status st = cairn_saver_restore_partial(s2, path, NULL, &rep, NULL);
@@ -2802,7 +2802,7 @@ static cairn_saver *env_saver(cairn_registry **r, const cairn_env *env, int max_
   ASSERT_OK(cairn_registry_new(3, r));
   int64_t shape[1] = {4};
   cairn_var *v;
-  ASSERT_OK(cairn_var_create(*r, "w", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v));
+  ASSERT_OK(cairn_var_new(*r, "w", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v));
   ASSERT_OK(cairn_var_initialize(v));
   cairn_saver_options o = cairn_saver_options_default();
   o.write.no_fsync = 1;
@@ -2818,7 +2818,7 @@ static cairn_saver *env_saver(cairn_registry **r, const cairn_env *env, int max_
    saved after the first keep time is kept when rotation evicts it. */
 Test(saver, env_clock_drives_keep_checkpoint_every_n_hours) {
   env_rec rec = {0};
-  cairn_env env = {.now = env_rec_now, .log = env_rec_log, .ctx = &rec};
+  cairn_env env = {.now = env_rec_now, .log = env_rec_log, .self = &rec};
   cairn_registry *r;
   cairn_saver *s = env_saver(&r, &env, 1, 1.0); /* next keep time: 0 + 3600 s */
   char prefix[300], p1[320], p2[320];
@@ -2839,7 +2839,7 @@ Test(saver, env_clock_drives_keep_checkpoint_every_n_hours) {
 /* The Saver's WARNINGs go to the env's log sink. */
 Test(saver, env_log_gets_the_rotation_warning) {
   env_rec rec = {0};
-  cairn_env env = {.log = env_rec_log, .ctx = &rec};
+  cairn_env env = {.log = env_rec_log, .self = &rec};
   cairn_registry *r;
   cairn_saver *s = env_saver(&r, &env, 1, 10000.0);
   char prefix[300], other[320];

@@ -86,7 +86,7 @@ static void model_new(model *m, uint64_t seed) {
   static const int64_t shapes[NV][2] = {{256, 300}, {300, 1}, {1000, 1}};
   static const char *names[NV] = {"dense/kernel", "dense/bias", "out/w"};
   for (int i = 0; i < NV; i++) {
-    OK(cairn_var_create(m->r, names[i], CAIRN_DTYPE_F32, shapes[i][1] == 1 ? 1 : 2, shapes[i], cairn_init_zeros(),
+    OK(cairn_var_new(m->r, names[i], CAIRN_DTYPE_F32, shapes[i][1] == 1 ? 1 : 2, shapes[i], cairn_init_zeros(),
                         CAIRN_COLL_GLOBAL, &m->v[i]));
     OK(cairn_var_initialize(m->v[i]));
     cairn_tensor *t = cairn_var_tensor(m->v[i]);

@@ -186,7 +186,7 @@ static cairn_registry *new_reg(void) {
 static cairn_var *mkvar(cairn_registry *r, const char *name, float init, unsigned coll) {
   int64_t shape[1] = {3};
   cairn_var *v;
-  OK(cairn_var_create(r, name, CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(init), coll, &v));
+  OK(cairn_var_new(r, name, CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(init), coll, &v));
   return v;
 }
 
@@ -1199,7 +1199,7 @@ static cairn_registry *big_reg(cairn_var **big) {
   cairn_var *gs;
   OK(cairn_registry_global_step(r, &gs));
   int64_t shape[1] = {BIG};
-  OK(cairn_var_create(r, "big", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_GLOBAL, big));
+  OK(cairn_var_new(r, "big", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_GLOBAL, big));
   return r;
 }
 
@@ -1498,7 +1498,7 @@ Test(session_manager, a_shape_mismatch_does_not_fall_back) {
   OK(cairn_registry_global_step(r, &gs));
   int64_t shape[1] = {BIG / 2};
   cairn_var *big;
-  OK(cairn_var_create(r, "big", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_GLOBAL, &big));
+  OK(cairn_var_new(r, "big", CAIRN_DTYPE_F32, 1, shape, cairn_init_constant(0), CAIRN_COLL_GLOBAL, &big));
   cairn_session_manager *sm = mk_sm(r, NULL, NULL, NULL, 0);
   cairn_saver *sv = mk_saver(r);
   cairn_prepare_options o = popts(NULL, sv, g_dir);
@@ -1921,7 +1921,7 @@ Test(scaffold, test_graph_is_finalized) {
   cr_assert(cairn_registry_is_finalized(r));
   int64_t shape[1] = {1};
   cairn_var *v;
-  cr_assert_eq(cairn_var_create(r, "late", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
+  cr_assert_eq(cairn_var_new(r, "late", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
                CAIRN_E_STATE);
   HAS(cairn_errmsg(), "Graph is finalized and cannot be modified.");
   cr_assert_eq(cairn_registry_global_step(r, &v), CAIRN_E_STATE);
@@ -1931,7 +1931,7 @@ Test(scaffold, test_graph_is_finalized) {
   cairn_op_free(op);
   /* A MonitoredSession's close un-finalizes (TF's _unsafe_unfinalize). */
   cairn_registry_unfinalize(r);
-  OK(cairn_var_create(r, "late", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v));
+  OK(cairn_var_new(r, "late", CAIRN_DTYPE_F32, 1, shape, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v));
   cairn_scaffold_free(sc);
   cairn_registry_free(r);
 }
@@ -2753,13 +2753,59 @@ Test(ops, env_defaults_and_injection) {
   cairn_env e;
   memset(&e, 0, sizeof e);
   e.log = capture_log;
-  e.ctx = buf;
+  e.self = buf;
   cairn_env_log(&e, CAIRN_LOG_DEBUG, "x=%d", 3);
   cairn_env_log(&e, CAIRN_LOG_WARN, "careful");
   cr_assert_str_eq(buf, "0:x=3;2:careful;");
   cr_assert_eq(cairn_env_now(&ENV), F.now);
   cairn_env_sleep(&ENV, 2.5);
   cr_assert_float_eq(F.now, 1002.5, 1e-9);
+}
+
+/* cairn_env as a function table that can grow: a zero-filled env is valid
+ * and logs everything, one giving its sizeof and one from a "newer header"
+ * (a larger size) are valid too; a size below the first layout is refused
+ * by cairn_env_check and by every constructor that is given it, naming
+ * the size and the fix. */
+Test(ops, env_size_zero_means_the_first_layout) {
+  cairn_env zero;
+  memset(&zero, 0, sizeof zero);
+  OK(cairn_env_check(&zero));
+  OK(cairn_env_check(NULL));
+  struct {
+    cairn_env e;
+    void *newer_member;
+  } newer;
+  memset(&newer, 0, sizeof newer);
+  char buf[256] = "";
+  newer.e.log = capture_log;
+  newer.e.self = buf;
+  newer.e.struct_size = sizeof newer;
+  OK(cairn_env_check(&newer.e));
+  cairn_env_log(&newer.e, CAIRN_LOG_DEBUG, "n=%d", 1);
+  cr_assert_str_eq(buf, "0:n=1;");
+  cairn_env sized = {.now = f_now, .sleep = f_sleep, .struct_size = CAIRN_ENV_SIZE};
+  OK(cairn_env_check(&sized));
+  cairn_registry *r = new_reg();
+  cairn_session_manager_options o = cairn_session_manager_options_default();
+  cairn_session_manager *sm;
+  o.env = &zero;
+  OK(cairn_session_manager_new(r, &o, &sm));
+  cairn_session_manager_free(sm);
+  o.env = &sized;
+  OK(cairn_session_manager_new(r, &o, &sm));
+  cairn_session_manager_free(sm);
+
+  cairn_env bad = {.now = f_now, .struct_size = 4};
+  cr_assert_eq(cairn_env_check(&bad), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "env_check: env->struct_size is 4") && strstr(cairn_errmsg(), "sizeof(cairn_env)"),
+            "%s", cairn_errmsg());
+  o.env = &bad;
+  sm = (cairn_session_manager *)&bad;
+  cr_assert_eq(cairn_session_manager_new(r, &o, &sm), CAIRN_E_INVALID);
+  cr_assert_null(sm);
+  cr_assert(strstr(cairn_errmsg(), "session_manager_new: env->struct_size is 4"), "%s", cairn_errmsg());
+  cairn_registry_free(r);
 }
 
 /* ==== A new user's traps ================================================================ */

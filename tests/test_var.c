@@ -32,7 +32,7 @@ static cairn_registry *new_registry(uint64_t seed) {
 static cairn_var *mkvar(cairn_registry *r, const char *name, int rank, const int64_t *shape, cairn_init init,
                         unsigned coll) {
   cairn_var *v = NULL;
-  cr_assert_eq(cairn_var_create(r, name, CAIRN_DTYPE_F32, rank, shape, init, coll, &v), CAIRN_OK, "%s: %s", name,
+  cr_assert_eq(cairn_var_new(r, name, CAIRN_DTYPE_F32, rank, shape, init, coll, &v), CAIRN_OK, "%s: %s", name,
                cairn_errmsg());
   cr_assert_not_null(v);
   return v;
@@ -114,11 +114,11 @@ Test(var, duplicate_names) {
   cairn_var *k = mkvar(r, "dense/kernel", 2, ks, cairn_init_glorot_uniform(), CAIRN_COLL_MODEL);
   cairn_var *v = (cairn_var *)&v;
   int64_t other = 10;
-  cr_assert_eq(cairn_var_create(r, "dense/kernel", CAIRN_DTYPE_F64, 1, &other, cairn_init_zeros(), CAIRN_COLL_LOCAL,
+  cr_assert_eq(cairn_var_new(r, "dense/kernel", CAIRN_DTYPE_F64, 1, &other, cairn_init_zeros(), CAIRN_COLL_LOCAL,
                                 &v),
                CAIRN_E_EXISTS);
   cr_assert_null(v);
-  cr_assert_str_eq(cairn_errmsg(), "var_create: 'dense/kernel' already exists with shape (784, 256)");
+  cr_assert_str_eq(cairn_errmsg(), "var_new: 'dense/kernel' already exists with shape (784, 256)");
   cr_assert_eq(cairn_registry_count(r, CAIRN_COLL_ALL), 1u);
   cairn_var *f;
   cr_assert_eq(cairn_registry_find(r, "dense/kernel", &f), CAIRN_OK);
@@ -158,19 +158,19 @@ Test(var, name_rules) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     cairn_var *v = (cairn_var *)&v;
     int64_t n = 1;
-    cr_assert_eq(cairn_var_create(r, bad[i].name, CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
+    cr_assert_eq(cairn_var_new(r, bad[i].name, CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
                  CAIRN_E_INVALID, "name #%zu", i);
     cr_assert_null(v);
     ASSERT_MSG_HAS(bad[i].msg);
-    cr_assert_not_null(strstr(cairn_errmsg(), "var_create"));
+    cr_assert_not_null(strstr(cairn_errmsg(), "var_new"));
   }
   /* Invalid names are shown without raw control bytes, and long ones cut. */
   cairn_var *v;
   int64_t n = 1;
-  cr_assert_eq(cairn_var_create(r, "tab\there", CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
+  cr_assert_eq(cairn_var_new(r, "tab\there", CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
                CAIRN_E_INVALID);
   ASSERT_MSG_HAS("'tab?here'");
-  cr_assert_eq(cairn_var_create(r, long_bad, CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
+  cr_assert_eq(cairn_var_new(r, long_bad, CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), CAIRN_COLL_GLOBAL, &v),
                CAIRN_E_INVALID);
   cr_assert_lt(strlen(cairn_errmsg()), 200u);
   cr_assert_eq(cairn_registry_count(r, CAIRN_COLL_ALL), sizeof good / sizeof good[0]);
@@ -218,7 +218,7 @@ Test(var, collection_masks) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     cairn_var *v;
-    cr_assert_eq(cairn_var_create(r, "v", CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), bad[i].mask, &v),
+    cr_assert_eq(cairn_var_new(r, "v", CAIRN_DTYPE_F32, 1, &n, cairn_init_zeros(), bad[i].mask, &v),
                  CAIRN_E_INVALID, "mask 0x%x", bad[i].mask);
     ASSERT_MSG_HAS(bad[i].msg);
   }
@@ -410,7 +410,7 @@ Test(var, global_step_get_or_create) {
 Test(var, global_step_wrong_type) {
   cairn_registry *r = new_registry(2);
   cairn_var *gs = (cairn_var *)&gs;
-  cr_assert_eq(cairn_var_create(r, "global_step", CAIRN_DTYPE_I32, 0, NULL, cairn_init_zeros(), CAIRN_COLL_GLOBAL,
+  cr_assert_eq(cairn_var_new(r, "global_step", CAIRN_DTYPE_I32, 0, NULL, cairn_init_zeros(), CAIRN_COLL_GLOBAL,
                                 &gs),
                CAIRN_OK);
   cr_assert_eq(cairn_registry_global_step(r, &gs), CAIRN_E_DTYPE);
@@ -420,7 +420,7 @@ Test(var, global_step_wrong_type) {
 
   r = new_registry(2);
   int64_t two = 2;
-  cr_assert_eq(cairn_var_create(r, "global_step", CAIRN_DTYPE_I64, 1, &two, cairn_init_zeros(), CAIRN_COLL_GLOBAL,
+  cr_assert_eq(cairn_var_new(r, "global_step", CAIRN_DTYPE_I64, 1, &two, cairn_init_zeros(), CAIRN_COLL_GLOBAL,
                                 &gs),
                CAIRN_OK);
   cr_assert_eq(cairn_registry_global_step(r, &gs), CAIRN_E_SHAPE);
@@ -433,39 +433,39 @@ Test(var, bad_input_returns_a_status) {
   int64_t shape[2] = {4, 4}, neg[2] = {4, -1};
   cairn_var *v = (cairn_var *)&v;
   cr_assert_eq(cairn_registry_new(1, NULL), CAIRN_E_NULL);
-  cr_assert_eq(cairn_var_create(NULL, "a", CAIRN_DTYPE_F32, 2, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
+  cr_assert_eq(cairn_var_new(NULL, "a", CAIRN_DTYPE_F32, 2, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
                CAIRN_E_NULL);
   cr_assert_null(v);
   ASSERT_MSG_HAS("registry is NULL");
-  cr_assert_eq(cairn_var_create(r, NULL, CAIRN_DTYPE_F32, 2, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
+  cr_assert_eq(cairn_var_new(r, NULL, CAIRN_DTYPE_F32, 2, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
                CAIRN_E_NULL);
   ASSERT_MSG_HAS("name is NULL");
-  cr_assert_eq(cairn_var_create(r, "a", CAIRN_DTYPE_F32, 2, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, NULL),
+  cr_assert_eq(cairn_var_new(r, "a", CAIRN_DTYPE_F32, 2, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, NULL),
                CAIRN_E_NULL);
   ASSERT_MSG_HAS("out is NULL");
-  cr_assert_eq(cairn_var_create(r, "a", CAIRN_DTYPE_F32, 2, neg, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
+  cr_assert_eq(cairn_var_new(r, "a", CAIRN_DTYPE_F32, 2, neg, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
                CAIRN_E_INVALID);
   ASSERT_MSG_HAS("'a': dimension 1 is negative (-1)");
-  cr_assert_eq(cairn_var_create(r, "a", CAIRN_DTYPE_F32, 2, NULL, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
+  cr_assert_eq(cairn_var_new(r, "a", CAIRN_DTYPE_F32, 2, NULL, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
                CAIRN_E_NULL);
-  cr_assert_eq(cairn_var_create(r, "a", CAIRN_DTYPE_F32, 9, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
+  cr_assert_eq(cairn_var_new(r, "a", CAIRN_DTYPE_F32, 9, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
                CAIRN_E_INVALID);
   ASSERT_MSG_HAS("rank 9");
-  cr_assert_eq(cairn_var_create(r, "a", (cairn_dtype)77, 2, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
+  cr_assert_eq(cairn_var_new(r, "a", (cairn_dtype)77, 2, shape, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
                CAIRN_E_INVALID);
   ASSERT_MSG_HAS("unknown dtype 77");
   int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 40};
-  cr_assert_eq(cairn_var_create(r, "a", CAIRN_DTYPE_F32, 2, huge, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
+  cr_assert_eq(cairn_var_new(r, "a", CAIRN_DTYPE_F32, 2, huge, cairn_init_zeros(), CAIRN_COLL_MODEL, &v),
                CAIRN_E_LIMIT);
-  ASSERT_MSG_HAS("var_create: 'a': tensor_new: element count overflows");
+  ASSERT_MSG_HAS("var_new: 'a': tensor_new: element count overflows");
   /* Initializers are checked at creation. */
-  cr_assert_eq(cairn_var_create(r, "step", CAIRN_DTYPE_I64, 0, NULL, cairn_init_normal(0, 1), CAIRN_COLL_GLOBAL, &v),
+  cr_assert_eq(cairn_var_new(r, "step", CAIRN_DTYPE_I64, 0, NULL, cairn_init_normal(0, 1), CAIRN_COLL_GLOBAL, &v),
                CAIRN_E_DTYPE);
   ASSERT_MSG_HAS("'step': normal initializer needs f32 or f64, not i64");
-  cr_assert_eq(cairn_var_create(r, "a", CAIRN_DTYPE_F32, 2, shape, cairn_init_uniform(1, 0), CAIRN_COLL_MODEL, &v),
+  cr_assert_eq(cairn_var_new(r, "a", CAIRN_DTYPE_F32, 2, shape, cairn_init_uniform(1, 0), CAIRN_COLL_MODEL, &v),
                CAIRN_E_INVALID);
-  ASSERT_MSG_HAS("var_create: 'a': uniform needs lo <= hi, got [1, 0)");
-  cr_assert_eq(cairn_var_create(r, "a", CAIRN_DTYPE_F32, 2, shape, cairn_init_truncated_normal(0, -0.1),
+  ASSERT_MSG_HAS("var_new: 'a': uniform needs lo <= hi, got [1, 0)");
+  cr_assert_eq(cairn_var_new(r, "a", CAIRN_DTYPE_F32, 2, shape, cairn_init_truncated_normal(0, -0.1),
                                 CAIRN_COLL_MODEL, &v),
                CAIRN_E_INVALID);
   ASSERT_MSG_HAS("stddev -0.1 < 0");

@@ -124,7 +124,7 @@ CAIRN_API cairn_var *cairn_mlp_bias(const cairn_mlp *m, int i);
 CAIRN_API int64_t cairn_mlp_num_params(const cairn_mlp *m);
 
 /* ---- the step as an op (TF's train_op and eval metrics) ----
- * cairn_mlp_train_op_new and cairn_mlp_eval_op_new make the op a session
+ * cairn_op_new_mlp_train and cairn_op_new_mlp_eval make the op a session
  * runs for one step, so that a training loop is
  *   cairn_run_args a = cairn_run_args_one(&train_op);
  *   while (!cairn_monitored_session_should_stop(ms)) st = cairn_monitored_session_run(ms, &a);
@@ -161,10 +161,17 @@ CAIRN_API cairn_mlp_op_options cairn_mlp_op_options_default(void);
  * "train: feed \"x\" and \"y\"" when a feed is missing, and with the
  * status and message of the step ("train: <message>") otherwise.
  * Errors: CAIRN_E_NULL, CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_train_op_new(cairn_mlp *m, const cairn_mlp_op_options *o,
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new_mlp_train(cairn_mlp *m, const cairn_mlp_op_options *o,
                                                            cairn_op **out);
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_eval_op_new(cairn_mlp *m, const cairn_mlp_op_options *o,
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_op_new_mlp_eval(cairn_mlp *m, const cairn_mlp_op_options *o,
                                                           cairn_op **out);
+/* Deprecated (doc/deprecated.md): the names of cairn 0.1 for
+ * cairn_op_new_mlp_train and cairn_op_new_mlp_eval, which they call.
+ * Removed in the next release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_op_new_mlp_train") cairn_status
+cairn_mlp_train_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out);
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_op_new_mlp_eval") cairn_status
+cairn_mlp_eval_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out);
 
 /* One evaluation: the eval op's loss and accuracy, and the global step of
  * the session they were computed at. */
@@ -173,11 +180,11 @@ typedef struct cairn_mlp_eval_result {
   double loss, accuracy;
 } cairn_mlp_eval_result;
 
-/* Runs eval_op (made by cairn_mlp_eval_op_new) once on s — x and labels fed
+/* Runs eval_op (made by cairn_op_new_mlp_eval) once on s — x and labels fed
  * under the op's feed names unless it has a batch_fn (then both may be
  * NULL) — and reads back its loss, its accuracy and the global step.
  * TF: sess.run([loss, accuracy], feed_dict=...) on a test set.
- * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (not an op of cairn_mlp_eval_op_new),
+ * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (not an op of cairn_op_new_mlp_eval),
  * those of the run. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_mlp_eval_run(cairn_session *s, cairn_op *eval_op,
                                                        const cairn_tensor *x, const cairn_tensor *labels,

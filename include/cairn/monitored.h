@@ -38,7 +38,7 @@
  *
  * ---- Close -------------------------------------------------------------------
  * C has no with-block: cairn_monitored_session_close() is TF's close()
- * (hooks' end() always runs); cairn_monitored_session_exit(ms, status) is
+ * (hooks' end() always runs); cairn_monitored_session_close_with(ms, status) is
  * the with-block's exit for a body that ended with `status`: CAIRN_OK,
  * CAIRN_E_OUT_OF_RANGE (end of data) and CAIRN_E_STOP (a step function's
  * request_stop) are clean — end() runs and the exit returns CAIRN_OK;
@@ -52,7 +52,7 @@
  * for both once it is created, and the first signal only sets a flag: the
  * step in flight finishes, should_stop() then returns 1 (a WARNING log line
  * "received SIGTERM: stopping after step N"), and the usual clean exit
- * (cairn_monitored_session_exit(ms, CAIRN_OK) or _close) runs end() of every
+ * (cairn_monitored_session_close_with(ms, CAIRN_OK) or _close) runs end() of every
  * hook, so a CheckpointSaverHook writes the final step. Close returns its
  * usual status; cairn_monitored_session_stop_signal() says which signal
  * stopped the session (a tool then exits with 128 + that number, as a shell
@@ -118,7 +118,16 @@ typedef struct cairn_summary_writer {
                               int64_t step);
   cairn_status (*flush)(void *self);
   void *self;
+  /* The table's size (CONTRIBUTING, "Function tables"): 0 means this
+     layout, the first one; otherwise sizeof(cairn_summary_writer), or
+     CAIRN_SUMMARY_WRITER_SIZE. Members added later go after this one. The
+     hooks given a writer copy the table when they are made (the writer's
+     self stays borrowed); a size below the first layout is refused there
+     with CAIRN_E_INVALID. */
+  size_t struct_size;
 } cairn_summary_writer;
+
+#define CAIRN_SUMMARY_WRITER_SIZE sizeof(cairn_summary_writer)
 
 /* ==== Coordinator ================================================================= */
 
@@ -239,8 +248,21 @@ typedef struct cairn_session_creator cairn_session_creator;
 typedef struct cairn_session_creator_vtable {
   cairn_status (*create_session)(void *self, cairn_session **out);
   void (*destroy)(void *self);
+  /* The table's size, so that it can grow (CONTRIBUTING, "Function
+     tables"): 0 means this layout, the first one; otherwise the caller's
+     sizeof(cairn_session_creator_vtable), or
+     CAIRN_SESSION_CREATOR_VTABLE_SIZE. Members added later go after this
+     one, and a table whose size stops short of them has them NULL. */
+  size_t struct_size;
 } cairn_session_creator_vtable;
 
+#define CAIRN_SESSION_CREATOR_VTABLE_SIZE sizeof(cairn_session_creator_vtable)
+
+/* A creator object over vt and self; it keeps its own copy of the table
+ * (vt need not outlive the call). Errors: CAIRN_E_NULL (out, vt or
+ * vt->create_session NULL), CAIRN_E_INVALID (vt->struct_size neither 0 nor
+ * at least the size of the first layout), CAIRN_E_NOMEM (destroy is not
+ * called). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_creator_new(const cairn_session_creator_vtable *vt, void *self,
                                                               cairn_session_creator **out);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_session_creator_create(cairn_session_creator *c, cairn_session **out);
@@ -461,9 +483,15 @@ CAIRN_API int cairn_monitored_session_should_stop(cairn_monitored_session *ms);
  * Returns the first error recorded by the coordinator or an end() error.
  * Second call: CAIRN_E_STATE "Session is already closed.". */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_close(cairn_monitored_session *ms);
-/* The with-block exit described at the top. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_exit(cairn_monitored_session *ms,
-                                                                 cairn_status body_status);
+/* The with-block exit described at the top: close, with the status the
+ * body ended with. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_monitored_session_close_with(cairn_monitored_session *ms,
+                                                                       cairn_status body_status);
+/* Deprecated (doc/deprecated.md): the name of cairn 0.1 for
+ * cairn_monitored_session_close_with, which it calls. Removed in the next
+ * release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_monitored_session_close_with") cairn_status
+cairn_monitored_session_exit(cairn_monitored_session *ms, cairn_status body_status);
 /* The current raw session (NULL when closed): TF's raw_session() of
  * SingularMonitoredSession, available on every monitored session. */
 CAIRN_API cairn_session *cairn_monitored_session_raw_session(const cairn_monitored_session *ms);
@@ -507,7 +535,10 @@ CAIRN_API void cairn_timer_reset(cairn_timer *t);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step,
                                                                 cairn_hook **out);
 
-/* CheckpointSaverListener: every member may be NULL. */
+/* CheckpointSaverListener: every member may be NULL. Given as an array
+ * (listeners, n_listeners) whose elements all have one struct_size: the
+ * library steps through the array by it, so an array built against an
+ * older header (smaller elements) is read correctly. */
 typedef struct cairn_checkpoint_listener {
   cairn_status (*begin)(void *self);
   cairn_status (*before_save)(void *self, cairn_session *s, int64_t step);
@@ -515,7 +546,16 @@ typedef struct cairn_checkpoint_listener {
   cairn_status (*after_save)(void *self, cairn_session *s, int64_t step, int *request_stop);
   cairn_status (*end)(void *self, cairn_session *s, int64_t step);
   void *self;
+  /* The table's size (CONTRIBUTING, "Function tables"): 0 means this
+     layout, the first one; otherwise sizeof(cairn_checkpoint_listener), or
+     CAIRN_CHECKPOINT_LISTENER_SIZE; the same in every element of an array.
+     Members added later go after this one. A size below the first layout:
+     CAIRN_E_INVALID from the hook's (or the training session's)
+     constructor. */
+  size_t struct_size;
 } cairn_checkpoint_listener;
+
+#define CAIRN_CHECKPOINT_LISTENER_SIZE sizeof(cairn_checkpoint_listener)
 
 typedef struct cairn_checkpoint_saver_hook_options {
   const char *checkpoint_dir;       /* required */

@@ -9,7 +9,7 @@
  * a pointer in Open MPI, an int in MPICH).
  *
  * ---- The recipe (every rank runs the same program) --------------------------
- *   cairn_mpi *c;  cairn_mpi_init(NULL, &argc, &argv, &c);
+ *   cairn_mpi *c;  cairn_mpi_new(&argc, &argv, NULL, &c);
  *   shard the data:      cairn_mpi_shard(rank, size, N, &begin, &end)
  *   scale the rate:      lr = cairn_mpi_scaled_lr(base_lr, size, step, warmup)
  *   average gradients:   cairn_mlp_set_grads_hook(mlp, cairn_mpi_grads_fn, c)
@@ -54,7 +54,7 @@
  * mpirun, which then ends the job. cairn_mpi_free runs a barrier under the
  * same deadline before MPI_Finalize (which would wait forever for a stopped
  * rank) and skips MPI_Finalize, logging the error, if it fails. MPI_Init
- * and the communicator set-up in cairn_mpi_init are MPI's blocking calls,
+ * and the communicator set-up in cairn_mpi_new are MPI's blocking calls,
  * without a deadline.
  *
  * ---- Threads ----------------------------------------------------------------
@@ -102,9 +102,14 @@ CAIRN_API cairn_mpi_options cairn_mpi_options_default(void);
  * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (fusion_bytes < 4), CAIRN_E_STATE
  * (MPI already finalized), CAIRN_E_UNAVAILABLE (an MPI call failed: its
  * text), CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv,
-                                                   cairn_mpi **out);
-/* Frees the communicators and, if cairn_mpi_init initialized MPI and the
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_new(int *argc, char ***argv, const cairn_mpi_options *o,
+                                                  cairn_mpi **out);
+/* Deprecated (doc/deprecated.md): the name and argument order of cairn
+ * 0.1, the options first; calls cairn_mpi_new(argc, argv, o, out) (its
+ * messages say "mpi_new"). Removed in the next release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_mpi_new(argc, argv, o, out)") cairn_status
+cairn_mpi_init(const cairn_mpi_options *o, int *argc, char ***argv, cairn_mpi **out);
+/* Frees the communicators and, if cairn_mpi_new initialized MPI and the
  * context is not broken, calls MPI_Finalize, after a barrier under the
  * deadline (collective: every rank calls it; a rank that does not come in
  * time is named in an ERROR log line and MPI_Finalize is skipped). A broken context skips it

@@ -29,6 +29,16 @@ extern "C" {
 #define CAIRN_NODISCARD
 #endif
 
+/* Marks a function kept for one release under its old name
+ * (doc/deprecated.md): calling it warns with msg, which names the
+ * replacement. The old function is a real exported function, so programs
+ * and libraries built against the older header still link. */
+#if defined(__GNUC__)
+#define CAIRN_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define CAIRN_DEPRECATED(msg)
+#endif
+
 /* X(name, value, message): the one list of codes; the enum and
  * cairn_status_str() are both generated from it. */
 #define CAIRN_STATUS_LIST(X)                                                   \

@@ -97,7 +97,7 @@ CAIRN_API void cairn_registry_free(cairn_registry *r);
 CAIRN_API uint64_t cairn_registry_seed(const cairn_registry *r);
 
 /* Finalizing (TF's Graph.finalize) freezes the set of variables and
- * collections: cairn_var_create and cairn_registry_collection_add then fail
+ * collections: cairn_var_new and cairn_registry_collection_add then fail
  * with CAIRN_E_STATE "Graph is finalized and cannot be modified.".
  * cairn_scaffold_finalize() does it; a MonitoredSession undoes it on close
  * when it found the registry unfinalized (TF's _unsafe_unfinalize). */
@@ -130,10 +130,16 @@ CAIRN_API size_t cairn_registry_collection_get(const cairn_registry *r, const ch
  * shape or dtype, bad initializer parameters), CAIRN_E_DTYPE (initializer
  * not valid for dt), CAIRN_E_LIMIT (size overflows), CAIRN_E_NULL,
  * CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_var_create(cairn_registry *r, const char *name,
-                                                     cairn_dtype dt, int rank, const int64_t *shape,
-                                                     cairn_init init, unsigned collections,
-                                                     cairn_var **out);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_var_new(cairn_registry *r, const char *name,
+                                                  cairn_dtype dt, int rank, const int64_t *shape,
+                                                  cairn_init init, unsigned collections,
+                                                  cairn_var **out);
+/* Deprecated (doc/deprecated.md): the name of cairn 0.1 for cairn_var_new,
+ * which it calls (its messages say "var_new"). Removed in the next
+ * release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_var_new") cairn_status
+cairn_var_create(cairn_registry *r, const char *name, cairn_dtype dt, int rank, const int64_t *shape,
+                 cairn_init init, unsigned collections, cairn_var **out);
 
 /* TF's get_or_create_global_step: the int64 scalar "global_step", GLOBAL
  * and not trainable, with a zeros initializer (like every new variable it is

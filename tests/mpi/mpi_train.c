@@ -204,7 +204,7 @@ static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t s
   cairn_mlp *mlp = build(r, CAIRN_OPTIM_ADAM, cairn_mpi_scaled_lr(0.005f, size, 0, 0));
   cairn_mlp_set_grads_hook(mlp, cairn_mpi_grads_fn, g_mpi);
   cairn_op *op;
-  if ((st = cairn_mlp_train_op_new(mlp, NULL, &op))) die("train op", st);
+  if ((st = cairn_op_new_mlp_train(mlp, NULL, &op))) die("train op", st);
   cairn_hook *bcast, *stop;
   if ((st = cairn_mpi_broadcast_hook_new(g_mpi, 0, &bcast))) die("broadcast hook", st);
   if ((st = cairn_stop_at_step_hook_new(-1, steps, &stop))) die("stop hook", st);
@@ -259,7 +259,7 @@ static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t s
     cairn_mpi_abort(g_mpi, 3);
   }
   if ((st = cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step))) die("global_step", st);
-  if ((st = cairn_monitored_session_exit(ms, CAIRN_OK))) die("close", st);
+  if ((st = cairn_monitored_session_close_with(ms, CAIRN_OK))) die("close", st);
   uint64_t h = globals_hash(r);
   agree = ranks_agree(h);
   printf("rank %d: done at step %lld hash %016llx, ranks %s\n", rank, (long long)step, (unsigned long long)h,
@@ -347,9 +347,9 @@ static int cmd_helpers(void) {
 }
 
 int main(int argc, char **argv) {
-  cairn_status st = cairn_mpi_init(NULL, &argc, &argv, &g_mpi);
+  cairn_status st = cairn_mpi_new(&argc, &argv, NULL, &g_mpi);
   if (st) {
-    fprintf(stderr, "mpi_init failed: %s: %s\n", cairn_status_str(st), cairn_errmsg());
+    fprintf(stderr, "mpi_new failed: %s: %s\n", cairn_status_str(st), cairn_errmsg());
     return 2;
   }
   int rc = 2;

@@ -24,11 +24,11 @@ int report_error(const char *what, cairn_status st, const char *handle_msg) {
 
 int session_finish(cairn_monitored_session *ms, const char *what, cairn_status st) {
   if (st == CAIRN_OK) {
-    if ((st = cairn_monitored_session_exit(ms, CAIRN_OK)) == CAIRN_OK) return 0;
+    if ((st = cairn_monitored_session_close_with(ms, CAIRN_OK)) == CAIRN_OK) return 0;
     return report_error("closing", st, cairn_monitored_session_errmsg(ms));
   }
   report_error(what, st, cairn_monitored_session_errmsg(ms));
-  cairn_status st2 = cairn_monitored_session_exit(ms, st);
+  cairn_status st2 = cairn_monitored_session_close_with(ms, st);
   if (st2 != st) report_error("closing", st2, cairn_monitored_session_errmsg(ms));
   return 1;
 }
@@ -158,8 +158,8 @@ int model_new(model *m, int64_t features, const int64_t *hidden, int n_hidden, u
   to.batch_fn = next_batch;
   to.batch_user = &m->b;
   to.loss_fn = mean_loss;
-  if (!s) s = cairn_mlp_train_op_new(m->mlp, &to, &m->train);
-  if (!s) s = cairn_mlp_eval_op_new(m->mlp, NULL, &m->eval);
+  if (!s) s = cairn_op_new_mlp_train(m->mlp, &to, &m->train);
+  if (!s) s = cairn_op_new_mlp_eval(m->mlp, NULL, &m->eval);
   return s ? report_error("model", s, NULL) : 0;
 }
 

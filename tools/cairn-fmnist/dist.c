@@ -16,7 +16,7 @@ static cairn_mpi *g_mpi; /* the job's context after fmnist_dist_init, else NULL 
 
 cairn_status fmnist_dist_init(int *argc, char ***argv) {
   if (g_mpi) return CAIRN_OK;
-  return cairn_mpi_init(NULL, argc, argv, &g_mpi);
+  return cairn_mpi_new(argc, argv, NULL, &g_mpi);
 }
 
 void fmnist_dist_free(void) {
