@@ -110,7 +110,7 @@ static void f_sleep(void *ctx, double secs) {
   (void)ctx;
   pthread_mutex_lock(&F.mu);
   F.now += secs;
-  int nth = ++F.sleeps;
+  int nth = __atomic_add_fetch(&F.sleeps, 1, __ATOMIC_SEQ_CST); /* the chief thread reads it */
   F.slept += secs;
   long ns = F.real_ns;
   void (*hook)(int) = F.on_sleep;
@@ -799,17 +799,21 @@ Test(session_manager, testWaitForSessionLocalInit) {
 
 /* #13 with threads: a chief thread prepares the model while a worker
  * thread waits for it on the same registry. */
+/* The chief initializes the model once the worker has waited for it at
+ * least once (the worker's fake sleeps), at most after max_polls polls of
+ * 1 ms: with a fixed delay alone, a loaded machine could start the worker
+ * after the chief had finished, and it would never wait. */
 struct chief_arg {
   cairn_registry *r;
   cairn_op *init;
-  long delay_ns;
+  long max_polls;
   cairn_status st;
 };
 
 static void *chief_thread(void *p) {
   struct chief_arg *a = p;
-  struct timespec ts = {0, a->delay_ns};
-  nanosleep(&ts, NULL);
+  const struct timespec ms = {0, 1000000};
+  for (long i = 0; i < a->max_polls && __atomic_load_n(&F.sleeps, __ATOMIC_SEQ_CST) == 0; i++) nanosleep(&ms, NULL);
   cairn_session_manager_options o = cairn_session_manager_options_default();
   o.env = &ENV;
   cairn_session_manager *sm;
@@ -850,7 +854,7 @@ Test(session_manager, testWaitForSessionLocalInit_chief_and_worker_threads) {
   cairn_ready_op *ready = uninit(r, ALL), *rfl = uninit(r, CAIRN_COLL_GLOBAL);
   cairn_session_manager *sm = mk_sm(r, winit, ready, rfl, 1);
   struct worker_arg wa = {sm, 5000, CAIRN_E_INVALID, ""};
-  struct chief_arg ca = {r, init, 20000000, CAIRN_E_INVALID};
+  struct chief_arg ca = {r, init, 20000, CAIRN_E_INVALID};
   pthread_t tw, tc;
   cr_assert_eq(pthread_create(&tw, NULL, worker_thread, &wa), 0);
   cr_assert_eq(pthread_create(&tc, NULL, chief_thread, &ca), 0);
