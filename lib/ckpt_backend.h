@@ -43,7 +43,7 @@ typedef struct ck_view {
 } ck_view;
 
 /* Frees the view's arrays and zeroes it; its descriptor is left open (the
- * reader or the backend closes it); ckpt_read.c. */
+ * reader or the backend closes it); interop_common.c. */
 void cairn__ck_view_clear(ck_view *v);
 
 /* What cairn_ckpt_open hands a backend's open. */

@@ -69,14 +69,6 @@ void cairn_ckpt_close(cairn_ckpt *c) {
   free(c);
 }
 
-void cairn__ck_view_clear(ck_view *v) {
-  free(v->ents);
-  free(v->names);
-  free(v->meta);
-  free(v->meta_arena);
-  memset(v, 0, sizeof *v);
-}
-
 cairn_status cairn_ckpt_open(const char *path, const cairn_ckpt_limits *limits, cairn_ckpt **out) {
   return cairn__ckpt_open_in(NULL, path, limits, out);
 }

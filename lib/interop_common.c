@@ -210,6 +210,14 @@ size_t cairn__varint_put(unsigned char *p, uint64_t v) {
 
 /* ---- shared members of the foreign backends ---------------------------------------------- */
 
+void cairn__ck_view_clear(ck_view *v) {
+  free(v->ents);
+  free(v->names);
+  free(v->meta);
+  free(v->meta_arena);
+  memset(v, 0, sizeof *v);
+}
+
 cairn_status cairn__ck_view_watch(ck_view *v, int fd, const char *path) {
   if (fstat(fd, &v->st) != 0) {
     int e = errno;
