@@ -23,5 +23,6 @@
 #include "cairn/scaffold.h"
 #include "cairn/monitored.h"
 #include "cairn/summary.h"
+#include "cairn/mlp_ops.h"
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cairn/mlp_ops.h"
 #include "cairn/model.h"
 #include "cairn/monitored.h"
 #include "cairn/session.h"
@@ -120,7 +121,7 @@ cairn_status cairn_op_new_mlp_eval(cairn_mlp *m, const cairn_mlp_op_options *o, 
   return mlp_op_new(m, o, eval_fn, "eval", "eval_loss", out);
 }
 
-/* Deprecated names (cairn/model.h). */
+/* Deprecated names (cairn/mlp_ops.h). */
 cairn_status cairn_mlp_train_op_new(cairn_mlp *m, const cairn_mlp_op_options *o, cairn_op **out) {
   return cairn_op_new_mlp_train(m, o, out);
 }
