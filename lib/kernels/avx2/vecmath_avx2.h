@@ -41,34 +41,50 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
   return head < n ? head : n;
 }
 
-/* y[i] = F(x[i]) for i < n: whole vectors, two per step (both results
- * computed before either is stored, so y may be x, and the two independent
- * dependency chains of a long F overlap in the core), then one masked
- * vector for the tail (masked lanes load as 0 and are never stored). Each
- * lane's value is the same whichever loop computes it. */
+/* The whole vectors of y[i] = F(x[i]) (RUN1) or F(a[i], b[i]) (RUN2) from
+ * i_ on, two per step, then one, each result written by STORE
+ * (_mm256_storeu_ps, or _mm256_stream_ps on an aligned y); i_ is left at
+ * the first element after them. Both results of a step are computed before
+ * either is stored, so y may be an input, and the two independent
+ * dependency chains of a long F overlap in the core. */
+#define CAIRN__AVX2_RUN1(x, y, i_, n, F, STORE)                                                    \
+  do {                                                                                             \
+    for (; (i_) + 16 <= (n); (i_) += 16) {                                                         \
+      const __m256 r0_ = F(_mm256_loadu_ps((x) + (i_))), r1_ = F(_mm256_loadu_ps((x) + (i_) + 8)); \
+      STORE((y) + (i_), r0_);                                                                      \
+      STORE((y) + (i_) + 8, r1_);                                                                  \
+    }                                                                                              \
+    for (; (i_) + 8 <= (n); (i_) += 8) STORE((y) + (i_), F(_mm256_loadu_ps((x) + (i_))));          \
+  } while (0)
+
+#define CAIRN__AVX2_RUN2(a, b, y, i_, n, F, STORE)                                                 \
+  do {                                                                                             \
+    for (; (i_) + 16 <= (n); (i_) += 16) {                                                         \
+      const __m256 r0_ = F(_mm256_loadu_ps((a) + (i_)), _mm256_loadu_ps((b) + (i_)));              \
+      const __m256 r1_ = F(_mm256_loadu_ps((a) + (i_) + 8), _mm256_loadu_ps((b) + (i_) + 8));      \
+      STORE((y) + (i_), r0_);                                                                      \
+      STORE((y) + (i_) + 8, r1_);                                                                  \
+    }                                                                                              \
+    for (; (i_) + 8 <= (n); (i_) += 8)                                                             \
+      STORE((y) + (i_), F(_mm256_loadu_ps((a) + (i_)), _mm256_loadu_ps((b) + (i_))));              \
+  } while (0)
+
+/* y[i] = F(x[i]) for i < n: whole vectors (RUN1), then one masked vector
+ * for the tail (masked lanes load as 0 and are never stored). Each lane's
+ * value is the same whichever loop computes it. */
 #define CAIRN__AVX2_MAP1(x, y, n, F)                                                               \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
-    if (cairn__kernels_stream && (const void *)(y) != (const void *)(x) && (n) >= 64) {           \
-      size_t h_ = cairn__v_stream_head((y), (n));                                                  \
-      if (h_) {                                                                                    \
-        const __m256i m_ = cairn__v_mask(h_);                                                      \
+    if (cairn__kernels_stream && (const void *)(y) != (const void *)(x) && (n) >= 64) {            \
+      i_ = cairn__v_stream_head((y), (n));                                                         \
+      if (i_) {                                                                                    \
+        const __m256i m_ = cairn__v_mask(i_);                                                      \
         _mm256_maskstore_ps((y), m_, F(_mm256_maskload_ps((x), m_)));                              \
       }                                                                                            \
-      for (i_ = h_; i_ + 16 <= (n); i_ += 16) {                                                    \
-        const __m256 r0_ = F(_mm256_loadu_ps((x) + i_)), r1_ = F(_mm256_loadu_ps((x) + i_ + 8));    \
-        _mm256_stream_ps((y) + i_, r0_);                                                           \
-        _mm256_stream_ps((y) + i_ + 8, r1_);                                                       \
-      }                                                                                            \
-      for (; i_ + 8 <= (n); i_ += 8) _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((x) + i_)));     \
+      CAIRN__AVX2_RUN1(x, y, i_, n, F, _mm256_stream_ps);                                          \
       _mm_sfence();                                                                                \
     }                                                                                              \
-    for (; i_ + 16 <= (n); i_ += 16) {                                                             \
-      const __m256 r0_ = F(_mm256_loadu_ps((x) + i_)), r1_ = F(_mm256_loadu_ps((x) + i_ + 8));      \
-      _mm256_storeu_ps((y) + i_, r0_);                                                             \
-      _mm256_storeu_ps((y) + i_ + 8, r1_);                                                         \
-    }                                                                                              \
-    for (; i_ + 8 <= (n); i_ += 8) _mm256_storeu_ps((y) + i_, F(_mm256_loadu_ps((x) + i_)));      \
+    CAIRN__AVX2_RUN1(x, y, i_, n, F, _mm256_storeu_ps);                                            \
     if (i_ < (n)) {                                                                                \
       const __m256i m_ = cairn__v_mask((n)-i_);                                                    \
       _mm256_maskstore_ps((y) + i_, m_, F(_mm256_maskload_ps((x) + i_, m_)));                      \
@@ -80,31 +96,17 @@ static inline size_t cairn__v_stream_head(const float *y, size_t n) {
 #define CAIRN__AVX2_MAP2(a, b, y, n, F)                                                            \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
-    if (cairn__kernels_stream && (const void *)(y) != (const void *)(a) &&                        \
+    if (cairn__kernels_stream && (const void *)(y) != (const void *)(a) &&                         \
         (const void *)(y) != (const void *)(b) && (n) >= 64) {                                     \
-      size_t h_ = cairn__v_stream_head((y), (n));                                                  \
-      if (h_) {                                                                                    \
-        const __m256i m_ = cairn__v_mask(h_);                                                      \
+      i_ = cairn__v_stream_head((y), (n));                                                         \
+      if (i_) {                                                                                    \
+        const __m256i m_ = cairn__v_mask(i_);                                                      \
         _mm256_maskstore_ps((y), m_, F(_mm256_maskload_ps((a), m_), _mm256_maskload_ps((b), m_))); \
       }                                                                                            \
-      for (i_ = h_; i_ + 16 <= (n); i_ += 16) {                                                    \
-        const __m256 r0_ = F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_));                \
-        const __m256 r1_ = F(_mm256_loadu_ps((a) + i_ + 8), _mm256_loadu_ps((b) + i_ + 8));        \
-        _mm256_stream_ps((y) + i_, r0_);                                                           \
-        _mm256_stream_ps((y) + i_ + 8, r1_);                                                       \
-      }                                                                                            \
-      for (; i_ + 8 <= (n); i_ += 8)                                                               \
-        _mm256_stream_ps((y) + i_, F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_)));       \
+      CAIRN__AVX2_RUN2(a, b, y, i_, n, F, _mm256_stream_ps);                                       \
       _mm_sfence();                                                                                \
     }                                                                                              \
-    for (; i_ + 16 <= (n); i_ += 16) {                                                             \
-      const __m256 r0_ = F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_));                  \
-      const __m256 r1_ = F(_mm256_loadu_ps((a) + i_ + 8), _mm256_loadu_ps((b) + i_ + 8));          \
-      _mm256_storeu_ps((y) + i_, r0_);                                                             \
-      _mm256_storeu_ps((y) + i_ + 8, r1_);                                                         \
-    }                                                                                              \
-    for (; i_ + 8 <= (n); i_ += 8)                                                                 \
-      _mm256_storeu_ps((y) + i_, F(_mm256_loadu_ps((a) + i_), _mm256_loadu_ps((b) + i_)));         \
+    CAIRN__AVX2_RUN2(a, b, y, i_, n, F, _mm256_storeu_ps);                                         \
     if (i_ < (n)) {                                                                                \
       const __m256i m_ = cairn__v_mask((n)-i_);                                                    \
       _mm256_maskstore_ps((y) + i_, m_,                                                            \
