@@ -105,6 +105,13 @@ extern _Thread_local int cairn__kernels_stream;
  * (sysconf), 32 MiB when unknown; CAIRN_STREAM_MIN_BYTES overrides it. */
 size_t cairn__stream_min_bytes(void);
 
+/* The shuffle and unshuffle of the elements i0 <= i < n only (the planes
+ * still n bytes long): the tails the vector kernels leave (shuffle_ref.c). */
+void cairn__shuffle_tail(unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es,
+                         size_t i0);
+void cairn__unshuffle_tail(unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es,
+                           size_t i0);
+
 /* The chosen table (never NULL). */
 const cairn__kernel_table *cairn__kernels(void);
 /* The reference table and, if compiled in and supported by this CPU, the

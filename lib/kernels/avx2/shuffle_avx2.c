@@ -148,8 +148,7 @@ void cairn_shuffle_avx2(unsigned char *restrict dst, const unsigned char *restri
     cairn_shuffle_ref(dst, src, n, es);
     return;
   }
-  for (size_t i = n32; i < n; i++)
-    for (size_t b = 0; b < es; b++) dst[b * n + i] = src[i * es + b];
+  cairn__shuffle_tail(dst, src, n, es, n32);
 }
 
 /* dst[i·es + b] = src[b·n + i] for i < n, b < es */
@@ -162,6 +161,5 @@ void cairn_unshuffle_avx2(unsigned char *restrict dst, const unsigned char *rest
     cairn_unshuffle_ref(dst, src, n, es);
     return;
   }
-  for (size_t i = n32; i < n; i++)
-    for (size_t b = 0; b < es; b++) dst[i * es + b] = src[b * n + i];
+  cairn__unshuffle_tail(dst, src, n, es, n32);
 }
