@@ -138,28 +138,32 @@ static void unshuffle8(unsigned char *restrict dst, const unsigned char *restric
   }
 }
 
-/* dst[b·n + i] = src[i·es + b] for i < n, b < es */
-void cairn_shuffle_avx2(unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es) {
-  size_t n32 = n & ~(size_t)31;
-  if (es == 2) shuffle2(dst, src, n, n32);
-  else if (es == 4) shuffle4(dst, src, n, n32);
-  else if (es == 8) shuffle8(dst, src, n, n32);
-  else {
-    cairn_shuffle_ref(dst, src, n, es);
+/* The first n32 elements of each plane (whole blocks of 32), in vectors. */
+typedef void planes_fn(unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t n32);
+typedef void bytes_fn(unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es);
+typedef void tail_fn(unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es,
+                     size_t i0);
+
+/* The vector kernel for es = 2, 4 or 8 and the reference's loop for the
+ * last n mod 32 elements; the reference for any other es. */
+static void by_es(planes_fn *k2, planes_fn *k4, planes_fn *k8, bytes_fn *ref, tail_fn *tail,
+                  unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es) {
+  planes_fn *k = es == 2 ? k2 : es == 4 ? k4 : es == 8 ? k8 : NULL;
+  if (!k) {
+    ref(dst, src, n, es);
     return;
   }
-  cairn__shuffle_tail(dst, src, n, es, n32);
+  const size_t n32 = n & ~(size_t)31;
+  k(dst, src, n, n32);
+  tail(dst, src, n, es, n32);
+}
+
+/* dst[b·n + i] = src[i·es + b] for i < n, b < es */
+void cairn_shuffle_avx2(unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es) {
+  by_es(shuffle2, shuffle4, shuffle8, cairn_shuffle_ref, cairn__shuffle_tail, dst, src, n, es);
 }
 
 /* dst[i·es + b] = src[b·n + i] for i < n, b < es */
 void cairn_unshuffle_avx2(unsigned char *restrict dst, const unsigned char *restrict src, size_t n, size_t es) {
-  size_t n32 = n & ~(size_t)31;
-  if (es == 2) unshuffle2(dst, src, n, n32);
-  else if (es == 4) unshuffle4(dst, src, n, n32);
-  else if (es == 8) unshuffle8(dst, src, n, n32);
-  else {
-    cairn_unshuffle_ref(dst, src, n, es);
-    return;
-  }
-  cairn__unshuffle_tail(dst, src, n, es, n32);
+  by_es(unshuffle2, unshuffle4, unshuffle8, cairn_unshuffle_ref, cairn__unshuffle_tail, dst, src, n, es);
 }
