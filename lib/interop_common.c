@@ -210,6 +210,20 @@ size_t cairn__varint_put(unsigned char *p, uint64_t v) {
 
 /* ---- shared members of the foreign backends ---------------------------------------------- */
 
+const char *cairn__text_skip_ws(const char *p, const char *end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+  return p;
+}
+
+int cairn__text_eat(const char **p, const char *end, int c) {
+  *p = cairn__text_skip_ws(*p, end);
+  if (*p < end && **p == c) {
+    ++*p;
+    return 1;
+  }
+  return 0;
+}
+
 void cairn__ck_view_clear(ck_view *v) {
   free(v->ents);
   free(v->names);

@@ -41,6 +41,12 @@ int cairn__tensor_ok(const cairn_tensor *t);
 /* 1 if every byte of a bool tensor is 0 or 1. */
 int cairn__bool_bytes_ok(const unsigned char *p, uint64_t n, uint64_t *bad_at);
 
+/* The header parsers' lexing (safetensors' JSON, npy's Python dict): p
+ * past the blanks (space, tab, CR, LF) before end; and, after them, 1 if
+ * the next byte is c, consumed (*p moves past the blanks either way). */
+const char *cairn__text_skip_ws(const char *p, const char *end);
+int cairn__text_eat(const char **p, const char *end, int c);
+
 /* Shared members of the foreign backends' tables (ckpt_backend.h). */
 /* v->fd = fd and v->st what fstat says of it; "ckpt_open: cannot stat" path on error. */
 cairn_status cairn__ck_view_watch(ck_view *v, int fd, const char *path);

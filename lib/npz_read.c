@@ -481,17 +481,8 @@ typedef struct lexer {
   const char *p, *end;
 } lexer;
 
-static void lx_ws(lexer *l) {
-  while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\n' || *l->p == '\r')) l->p++;
-}
-static int lx_eat(lexer *l, char c) {
-  lx_ws(l);
-  if (l->p < l->end && *l->p == c) {
-    l->p++;
-    return 1;
-  }
-  return 0;
-}
+static void lx_ws(lexer *l) { l->p = cairn__text_skip_ws(l->p, l->end); }
+static int lx_eat(lexer *l, char c) { return cairn__text_eat(&l->p, l->end, c); }
 /* A Python string literal without escapes, into out (at most cap-1 bytes). */
 static int lx_string(lexer *l, char *out, size_t cap) {
   lx_ws(l);

@@ -80,17 +80,15 @@ typedef struct jp {
 static ull jat(const jp *j) { return 8 + (ull)(j->p - j->b); } /* file offset of the cursor */
 
 static void jws(jp *j) {
-  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+  j->p = (const unsigned char *)cairn__text_skip_ws((const char *)j->p, (const char *)j->end);
 }
 
 /* Skips blanks, then 1 if the next byte is c (consumed). */
 static int jeat(jp *j, int c) {
-  jws(j);
-  if (j->p < j->end && *j->p == c) {
-    j->p++;
-    return 1;
-  }
-  return 0;
+  const char *q = (const char *)j->p;
+  const int r = cairn__text_eat(&q, (const char *)j->end, c);
+  j->p = (const unsigned char *)q;
+  return r;
 }
 
 static cairn_status jerr(const jp *j, const char *what) {
