@@ -1,6 +1,6 @@
 /* cairn__gemm_bf16: C = op(A)·op(B) (+ bias or + C) on bf16 inputs with
  * fp32 products and sums, on one of two engines (doc/bf16.md):
- * - oneDNN's bf16 matmul (gemm_dnnl_bf16.c) where the CPU has avx512_bf16
+ * - oneDNN's bf16 matmul (gemm_dnnl_fixed.c) where the CPU has avx512_bf16
  *   or amx_bf16: vdpbf16ps or AMX tiles multiply bf16 pairs exactly and
  *   add them in fp32, in oneDNN's order;
  * - the reference, anywhere: A and B widened to fp32 (exact: a bf16 is an

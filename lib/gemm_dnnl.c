@@ -11,11 +11,13 @@
  * matmul of the MLP on its JIT sgemm ("gemm:jit"), on AVX2 and on AVX-512
  * alike (ONEDNN_VERBOSE=1; on the Emerald Rapids it dispatches to its
  * AVX-512 kernels, isa avx512_core_amx). With M and K fixed it would pick
- * its brgemm matmul ("brg:avx512_core"), which was not faster there: one
- * call over 256x1024x784 NN 108 vs 108 GFLOP/s, 784x1024x256 TN 96-122 vs
- * 110-143, 1024x1024x784 NN 95-121 vs 102-140 (bench/RESULTS.md, "oneDNN
- * on AVX-512"), and it would need a primitive per batch size and block
- * length. So the run-time dimensions stay.
+ * its brgemm matmul ("brg:avx512_core"), which was not faster there for
+ * A·B and Aᵀ·B: one call over 256x1024x784 NN 108 vs 108 GFLOP/s,
+ * 784x1024x256 TN 96-122 vs 110-143, 1024x1024x784 NN 95-121 vs 102-140
+ * (bench/RESULTS.md, "oneDNN on AVX-512"), nor on a Zen 5, and it needs a
+ * primitive per batch size and block length. So those keep the run-time
+ * dimensions. A·Bᵀ (a layer's dX) is 10-65 % faster on brgemm on a Zen 5
+ * and goes to the fixed-dimension primitives of gemm_dnnl_fixed.c.
  *
  * Threads. oneDNN 2.6 (Debian's libdnnl, OpenMP runtime) decides how many
  * threads a product uses from omp_get_max_threads() of the calling thread,
@@ -417,11 +419,11 @@ int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, in
 /* What oneDNN runs cairn's products with, for cairn-info and the benches'
  * context: the implementation it picks for a matmul made as cairn makes
  * them (run-time M and K, one thread, user scratchpad; the forward product
- * of a 1024-wide layer) and the ISA it dispatches to. Measured on an Intel
- * Emerald Rapids: "gemm:jit" (its JIT sgemm, AVX-512 kernels) for every
- * shape and transpose pair of the MLP; with M and K fixed it would pick
- * "brg:avx512_core" (bench/RESULTS.md, "oneDNN on AVX-512"). */
-static char impl_name[96];
+ * of a 1024-wide layer), the one of the fixed-dimension A·Bᵀ, and the ISA
+ * it dispatches to. Measured on an Intel Emerald Rapids and an AMD Zen 5:
+ * "gemm:jit" (its JIT sgemm, AVX-512 kernels) for the run-time dimensions,
+ * "brg:avx512_core" for the fixed ones. */
+static char impl_name[160];
 static pthread_once_t impl_once = PTHREAD_ONCE_INIT;
 static const char *isa_name(dnnl_cpu_isa_t isa) {
   switch (isa) {
@@ -439,12 +441,17 @@ static const char *isa_name(dnnl_cpu_isa_t isa) {
 static void impl_init(void) {
   const int64_t RT = DNNL_RUNTIME_DIM_VAL;
   dnnl_memory_desc_t a, b, c;
-  char impl[64] = "unknown";
+  char impl[64] = "unknown", nt[64] = "unknown";
   if (md_init(&a, RT, RT, 0, 1024) != dnnl_success || md_init(&b, RT, 1024, 0, 1024) != dnnl_success ||
       md_init(&c, RT, 1024, 0, 1024) != dnnl_success ||
       cairn__dnnl_matmul_make(&a, &b, &c, 0, 0, NULL, NULL, impl, sizeof impl) != 0)
     snprintf(impl, sizeof impl, "unknown");
-  snprintf(impl_name, sizeof impl_name, "%.60s, isa %s", impl, isa_name(dnnl_get_effective_cpu_isa()));
+  /* and the fixed-dimension A·Bᵀ of gemm_dnnl_fixed.c, a 1024-wide layer's dX at batch 256 */
+  if (md_init(&a, 256, 1024, 0, 1024) != dnnl_success || md_init(&b, 1024, 1024, 1, 1024) != dnnl_success ||
+      md_init(&c, 256, 1024, 0, 1024) != dnnl_success ||
+      cairn__dnnl_matmul_make(&a, &b, &c, 0, 1, NULL, NULL, nt, sizeof nt) != 0)
+    snprintf(nt, sizeof nt, "not available (run-time dimensions)");
+  snprintf(impl_name, sizeof impl_name, "%.40s, A*B^T %.40s, isa %s", impl, nt, isa_name(dnnl_get_effective_cpu_isa()));
 }
 
 const char *cairn__dnnl_impl(void) {
@@ -459,6 +466,12 @@ int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float
                       int ldb, int accumulate, float *C, int ldc) {
   if (M <= 0 || N <= 0) return 0;
   if (!cairn__dnnl_available()) return -1;
+  /* A·Bᵀ (a layer's dX = dY·Wᵀ): every dimension fixed, on brgemm
+   * (gemm_dnnl_fixed.c says why); a shape it refuses runs below. The
+   * choice depends on the shape alone, so the bits do too. */
+  if (trans_b && !trans_a &&
+      cairn__dnnl_sgemm_fixed(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc) == 0)
+    return 0;
   entry *e = lookup(!!trans_a, !!trans_b, N, lda, ldb, ldc, !!accumulate);
   if (!e) return -1;
   thread_ctx *t = this_thread(e->scratch);
@@ -503,7 +516,7 @@ int cairn__dnnl_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int nargs, 
   return ok ? 0 : -1;
 }
 
-/* ---- shared with gemm_dnnl_bf16.c (the bf16 matmul primitives) ---- */
+/* ---- shared with gemm_dnnl_fixed.c (the fixed-dimension primitives) ---- */
 
 dnnl_engine_t cairn__dnnl_engine(void) { return cairn__dnnl_available() ? engine : NULL; }
 

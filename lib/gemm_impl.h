@@ -16,7 +16,8 @@ int cairn__dnnl_available(void);
  * (K, N), on one thread: a oneDNN matmul primitive made once per
  * (trans_a, trans_b, N, lda, ldb, ldc, accumulate), with M and K given at
  * run time (they carry the batch size, so a new batch makes no new
- * primitive). Returns 0 on success, -1 when oneDNN could not run it (out of
+ * primitive); A·Bᵀ goes to cairn__dnnl_sgemm_fixed (a primitive per batch
+ * size, made at its first step). Returns 0 on success, -1 when oneDNN could not run it (out of
  * memory; C is then unchanged only if the failure came before the product:
  * the caller redoes the block on the BLAS, which writes all of C). Safe to
  * call from several threads at once. */
@@ -36,7 +37,8 @@ int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, in
                                int accumulate, int max_nb, int width);
 
 /* oneDNN's implementation of cairn's matmuls and its ISA, e.g. "gemm:jit,
- * isa avx512_core_amx" ("none" without oneDNN); found once, thread-safe. */
+ * A*B^T brg:avx512_core, isa avx512_core_amx" ("none" without oneDNN);
+ * found once, thread-safe. */
 const char *cairn__dnnl_impl(void);
 
 /* One engine choice (the fp32 GEMM's, the bf16 GEMM's): made once by
@@ -83,7 +85,7 @@ typedef struct cairn__gemm_block {
 int cairn__gemm_block_at(int i, int split_n, int block_len, int M, int N, float *C, int ldc, const float *bias,
                          cairn__gemm_block *b);
 
-/* ---- bf16 products (gemm_bf16.c, gemm_dnnl_bf16.c; doc/bf16.md) ----
+/* ---- bf16 products (gemm_bf16.c, gemm_dnnl_fixed.c; doc/bf16.md) ----
  * The inputs are bf16 (uint16_t bits, rounded by the f32_to_bf16 kernel),
  * the products and their sums fp32, C fp32. */
 #include <stddef.h>
@@ -122,7 +124,7 @@ const char *cairn__bf16_engine_info(char *buf, size_t len);
 void cairn__bf16_widen(const uint16_t *x, float *y, size_t n);
 void cairn__bf16_round(const float *x, uint16_t *y, size_t n);
 
-/* gemm_dnnl_bf16.c: 1 when this build has oneDNN and the CPU has
+/* gemm_dnnl_fixed.c: 1 when this build has oneDNN and the CPU has
  * avx512_bf16 or amx_bf16. */
 int cairn__dnnl_bf16_available(void);
 /* One block of cairn__gemm_bf16 on a oneDNN matmul primitive (src bf16,
@@ -135,14 +137,24 @@ int cairn__dnnl_bf16_available(void);
 int cairn__dnnl_bf16_ready(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc, int accumulate);
 int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                           int ldb, int accumulate, float *C, int ldc);
-/* bf16 primitives made so far, and the implementation oneDNN chose for
- * the first ("brg:avx512_core_amx"; "" before any). */
-int cairn__dnnl_bf16_primitive_count(void);
+/* Fixed-dimension primitives made so far (bf16: the bf16 ones, else the
+ * fp32 ones), and the implementation oneDNN chose for the first bf16 one
+ * ("brg:avx512_core_amx"; "" before any). */
+int cairn__dnnl_fixed_primitive_count(int bf16);
 const char *cairn__dnnl_bf16_impl(void);
+/* One block of cairn__dnnl_sgemm with a transposed B and A not transposed
+ * (C = A·Bᵀ), on an fp32 primitive with every dimension fixed, made once
+ * per (M, N, K, lda, ldb, ldc, accumulate) like the bf16 ones (oneDNN
+ * picks its brgemm for it, faster there than its JIT gemm:
+ * gemm_dnnl_fixed.c). 0, or -1 when oneDNN cannot run it (refused, only a
+ * reference implementation, out of memory): the caller then runs it on the
+ * run-time-dimension primitive. */
+int cairn__dnnl_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                            int ldb, int accumulate, float *C, int ldc);
 
 #if defined(CAIRN_HAVE_DNNL) && defined(CAIRN_HAVE_OPENMP)
 #include <dnnl.h>
-/* gemm_dnnl.c's shared parts, for gemm_dnnl_bf16.c: the CPU engine (NULL
+/* gemm_dnnl.c's shared parts, for gemm_dnnl_fixed.c: the CPU engine (NULL
  * when unavailable), and the calling thread's stream and scratchpad grown
  * to `scratch` bytes (-1 when out of memory). */
 dnnl_engine_t cairn__dnnl_engine(void);
@@ -156,7 +168,7 @@ dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
                              dnnl_data_type_t dt);
 /* C = A·B (C += A·B with acc) as a matmul primitive made at one thread with
  * a user scratchpad; gemm_dnnl.c says the rest. 0, or -1. */
-/* The primitives of gemm_dnnl.c or gemm_dnnl_bf16.c, one item per key, made
+/* The primitives of gemm_dnnl.c or gemm_dnnl_fixed.c, one item per key, made
  * on first use and kept for the process (a process uses a handful of
  * shapes, three per dense layer). cairn__dnnl_cache_get returns the item
  * `same` says is key's, or else make(key, id) appended with the next id

@@ -574,7 +574,7 @@ Test(nn, gemm_onednn_same_bits_for_1_and_2_threads) {
   const int prev = force_onednn();
   /* ta, tb, M, N, K: the long K, the MLP's shapes (forward, dX, dW of each
    * layer), column blocks (M < 256, wide N) and odd sizes */
-  const int shapes[][5] = {{0, 0, 64, 64, 65536}, {1, 0, 64, 64, 65536}, {0, 0, 256, 1024, 784},
+  const int shapes[][5] = {{0, 0, 64, 64, 65536}, {1, 0, 64, 64, 65536}, {0, 1, 64, 64, 65536}, {0, 0, 256, 1024, 784},
                            {0, 1, 256, 784, 1024}, {1, 0, 784, 1024, 256}, {0, 0, 256, 10, 1024},
                            {0, 1, 256, 1024, 10},  {1, 0, 1024, 10, 256},  {0, 0, 100, 700, 300},
                            {1, 1, 513, 64, 300},   {0, 1, 300, 97, 130}};
@@ -600,6 +600,31 @@ Test(nn, gemm_onednn_same_bits_for_1_and_2_threads) {
     cairn_tensor *ts[] = {A, B, bias, one, two};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
   }
+  cairn__gemm_engine_force(prev);
+#else
+  cr_skip_test("serial build (--disable-openmp): no oneDNN engine");
+#endif
+}
+
+/* A·Bᵀ (a layer's dX) runs on fixed-dimension primitives, one per
+ * shape (lib/gemm_dnnl_fixed.c), made once: a second product of the same
+ * shape and a block of another length reuse or add exactly one. */
+Test(nn, gemm_onednn_a_bt_on_fixed_dimension_primitives) {
+#ifdef CAIRN_HAVE_OPENMP
+  const int prev = force_onednn();
+  const int M = 96, N = 40, K = 72;
+  cairn_tensor *A = mk(2, M, K), *B = mk(2, N, K), *C = mk(2, M, N);
+  fill(A, -1, 1, 61); fill(B, -1, 1, 62);
+  const int before = cairn__dnnl_fixed_primitive_count(0);
+  cairn__sgemm(0, 1, M, N, K, 1.0f, cairn_tensor_f32(A), K, cairn_tensor_f32(B), K, 0.0f, cairn_tensor_f32(C), N, NULL);
+  check_product(0, 1, M, N, K, cairn_tensor_f32(A), cairn_tensor_f32(B), NULL, cairn_tensor_f32(C), "A*B^T");
+  const int made = cairn__dnnl_fixed_primitive_count(0);
+  cr_assert_eq(made, before + 1, "A*B^T %dx%dx%d made %d fixed-dimension primitives, not 1", M, N, K, made - before);
+  cairn__sgemm(0, 1, M, N, K, 1.0f, cairn_tensor_f32(A), K, cairn_tensor_f32(B), K, 1.0f, cairn_tensor_f32(C), N, NULL);
+  cairn__sgemm(0, 1, M, N, K, 1.0f, cairn_tensor_f32(A), K, cairn_tensor_f32(B), K, 0.0f, cairn_tensor_f32(C), N, NULL);
+  cr_assert_eq(cairn__dnnl_fixed_primitive_count(0), made + 1, "the same shape made a primitive again "
+               "(one more is the accumulating one)");
+  cairn_tensor_free(A), cairn_tensor_free(B), cairn_tensor_free(C);
   cairn__gemm_engine_force(prev);
 #else
   cr_skip_test("serial build (--disable-openmp): no oneDNN engine");

@@ -1,24 +1,32 @@
-/* cairn__dnnl_bf16_gemm: one block of a bf16 product (src bf16, weights
- * bf16, dst f32) on a oneDNN matmul primitive.
+/* oneDNN matmul primitives with every dimension fixed, one per shape:
+ * - cairn__dnnl_bf16_gemm, one block of a bf16 product (src bf16, weights
+ *   bf16, dst f32);
+ * - cairn__dnnl_sgemm_fixed, one block of an fp32 product with a
+ *   transposed B (C = A·Bᵀ: a dense layer's input gradient dX = dY·Wᵀ),
+ *   which gemm_dnnl.c hands over.
  *
- * Built like the fp32 primitives of gemm_dnnl.c, whose engine, per-thread
- * stream and per-thread user scratchpad it shares: a primitive per
- * (trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate), made once with the
- * OpenMP thread count held at 1 and run on the calling thread inside
- * cairn's blocks, so the bits depend on the shape alone; each thread keeps
- * the memory objects of each primitive and points them at each call's
- * buffers, so a step after the first makes nothing.
+ * Built like the run-time-dimension primitives of gemm_dnnl.c, whose
+ * engine, per-thread stream and per-thread user scratchpad they share: a
+ * primitive per (data type, trans_a, trans_b, M, N, K, lda, ldb, ldc,
+ * accumulate), made once with the OpenMP thread count held at 1 and run on
+ * the calling thread inside cairn's blocks, so the bits depend on the shape
+ * alone; each thread keeps the memory objects of each primitive and points
+ * them at each call's buffers, so a step after the first makes nothing.
  *
- * M and K are fixed dimensions here, not run-time ones as in gemm_dnnl.c:
- * with run-time dimensions oneDNN 2.6 gives bf16 its "gemm:jit" kernels,
- * with fixed ones its brgemm ("brg:avx512_core_amx_bf16" on this Emerald
- * Rapids, AMX tiles). Measured at one thread, CPU time, 256x1024x1024:
- * both ~250 GFLOP/s; the weight gradient (Aᵀ·B, 784x1024 over K 256):
- * gemm:jit 152, brgemm 265 GFLOP/s. A new batch size thus makes new
- * primitives (three per layer, once); the shapes of a program are few.
+ * Why fixed dimensions. With run-time M and K, oneDNN 2.6 runs every
+ * matmul on its JIT gemm ("gemm:jit"); with fixed ones it picks its brgemm
+ * ("brg:avx512_core", "brg:avx512_core_bf16", "brg:avx512_core_amx_bf16").
+ * bf16: on an Emerald Rapids, one thread, CPU time, 256x1024x1024 both
+ * ~250 GFLOP/s, the weight gradient (Aᵀ·B, 784x1024 over K 256) gemm:jit
+ * 152, brgemm 265. fp32 A·Bᵀ: on an AMD EPYC Zen 5 (one thread, CPU time,
+ * best of 15; bench/RESULTS.md "fp32 A·Bᵀ on brgemm"), 256x1024x1024 jit
+ * 193-203 against brgemm 215-223 GFLOP/s, 128 rows (a block at 2 threads)
+ * 182 against 212, K 10 (the output layer's dX) 84 against 139; the other
+ * transpose pairs were level or better on gemm:jit (NN with 10 columns:
+ * jit 107, brgemm 73), so only A·Bᵀ moves. A new batch size thus makes new
+ * primitives (once per shape); the shapes of a program are few.
  * A primitive whose implementation is oneDNN's reference loop ("ref:...")
- * is refused: the caller then takes cairn's reference engine for that
- * shape, which is faster. */
+ * is refused: the caller then takes its other engine for that shape. */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
@@ -77,6 +85,7 @@ typedef struct {
 } slot;
 
 typedef struct {
+  dnnl_data_type_t dt; /* of A and B: dnnl_bf16 or dnnl_f32 (C is f32) */
   int ta, tb, M, N, K, lda, ldb, ldc, acc;
   int id;
   int ok;               /* 0: oneDNN refused the key (kept so it is asked once) */
@@ -85,8 +94,8 @@ typedef struct {
 } entry;
 
 static cairn__dnnl_cache cache = CAIRN__DNNL_CACHE_INIT;
-static int n_made; /* under cache's lock */
-static char impl_name[64];
+static int n_made[2]; /* fp32 and bf16 primitives, under cache's lock */
+static char impl_name[64]; /* the first bf16 primitive's */
 
 /* Each thread's memory objects, per entry id (freed when the thread ends). */
 typedef struct {
@@ -106,23 +115,23 @@ static void slots_free(void *p) {
 static void key_init(void) { (void)pthread_key_create(&key, slots_free); }
 
 /* The primitive for e's key (every dimension fixed: brgemm, on AMX where
- * the CPU has it; oneDNN's reference loop is refused, cairn's reference
+ * the CPU has it; oneDNN's reference loop is refused, the caller's other
  * engine being faster). */
 static void make(entry *e) {
   dnnl_memory_desc_t a, b, c;
   char impl[64];
-  int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
-           cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
+  int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, e->dt) == dnnl_success &&
+           cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, e->dt) == dnnl_success &&
            cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
            cairn__dnnl_matmul_make(&a, &b, &c, e->acc, 1, &e->prim, &e->scratch, impl, sizeof impl) == 0;
-  if (ok && !impl_name[0]) snprintf(impl_name, sizeof impl_name, "%s", impl);
+  if (ok && e->dt == dnnl_bf16 && !impl_name[0]) snprintf(impl_name, sizeof impl_name, "%s", impl);
   e->ok = ok;
-  if (ok) n_made++;
+  if (ok) n_made[e->dt == dnnl_bf16]++;
 }
 
 static int same_key(const void *item, const void *wanted) {
   const entry *e = item, *k = wanted;
-  return e->ta == k->ta && e->tb == k->tb && e->M == k->M && e->N == k->N && e->K == k->K && e->lda == k->lda &&
+  return e->dt == k->dt && e->ta == k->ta && e->tb == k->tb && e->M == k->M && e->N == k->N && e->K == k->K && e->lda == k->lda &&
          e->ldb == k->ldb && e->ldc == k->ldc && e->acc == k->acc;
 }
 
@@ -139,15 +148,15 @@ static void *make_entry(const void *wanted, int id) {
 
 /* The entry for the key, made (or refused) on first use; NULL only when
  * out of memory. */
-static entry *lookup(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int acc) {
-  entry k = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc};
+static entry *lookup(dnnl_data_type_t dt, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int acc) {
+  entry k = {.dt = dt, .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc};
   return cairn__dnnl_cache_get(&cache, &k, same_key, make_entry);
 }
 
 static int slot_make(slot *s, const entry *e) {
   dnnl_memory_desc_t a, b, c;
-  int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, dnnl_bf16) == dnnl_success &&
-           cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, dnnl_bf16) == dnnl_success &&
+  int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, e->dt) == dnnl_success &&
+           cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, e->dt) == dnnl_success &&
            cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
            cairn__dnnl_memories(s->m, &a, &b, &c, e->scratch) == 0;
   if (!ok) {
@@ -182,16 +191,12 @@ static slot *slot_for(entry *e) {
 
 int cairn__dnnl_bf16_ready(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc, int accumulate) {
   if (!cairn__dnnl_bf16_available()) return 0;
-  entry *e = lookup(!!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
+  entry *e = lookup(dnnl_bf16, !!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
   return e && e->ok;
 }
 
-int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
-                          int ldb, int accumulate, float *C, int ldc) {
-  if (M <= 0 || N <= 0) return 0;
-  if (!cairn__dnnl_bf16_available()) return -1;
-  entry *e = lookup(!!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
-  if (!e || !e->ok) return -1;
+/* One run of e's primitive on A, B, C on the calling thread. 0 or -1. */
+static int run(entry *e, const void *A, const void *B, float *C) {
   dnnl_stream_t stream;
   void *scratch;
   if (cairn__dnnl_thread(e->scratch, &stream, &scratch) != 0) return -1;
@@ -209,9 +214,25 @@ int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const u
   return ok ? 0 : -1;
 }
 
-int cairn__dnnl_bf16_primitive_count(void) {
+int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                          int ldb, int accumulate, float *C, int ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (!cairn__dnnl_bf16_available()) return -1;
+  entry *e = lookup(dnnl_bf16, !!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
+  return e && e->ok ? run(e, A, B, C) : -1;
+}
+
+int cairn__dnnl_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                            int ldb, int accumulate, float *C, int ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (!cairn__dnnl_engine()) return -1;
+  entry *e = lookup(dnnl_f32, !!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
+  return e && e->ok ? run(e, A, B, C) : -1;
+}
+
+int cairn__dnnl_fixed_primitive_count(int bf16) {
   pthread_mutex_lock(&cache.lock);
-  int n = n_made;
+  int n = n_made[!!bf16];
   pthread_mutex_unlock(&cache.lock);
   return n;
 }
@@ -239,6 +260,15 @@ int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const u
       (void)C, (void)ldc;
   return -1;
 }
-int cairn__dnnl_bf16_primitive_count(void) { return 0; }
+int cairn__dnnl_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                            int ldb, int accumulate, float *C, int ldc) {
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)accumulate,
+      (void)C, (void)ldc;
+  return -1;
+}
+int cairn__dnnl_fixed_primitive_count(int bf16) {
+  (void)bf16;
+  return 0;
+}
 const char *cairn__dnnl_bf16_impl(void) { return ""; }
 #endif
