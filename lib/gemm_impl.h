@@ -1,5 +1,6 @@
 /* The two GEMM engines under cairn__sgemm (gemm.c): OpenBLAS (or BLIS) and
- * oneDNN matmul primitives (gemm_dnnl.c). Private to the library. */
+ * oneDNN matmul primitives (gemm_dnnl.c, gemm_dnnl_fixed.c, on what
+ * gemm_dnnl_base.c shares). Private to the library. */
 #ifndef CAIRN_GEMM_IMPL_H
 #define CAIRN_GEMM_IMPL_H
 
@@ -154,7 +155,7 @@ int cairn__dnnl_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const
 
 #if defined(CAIRN_HAVE_DNNL) && defined(CAIRN_HAVE_OPENMP)
 #include <dnnl.h>
-/* gemm_dnnl.c's shared parts, for gemm_dnnl_fixed.c: the CPU engine (NULL
+/* gemm_dnnl_base.c, for gemm_dnnl.c and gemm_dnnl_fixed.c: the engine (NULL
  * when unavailable), and the calling thread's stream and scratchpad grown
  * to `scratch` bytes (-1 when out of memory). */
 dnnl_engine_t cairn__dnnl_engine(void);
