@@ -349,22 +349,9 @@ int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float
     return 0;
   entry *e = lookup(!!trans_a, !!trans_b, N, lda, ldb, ldc, !!accumulate);
   if (!e) return -1;
-  dnnl_stream_t stream;
-  void *scratch;
   thread_slots *t = this_thread();
-  if (!t || cairn__dnnl_thread(e->scratch, &stream, &scratch) != 0) return -1;
-  slot *sl = slot_for(t, e, M, N, K, lda, ldb, ldc);
-  if (!sl) return -1;
-  int ok = dnnl_memory_set_data_handle(sl->m[0], (void *)A) == dnnl_success &&
-           dnnl_memory_set_data_handle(sl->m[1], (void *)B) == dnnl_success &&
-           dnnl_memory_set_data_handle(sl->m[2], C) == dnnl_success &&
-           (!sl->m[3] || dnnl_memory_set_data_handle(sl->m[3], scratch) == dnnl_success);
-  if (ok) {
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, sl->m[0]}, {DNNL_ARG_WEIGHTS, sl->m[1]}, {DNNL_ARG_DST, sl->m[2]},
-                               {DNNL_ARG_SCRATCHPAD, sl->m[3]}};
-    ok = cairn__dnnl_execute(e->prim, stream, sl->m[3] ? 4 : 3, args) == 0;
-  }
-  return ok ? 0 : -1;
+  slot *sl = t && cairn__dnnl_grow(e->scratch) == 0 ? slot_for(t, e, M, N, K, lda, ldb, ldc) : NULL;
+  return sl ? cairn__dnnl_run(e->prim, sl->m, e->scratch, A, B, C) : -1;
 }
 
 #else /* no oneDNN in this build (or no OpenMP to keep it single-threaded) */

@@ -198,6 +198,29 @@ int cairn__dnnl_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int nargs, 
   return ok ? 0 : -1;
 }
 
+int cairn__dnnl_grow(size_t scratch) {
+  dnnl_stream_t stream;
+  void *buf;
+  return cairn__dnnl_thread(scratch, &stream, &buf);
+}
+
+int cairn__dnnl_run(dnnl_primitive_t prim, dnnl_memory_t m[4], size_t scratch, const void *A, const void *B,
+                    void *C) {
+  dnnl_stream_t stream;
+  void *buf;
+  if (cairn__dnnl_thread(scratch, &stream, &buf) != 0) return -1;
+  int ok = dnnl_memory_set_data_handle(m[0], (void *)A) == dnnl_success &&
+           dnnl_memory_set_data_handle(m[1], (void *)B) == dnnl_success &&
+           dnnl_memory_set_data_handle(m[2], C) == dnnl_success &&
+           (!m[3] || dnnl_memory_set_data_handle(m[3], buf) == dnnl_success);
+  if (ok) {
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_DST, m[2]},
+                               {DNNL_ARG_SCRATCHPAD, m[3]}};
+    ok = cairn__dnnl_execute(prim, stream, m[3] ? 4 : 3, args) == 0;
+  }
+  return ok ? 0 : -1;
+}
+
 #else /* no oneDNN in this build (or no OpenMP to keep it single-threaded) */
 
 int cairn__dnnl_available(void) { return 0; }

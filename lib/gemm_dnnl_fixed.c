@@ -197,21 +197,9 @@ int cairn__dnnl_bf16_ready(int trans_a, int trans_b, int M, int N, int K, int ld
 
 /* One run of e's primitive on A, B, C on the calling thread. 0 or -1. */
 static int run(entry *e, const void *A, const void *B, float *C) {
-  dnnl_stream_t stream;
-  void *scratch;
-  if (cairn__dnnl_thread(e->scratch, &stream, &scratch) != 0) return -1;
+  if (cairn__dnnl_grow(e->scratch) != 0) return -1;
   slot *sl = slot_for(e);
-  if (!sl) return -1;
-  int ok = dnnl_memory_set_data_handle(sl->m[0], (void *)A) == dnnl_success &&
-           dnnl_memory_set_data_handle(sl->m[1], (void *)B) == dnnl_success &&
-           dnnl_memory_set_data_handle(sl->m[2], C) == dnnl_success &&
-           (!sl->m[3] || dnnl_memory_set_data_handle(sl->m[3], scratch) == dnnl_success);
-  if (ok) {
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, sl->m[0]}, {DNNL_ARG_WEIGHTS, sl->m[1]}, {DNNL_ARG_DST, sl->m[2]},
-                               {DNNL_ARG_SCRATCHPAD, sl->m[3]}};
-    ok = cairn__dnnl_execute(e->prim, stream, sl->m[3] ? 4 : 3, args) == 0;
-  }
-  return ok ? 0 : -1;
+  return sl ? cairn__dnnl_run(e->prim, sl->m, e->scratch, A, B, C) : -1;
 }
 
 int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,

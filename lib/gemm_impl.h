@@ -163,6 +163,18 @@ int cairn__dnnl_thread(size_t scratch, dnnl_stream_t *stream, void **scratch_buf
 /* Runs prim on the calling thread alone, asynchronous signals held back
  * meanwhile (gemm_dnnl.c says why); 0, or -1 when oneDNN failed. */
 int cairn__dnnl_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int nargs, const dnnl_exec_arg_t *args);
+/* The calling thread's stream made and scratchpad grown to `scratch`
+ * bytes (0, or -1 when out of memory), before a run's memory objects are
+ * made: in the other order the first step at a new batch size left about
+ * 1 KB more in use in glibc's per-thread caches, which
+ * model::bf16_no_allocation_after_first_step catches (seen on a Zen 5). */
+int cairn__dnnl_grow(size_t scratch);
+/* One run of prim with its memory objects m (A, B, C, scratchpad or NULL,
+ * cairn__dnnl_memories) pointed at A, B, C and the calling thread's
+ * scratchpad grown to `scratch` bytes: cairn__dnnl_execute on the thread's
+ * stream. 0, or -1 (out of memory, or oneDNN failed). */
+int cairn__dnnl_run(dnnl_primitive_t prim, dnnl_memory_t m[4], size_t scratch, const void *A, const void *B,
+                    void *C);
 /* A (rows, cols) matrix of type dt, row-major or the transpose of one with
  * leading dimension ld. */
 dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int trans, int ld,
