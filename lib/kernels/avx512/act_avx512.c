@@ -127,7 +127,7 @@ CAIRN__ZINLINE gelu_tanh_parts gelu_tanh_sigma(__m512 x) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   /* −|w| = −|hi| − sign(hi)·lo: flip lo's sign where hi is positive */
   const __m512 flip = _mm512_castsi512_ps(_mm512_andnot_si512(_mm512_castps_si512(hi), _mm512_castps_si512(sign)));
-  const cairn__z_exps es = cairn__z_exp_split(cairn__z_or(hi, sign), cairn__z_xor(lo, flip));
+  const cairn__z_exps es = cairn__z_exp_split_nonpos(cairn__z_or(hi, sign), cairn__z_xor(lo, flip));
   const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 t = cairn__z_div1(one, _mm512_add_ps(one, _mm512_scalef_ps(es.p, es.k)));
   gelu_tanh_parts g;

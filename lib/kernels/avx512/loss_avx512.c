@@ -98,7 +98,7 @@ double cairn_xent_row_avx512(const float *x, const float *z, float *dx, size_t n
  * correction. */
 CAIRN__ZINLINE __m512 sigxent16(__m512 x, __m512 z, __mmask16 mk, __m512d *lo, __m512d *hi) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 e = cairn__z_exp_nonpos(cairn__z_or(x, _mm512_set1_ps(-0.0f))); /* e^−|x| */
+  const __m512 e = cairn__z_exp_negabs(x); /* e^−|x| */
   const __m512 u = _mm512_add_ps(one, e);
   const __m512 r = cairn__z_rcp1(u);
   const __m512 l = _mm512_maskz_mov_ps(mk, cairn__z_log1p_pos_r(e, u, r));
