@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include "kernels/avx512/rowmath_avx512.h"
 #include "kernels/avx512/vecmath_avx512.h"
 #include "kernels/kernels.h"
 
@@ -14,24 +15,28 @@ void cairn_exp_avx512(const float *x, float *y, size_t n) { CAIRN__AVX512_MAP1(x
 /* y = log x */
 void cairn_log_avx512(const float *x, float *y, size_t n) { CAIRN__AVX512_MAP1(x, y, n, cairn__z_log); }
 
-/* y = e^(x − m) / S: the exp pass stores e^(x − m) in y (y may be x), the
- * second pass scales it by 1/S. */
+/* y = e^(x − m) / S,  m = max x,  S = Σ e^(x − m): the AVX2 tier's passes
+ * and bits (rowmath_avx512.h). The exp-sum pass stores E = 2^64·e^(x − m)
+ * in y (y may be x) and prefetches the next rows of x and y; the last pass
+ * scales by 2^−64/S, a normal float, in one rounding. */
 void cairn_softmax_row_avx512(const float *x, float *y, size_t n) {
   if (n == 0) return;
-  const float m = cairn__z_row_max(x, n);
-  const double s = 1.0 + cairn__z_row_expsum_m1(x, y, n, m);
-  const __m512 inv = _mm512_set1_ps((float)(1.0 / s));
+  const float m = cairn__zr_max(x, n);
+  const double s = 1.0 + cairn__zr_expsum_m1(x, y, (const float *)y == x ? NULL : y + n, n, m);
+  const __m512 inv = _mm512_set1_ps((float)(CAIRN__ZR_2M64 / s));
 #define CAIRN__SCALE(v) _mm512_mul_ps(v, inv)
   CAIRN__AVX512_MAP1(y, y, n, CAIRN__SCALE);
 #undef CAIRN__SCALE
 }
 
-/* y = (x − m) − log S,  log S = log1p(S − 1) */
+/* y = (x − m) − log S,  log S = log1p(S − 1); the exp-sum pass prefetches
+ * x's next row and this row of y, which the last pass writes. */
 void cairn_log_softmax_row_avx512(const float *x, float *y, size_t n) {
   if (n == 0) return;
-  const float m = cairn__z_row_max(x, n);
+  const float m = cairn__zr_max(x, n);
   const __m512 vm = _mm512_set1_ps(m);
-  const __m512 l = _mm512_set1_ps((float)log1p(cairn__z_row_expsum_m1(x, NULL, n, m)));
+  const __m512 l =
+      _mm512_set1_ps((float)log1p(cairn__zr_expsum_m1(x, NULL, (const float *)y == x ? NULL : y, n, m)));
 #define CAIRN__LSM(v) _mm512_sub_ps(_mm512_sub_ps(v, vm), l)
   CAIRN__AVX512_MAP1(x, y, n, CAIRN__LSM);
 #undef CAIRN__LSM
