@@ -165,10 +165,11 @@ CAIRN__ZINLINE void cairn__z_acc_pd(__m512 v, __m512d *lo, __m512d *hi) {
  * refined reciprocal. A single quotient (sigmoid, tanh, gelu_tanh) is one
  * VDIVPS, as in the AVX2 tier, which gives these functions its quotients
  * bit for bit. Which is faster depends on the core: on AMD Zen 5 (full
- * 512-bit datapaths) VDIVPS made sigmoid 1.3× and tanh 1.4× faster in
- * cache than the five FMA-pipe operations of the reciprocal; on Intel
- * Emerald Rapids, whose divider takes a 512-bit VDIVPS in two halves, the
- * reciprocal measured 1.05–1.2× faster under heavy load (bench/RESULTS.md).
+ * 512-bit datapaths) VDIVPS made sigmoid 1.3× and gelu_tanh 1.08× faster
+ * in cache than the five FMA-pipe operations of the reciprocal; on Intel
+ * Emerald Rapids, whose divider is busy twice as long for a 512-bit VDIVPS
+ * as for a 256-bit one, the reciprocal measured 1.05–1.2× faster under
+ * heavy load (bench/RESULTS.md).
  * -DCAIRN__Z_USE_RCP builds the reciprocal form for comparison. */
 CAIRN__ZINLINE __m512 cairn__z_rcp1(__m512 den) {
   const __m512 r = _mm512_rcp14_ps(den);
