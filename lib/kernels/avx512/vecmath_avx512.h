@@ -18,7 +18,13 @@
  *    VFIXUPIMMPS: no special-case blends and no per-vector branch;
  *  - where one reciprocal serves two quotients it is a 14-bit estimate
  *    (VRCP14PS), one Newton step and one residual correction per quotient
- *    (see cairn__z_div1; single quotients are VDIVPS, as in the AVX2 tier).
+ *    (see cairn__z_div1; single quotients are VDIVPS, as in the AVX2 tier);
+ *  - loops take four vectors per step (two in the AVX2 tier), and the
+ *    objects are compiled with -fschedule-insns (configure.ac), so that the
+ *    vectors' dependency chains interleave.
+ * With the same operations in the same order, most functions give the
+ * AVX2 tier's bits (tests: avx512_elem_same_bits_as_avx2); the row passes
+ * are in rowmath_avx512.h.
  *
  * Every function computes each lane from that lane's inputs alone, so the
  * value written for an element never depends on its position or on n.
