@@ -1351,3 +1351,103 @@ static void rows_normal_logits(const cairn__kernel_table *T) {
 }
 Test(kernels, rows_normal_logits_avx2) { rows_normal_logits(avx2_or_skip()); }
 Test(kernels, rows_normal_logits_avx512) { rows_normal_logits(avx512_or_skip()); }
+
+/* The AVX-512 tier against the AVX2 tier, bit for bit. exp, log, sigmoid and
+ * the four gelus do the same operations in the same order at both widths
+ * (VSCALEFPS's one rounding of p·2^k is the rounding of the AVX2 tier's
+ * split product; sigmoid and gelu_tanh divide with VDIVPS in both), so
+ * their bits must be equal; tanh's last correction uses each ISA's
+ * reciprocal estimate (RCPPS, VRCP14PS), so its bits may differ by one
+ * ulp, rarely. (A NaN may come out with either sign.) The inputs: a dense grid over each function's working range,
+ * its edges and specials, in lengths with a masked tail. */
+static void tiers_elem_same_bits(const cairn__kernel_table *A, const cairn__kernel_table *Z) {
+  enum { N = 40000 + 13 };
+  float *x = malloc(N * sizeof *x), *dy = malloc(N * sizeof *dy), *ya = malloc(N * sizeof *ya),
+        *yz = malloc(N * sizeof *yz);
+  cr_assert(x && dy && ya && yz);
+  uint64_t s = 2718;
+  for (int i = 0; i < N; i++) dy[i] = unif(&s, -2.0f, 2.0f);
+  const size_t off[] = {offsetof(cairn__kernel_table, exp), offsetof(cairn__kernel_table, log),
+                        offsetof(cairn__kernel_table, sigmoid_fwd), offsetof(cairn__kernel_table, gelu_fwd),
+                        offsetof(cairn__kernel_table, gelu_tanh_fwd), offsetof(cairn__kernel_table, tanh_fwd),
+                        offsetof(cairn__kernel_table, gelu_bwd), offsetof(cairn__kernel_table, gelu_tanh_bwd)};
+  const char *nm[] = {"exp", "log", "sigmoid", "gelu", "gelu_tanh", "tanh", "gelu_bwd", "gelu_tanh_bwd"};
+  const float lo[] = {-110.0f, 0.0f, -110.0f, -16.0f, -13.0f, -10.0f, -16.0f, -13.0f};
+  const float hi[] = {90.0f, 100.0f, 110.0f, 16.0f, 13.0f, 10.0f, 16.0f, 13.0f};
+  for (int k = 0; k < 8; k++) {
+    for (int i = 0; i < N; i++) x[i] = lo[k] + (hi[k] - lo[k]) * (float)i / (float)(N - 1);
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0] && i < N; i++) x[7 * i + 3] = specials[i];
+    if (k == 1) /* log: also tiny and huge positive floats */
+      for (int i = 0; i < 2000; i++) x[N - 1 - i] = ldexpf(1.0f + (float)i / 2000.0f, -149 + (i % 276));
+    if (k < 6) {
+      FN(A, un_fn, off[k])(x, ya, N);
+      FN(Z, un_fn, off[k])(x, yz, N);
+    } else {
+      FN(A, bin_fn, off[k])(x, dy, ya, N);
+      FN(Z, bin_fn, off[k])(x, dy, yz, N);
+    }
+    int diff = 0;
+    for (int i = 0; i < N; i++) {
+      if (memcmp(&ya[i], &yz[i], 4) == 0 || (isnan(ya[i]) && isnan(yz[i]))) continue; /* NaN's sign: either */
+      cr_assert(k == 5, "%s(%.9g): avx2 %.9g, avx512 %.9g", nm[k], (double)x[i], (double)ya[i], (double)yz[i]);
+      cr_assert(yz[i] == nextafterf(ya[i], INFINITY) || yz[i] == nextafterf(ya[i], -INFINITY),
+                "tanh(%.9g): avx2 %.9g, avx512 %.9g: more than one ulp apart", (double)x[i], (double)ya[i],
+                (double)yz[i]);
+      diff++;
+    }
+    if (diff) cr_log_info("%s: %d of %d results differ by one ulp between the tiers", nm[k], diff, N);
+    cr_assert(diff <= N / 100, "%s: %d of %d results differ between the tiers", nm[k], diff, N);
+  }
+  free(x), free(dy), free(ya), free(yz);
+}
+Test(kernels, avx512_elem_same_bits_as_avx2) { tiers_elem_same_bits(avx2_or_skip(), avx512_or_skip()); }
+
+/* The row kernels (rowmath_avx512.h) take the AVX2 tier's row exponential
+ * and its summation order: softmax, log-softmax, sparse and soft-label
+ * cross-entropy give its bits, losses and gradients alike, whatever n,
+ * including rows with ties for the max, −inf entries and dx aliasing x or
+ * the labels. */
+static void tiers_rows_same_bits(const cairn__kernel_table *A, const cairn__kernel_table *Z) {
+  const size_t ns[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 47, 48, 63, 64, 65, 1000, 1003, 4099};
+  const float sig[] = {1.0f, 10.0f, 100.0f};
+  enum { M = 4099 };
+  static float x[M], z[M], ya[M], yz[M], xa[M], xz[M];
+  uint64_t s = 31415;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int b = 0; b < 3; b++)
+      for (int v = 0; v < 3; v++) {
+        const size_t n = ns[a];
+        float zs = 0.0f;
+        for (size_t i = 0; i < n; i++) {
+          float g = 0.0f; /* roughly normal: sum of four uniforms */
+          for (int j = 0; j < 4; j++) g += unif(&s, -0.866f, 0.866f);
+          x[i] = sig[b] * g;
+          z[i] = unif(&s, 0.0f, 1.0f);
+          zs += z[i];
+        }
+        for (size_t i = 0; i < n; i++) z[i] /= zs;
+        if (v == 1 && n > 3) x[n / 3] = x[n - 1] = x[0] > x[n - 1] ? x[0] : x[n - 1]; /* ties */
+        if (v == 2 && n > 2) x[1] = -INFINITY, z[1] = 0.0f;
+        const int32_t label = (int32_t)(n / 2);
+        A->softmax_row(x, ya, n);
+        Z->softmax_row(x, yz, n);
+        cr_assert(memcmp(ya, yz, n * 4) == 0, "softmax_row n=%zu σ=%g case %d", n, (double)sig[b], v);
+        A->log_softmax_row(x, ya, n);
+        Z->log_softmax_row(x, yz, n);
+        cr_assert(memcmp(ya, yz, n * 4) == 0, "log_softmax_row n=%zu σ=%g case %d", n, (double)sig[b], v);
+        double la = A->sparse_xent_row(x, label, ya, n, 0.37f), lz = Z->sparse_xent_row(x, label, yz, n, 0.37f);
+        cr_assert(la == lz && memcmp(ya, yz, n * 4) == 0, "sparse_xent_row n=%zu σ=%g case %d: %.17g %.17g", n,
+                  (double)sig[b], v, la, lz);
+        la = A->xent_row(x, z, ya, n, 0.37f), lz = Z->xent_row(x, z, yz, n, 0.37f);
+        cr_assert(la == lz && memcmp(ya, yz, n * 4) == 0, "xent_row n=%zu σ=%g case %d: %.17g %.17g", n,
+                  (double)sig[b], v, la, lz);
+        /* dx aliasing the labels (the gradient pass recomputes E) and x */
+        memcpy(xa, z, n * 4), memcpy(xz, z, n * 4);
+        la = A->xent_row(x, xa, xa, n, 0.37f), lz = Z->xent_row(x, xz, xz, n, 0.37f);
+        cr_assert(la == lz && memcmp(xa, xz, n * 4) == 0, "xent_row dx = z, n=%zu", n);
+        memcpy(xa, x, n * 4), memcpy(xz, x, n * 4);
+        la = A->sparse_xent_row(xa, label, xa, n, 0.37f), lz = Z->sparse_xent_row(xz, label, xz, n, 0.37f);
+        cr_assert(la == lz && memcmp(xa, xz, n * 4) == 0, "sparse_xent_row dx = x, n=%zu", n);
+      }
+}
+Test(kernels, avx512_rows_same_bits_as_avx2) { tiers_rows_same_bits(avx2_or_skip(), avx512_or_skip()); }

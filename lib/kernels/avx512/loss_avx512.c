@@ -8,24 +8,28 @@
 
 #include <math.h>
 
+#include "kernels/avx512/rowmath_avx512.h"
 #include "kernels/avx512/vecmath_avx512.h"
 #include "kernels/kernels.h"
 
 #define ALL16 ((__mmask16)0xffff)
 
 /* lse(x) − x_l = log1p(S − 1) + (m − x_l);  dx = scale·(e^(x − m)/S − onehot(l)),
- * at l: ((e_l − 1) − (S − 1))/S. The exp pass leaves e^(x − m) in dx. */
+ * at l: ((e_l − 1) − (S − 1))/S. The exp pass leaves E = 2^64·e^(x − m) in
+ * dx (rowmath_avx512.h: the AVX2 tier's passes and bits), the second pass
+ * takes out 2^−64 first, then the scale (scale/S may be any float). */
 double cairn_sparse_xent_row_avx512(const float *x, int32_t label, float *dx, size_t n, float scale) {
   if (n == 0) return 0.0;
-  const float m = cairn__z_row_max(x, n);
+  const float m = cairn__zr_max(x, n);
   const float xl = x[label];
-  const double sm1 = cairn__z_row_expsum_m1(x, dx, n, m);
+  const double sm1 = cairn__zr_expsum_m1(x, dx, dx && dx != x ? dx + n : NULL, n, m);
   const double s = 1.0 + sm1;
   const double loss = log1p(sm1) + ((double)m - (double)xl);
   if (dx) {
-    const double el = dx[label];
+    const double el = (double)dx[label] * CAIRN__ZR_2M64;
     const __m512 c = _mm512_set1_ps((float)((double)scale / s));
-#define CAIRN__P(v) _mm512_mul_ps(v, c)
+    const __m512 f = _mm512_set1_ps((float)CAIRN__ZR_2M64);
+#define CAIRN__P(v) _mm512_mul_ps(_mm512_mul_ps(v, f), c)
     CAIRN__AVX512_MAP1(dx, dx, n, CAIRN__P);
 #undef CAIRN__P
     dx[label] = (float)((double)scale * ((el - 1.0) - sm1) / s);
@@ -33,57 +37,62 @@ double cairn_sparse_xent_row_avx512(const float *x, int32_t label, float *dx, si
   return loss;
 }
 
-/* One vector of the xent exp pass: Z += Σ z, A += Σ z·(m − x) (exact
- * products in double; z = 0 terms count as 0, also for x = −inf), and the
- * row exp-sum step (e to *e). mk: the element lanes. */
-CAIRN__ZINLINE int xent_step(__m512 xv, __m512 zv, __m512 vm, __m512d m, __mmask16 mk, __m512 *e,
-                             __m512d acc[6]) {
+/* acc[0] += Σ z, acc[1] += Σ z·(m − x) (exact products in double; z = 0
+ * terms count as 0, also for x = −inf), and the row exp-sum step (E to *e),
+ * each sum in the AVX2 tier's order: that tier adds eight floats per step,
+ * so each 8-lane accumulator here takes the low eight, then the high
+ * eight. mk: the element lanes. */
+CAIRN__ZINLINE void xent_step(__m512 xv, __m512 zv, __m512 nm, __m512d m, __mmask16 mk, __m512 *e,
+                              __m512d acc[3], __m512i *cnt) {
   const __m512d x0 = cairn__z_lo_pd(xv), x1 = cairn__z_hi_pd(xv);
   const __m512d z0 = cairn__z_lo_pd(zv), z1 = cairn__z_hi_pd(zv);
-  acc[2] = _mm512_add_pd(acc[2], z0);
-  acc[3] = _mm512_add_pd(acc[3], z1);
+  acc[0] = _mm512_add_pd(_mm512_add_pd(acc[0], z0), z1);
   const __m512d zero = _mm512_setzero_pd();
-  acc[4] = _mm512_mask_add_pd(acc[4], _mm512_cmp_pd_mask(z0, zero, _CMP_NEQ_UQ), acc[4],
-                              _mm512_mul_pd(z0, _mm512_sub_pd(m, x0)));
-  acc[5] = _mm512_mask_add_pd(acc[5], _mm512_cmp_pd_mask(z1, zero, _CMP_NEQ_UQ), acc[5],
-                              _mm512_mul_pd(z1, _mm512_sub_pd(m, x1)));
-  return cairn__z_row_expsum_step(xv, vm, mk, e, &acc[0], &acc[1]);
+  const __m512d a0 = _mm512_maskz_mul_pd(_mm512_cmp_pd_mask(z0, zero, _CMP_NEQ_UQ), z0, _mm512_sub_pd(m, x0));
+  const __m512d a1 = _mm512_maskz_mul_pd(_mm512_cmp_pd_mask(z1, zero, _CMP_NEQ_UQ), z1, _mm512_sub_pd(m, x1));
+  acc[1] = _mm512_add_pd(_mm512_add_pd(acc[1], a0), a1);
+  cairn__zr_expsum_step(xv, nm, mk, 1, e, &acc[2], cnt);
 }
 
 /* Σ z·(lse(x) − x) = Z·log1p(S − 1) + Σ z·(m − x);
- * dx = scale·((e·Z − z) − z·(S − 1))/S. The exp pass leaves e in dx unless
- * dx is the label array z (which the gradient pass still reads); then the
- * gradient pass recomputes e. Both give the same bits. */
+ * dx = scale·((e·Z − z) − z·(S − 1))/S. The exp pass leaves E = 2^64·e in
+ * dx unless dx is the label array z (which the gradient pass still reads);
+ * then the gradient pass recomputes E. Both give the same bits, and the
+ * AVX2 tier's. The exp pass prefetches the next rows of x and z. */
 double cairn_xent_row_avx512(const float *x, const float *z, float *dx, size_t n, float scale) {
   if (n == 0) return 0.0;
-  const float m = cairn__z_row_max(x, n);
-  const __m512 vm = _mm512_set1_ps(m);
+  const float m = cairn__zr_max(x, n);
+  const __m512 nm = _mm512_set1_ps(-m);
   const __m512d md = _mm512_set1_pd((double)m);
   float *const ey = dx && (const float *)dx != z ? dx : NULL;
-  __m512d acc[6];
-  for (int k = 0; k < 6; k++) acc[k] = _mm512_setzero_pd();
-  long cnt = 0;
+  __m512d acc[3] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+  __m512i cnt = _mm512_setzero_si512();
   size_t i = 0;
   __m512 e;
   for (; i + 16 <= n; i += 16) {
-    cnt += xent_step(_mm512_loadu_ps(x + i), _mm512_loadu_ps(z + i), vm, md, ALL16, &e, acc);
+    CAIRN__ZR_PF(x + n, i);
+    CAIRN__ZR_PF(z + n, i);
+    xent_step(_mm512_loadu_ps(x + i), _mm512_loadu_ps(z + i), nm, md, ALL16, &e, acc, &cnt);
     if (ey) _mm512_storeu_ps(ey + i, e);
   }
   if (i < n) {
     const __mmask16 mk = cairn__z_mask(n - i);
-    cnt += xent_step(_mm512_maskz_loadu_ps(mk, x + i), _mm512_maskz_loadu_ps(mk, z + i), vm, md, mk, &e, acc);
+    xent_step(_mm512_maskz_loadu_ps(mk, x + i), _mm512_maskz_loadu_ps(mk, z + i), nm, md, mk, &e, acc, &cnt);
     if (ey) _mm512_mask_storeu_ps(ey + i, mk, e);
   }
-  const double sm1 = cairn__z_hsum_pd(_mm512_add_pd(acc[0], acc[1])) + (double)(cnt - 1);
-  const double zs = cairn__z_hsum_pd(_mm512_add_pd(acc[2], acc[3]));
-  const double a = cairn__z_hsum_pd(_mm512_add_pd(acc[4], acc[5]));
+  const double sm1 = cairn__z_hsum_pd(acc[2]) * CAIRN__ZR_2M64 + (double)(cairn__zr_hsum_epi32(cnt) - 1);
+  const double zs = cairn__z_hsum_pd(acc[0]);
+  const double a = cairn__z_hsum_pd(acc[1]);
   const double s = 1.0 + sm1;
   if (dx) {
     const __m512 vz = _mm512_set1_ps((float)zs);
     const __m512 vsm1 = _mm512_set1_ps((float)sm1);
     const __m512 c = _mm512_set1_ps((float)((double)scale / s));
-#define CAIRN__G(ev, zv) _mm512_mul_ps(_mm512_fnmadd_ps(zv, vsm1, _mm512_fmsub_ps(ev, vz, zv)), c)
-#define CAIRN__GX(xv, zv) CAIRN__G(cairn__z_exp_shifted(xv, vm), zv)
+    const __m512 f = _mm512_set1_ps((float)CAIRN__ZR_2M64);
+#define CAIRN__G(ev, zv) \
+  _mm512_mul_ps(_mm512_fnmadd_ps(zv, vsm1, _mm512_fmsub_ps(_mm512_mul_ps(ev, f), vz, zv)), c)
+#define CAIRN__GX(xv, zv) CAIRN__G(cairn__zr_exp64(xv, nm, &dd), zv)
+    __m512 dd;
     if (ey) CAIRN__AVX512_MAP2(ey, z, dx, n, CAIRN__G);
     else CAIRN__AVX512_MAP2(x, z, dx, n, CAIRN__GX);
 #undef CAIRN__GX
@@ -98,7 +107,7 @@ double cairn_xent_row_avx512(const float *x, const float *z, float *dx, size_t n
  * correction. */
 CAIRN__ZINLINE __m512 sigxent16(__m512 x, __m512 z, __mmask16 mk, __m512d *lo, __m512d *hi) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 e = cairn__z_exp_nonpos(cairn__z_or(x, _mm512_set1_ps(-0.0f))); /* e^−|x| */
+  const __m512 e = cairn__z_exp_negabs(x); /* e^−|x| */
   const __m512 u = _mm512_add_ps(one, e);
   const __m512 r = cairn__z_rcp1(u);
   const __m512 l = _mm512_maskz_mov_ps(mk, cairn__z_log1p_pos_r(e, u, r));

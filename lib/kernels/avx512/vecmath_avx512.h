@@ -16,9 +16,15 @@
  *  - log splits x with VGETMANTPS/VGETEXPPS, which normalise subnormals
  *    themselves (no pre-scale), and sets ±0, negatives, inf and NaN with one
  *    VFIXUPIMMPS: no special-case blends and no per-vector branch;
- *  - quotients whose denominator is 1 + e, e in [0, 1], use a 14-bit
- *    reciprocal (VRCP14PS), one Newton step and one residual correction
- *    (see cairn__z_div1).
+ *  - where one reciprocal serves two quotients it is a 14-bit estimate
+ *    (VRCP14PS), one Newton step and one residual correction per quotient
+ *    (see cairn__z_div1; single quotients are VDIVPS, as in the AVX2 tier);
+ *  - loops take four vectors per step (two in the AVX2 tier), and the
+ *    objects are compiled with -fschedule-insns (configure.ac), so that the
+ *    vectors' dependency chains interleave.
+ * With the same operations in the same order, most functions give the
+ * AVX2 tier's bits (tests: avx512_elem_same_bits_as_avx2); the row passes
+ * are in rowmath_avx512.h.
  *
  * Every function computes each lane from that lane's inputs alone, so the
  * value written for an element never depends on its position or on n.
@@ -47,21 +53,62 @@ static inline size_t cairn__z_stream_head(const float *y, size_t n) {
   return head < n ? head : n;
 }
 
-/* y[i] = F(x[i]) for i < n: whole vectors, then one masked vector for the
- * tail (masked lanes load as 0 and are never stored). y may be x. */
+/* The whole vectors of y[i] = F(x[i]) (RUN1) or F(a[i], b[i]) (RUN2) from
+ * i_ on, four per step, then one, each result written by STORE
+ * (_mm512_storeu_ps, or _mm512_stream_ps on an aligned y); i_ is left at
+ * the first element after them. As in the AVX2 tier (two per step there):
+ * every result of a step is computed before any is stored (y may be an
+ * input), and the independent dependency chains of a long F sit side by
+ * side in the instruction stream, interleaved by -fschedule-insns
+ * (configure.ac). Four rather than two: measured on Zen 5 in cache,
+ * sigmoid 1.13×, gelu_tanh 1.2×, gelu_bwd 1.16×, gelu_tanh_bwd 1.12×,
+ * exp 1.1× faster, tanh and gelu about the same (the 32 registers then
+ * hold fewer of the constants; the loads that replace them are cheap).
+ * Each lane's value is the same whichever loop computes it. */
+#define CAIRN__AVX512_RUN1(x, y, i_, n, F, STORE)                                                  \
+  do {                                                                                             \
+    for (; (i_) + 64 <= (n); (i_) += 64) {                                                         \
+      const __m512 r0_ = F(_mm512_loadu_ps((x) + (i_))), r1_ = F(_mm512_loadu_ps((x) + (i_) + 16)); \
+      const __m512 r2_ = F(_mm512_loadu_ps((x) + (i_) + 32)), r3_ = F(_mm512_loadu_ps((x) + (i_) + 48)); \
+      STORE((y) + (i_), r0_);                                                                      \
+      STORE((y) + (i_) + 16, r1_);                                                                 \
+      STORE((y) + (i_) + 32, r2_);                                                                 \
+      STORE((y) + (i_) + 48, r3_);                                                                 \
+    }                                                                                              \
+    for (; (i_) + 16 <= (n); (i_) += 16) STORE((y) + (i_), F(_mm512_loadu_ps((x) + (i_))));        \
+  } while (0)
+
+#define CAIRN__AVX512_RUN2(a, b, y, i_, n, F, STORE)                                               \
+  do {                                                                                             \
+    for (; (i_) + 64 <= (n); (i_) += 64) {                                                         \
+      const __m512 r0_ = F(_mm512_loadu_ps((a) + (i_)), _mm512_loadu_ps((b) + (i_)));              \
+      const __m512 r1_ = F(_mm512_loadu_ps((a) + (i_) + 16), _mm512_loadu_ps((b) + (i_) + 16));    \
+      const __m512 r2_ = F(_mm512_loadu_ps((a) + (i_) + 32), _mm512_loadu_ps((b) + (i_) + 32));    \
+      const __m512 r3_ = F(_mm512_loadu_ps((a) + (i_) + 48), _mm512_loadu_ps((b) + (i_) + 48));    \
+      STORE((y) + (i_), r0_);                                                                      \
+      STORE((y) + (i_) + 16, r1_);                                                                 \
+      STORE((y) + (i_) + 32, r2_);                                                                 \
+      STORE((y) + (i_) + 48, r3_);                                                                 \
+    }                                                                                              \
+    for (; (i_) + 16 <= (n); (i_) += 16)                                                           \
+      STORE((y) + (i_), F(_mm512_loadu_ps((a) + (i_)), _mm512_loadu_ps((b) + (i_))));              \
+  } while (0)
+
+/* y[i] = F(x[i]) for i < n: whole vectors (RUN1), then one masked vector
+ * for the tail (masked lanes load as 0 and are never stored). y may be x. */
 #define CAIRN__AVX512_MAP1(x, y, n, F)                                                             \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
-    if (cairn__kernels_stream && (const void *)(y) != (const void *)(x) && (n) >= 64) {           \
-      size_t h_ = cairn__z_stream_head((y), (n));                                                  \
-      if (h_) {                                                                                    \
-        const __mmask16 m_ = cairn__z_mask(h_);                                                    \
+    if (cairn__kernels_stream && (const void *)(y) != (const void *)(x) && (n) >= 64) {            \
+      i_ = cairn__z_stream_head((y), (n));                                                         \
+      if (i_) {                                                                                    \
+        const __mmask16 m_ = cairn__z_mask(i_);                                                    \
         _mm512_mask_storeu_ps((y), m_, F(_mm512_maskz_loadu_ps(m_, (x))));                         \
       }                                                                                            \
-      for (i_ = h_; i_ + 16 <= (n); i_ += 16) _mm512_stream_ps((y) + i_, F(_mm512_loadu_ps((x) + i_))); \
+      CAIRN__AVX512_RUN1(x, y, i_, n, F, _mm512_stream_ps);                                        \
       _mm_sfence();                                                                                \
     }                                                                                              \
-    for (; i_ + 16 <= (n); i_ += 16) _mm512_storeu_ps((y) + i_, F(_mm512_loadu_ps((x) + i_)));    \
+    CAIRN__AVX512_RUN1(x, y, i_, n, F, _mm512_storeu_ps);                                          \
     if (i_ < (n)) {                                                                                \
       const __mmask16 m_ = cairn__z_mask((n)-i_);                                                  \
       _mm512_mask_storeu_ps((y) + i_, m_, F(_mm512_maskz_loadu_ps(m_, (x) + i_)));                 \
@@ -72,19 +119,17 @@ static inline size_t cairn__z_stream_head(const float *y, size_t n) {
 #define CAIRN__AVX512_MAP2(a, b, y, n, F)                                                          \
   do {                                                                                             \
     size_t i_ = 0;                                                                                 \
-    if (cairn__kernels_stream && (const void *)(y) != (const void *)(a) &&                        \
+    if (cairn__kernels_stream && (const void *)(y) != (const void *)(a) &&                         \
         (const void *)(y) != (const void *)(b) && (n) >= 64) {                                     \
-      size_t h_ = cairn__z_stream_head((y), (n));                                                  \
-      if (h_) {                                                                                    \
-        const __mmask16 m_ = cairn__z_mask(h_);                                                    \
+      i_ = cairn__z_stream_head((y), (n));                                                         \
+      if (i_) {                                                                                    \
+        const __mmask16 m_ = cairn__z_mask(i_);                                                    \
         _mm512_mask_storeu_ps((y), m_, F(_mm512_maskz_loadu_ps(m_, (a)), _mm512_maskz_loadu_ps(m_, (b)))); \
       }                                                                                            \
-      for (i_ = h_; i_ + 16 <= (n); i_ += 16)                                                      \
-        _mm512_stream_ps((y) + i_, F(_mm512_loadu_ps((a) + i_), _mm512_loadu_ps((b) + i_)));       \
+      CAIRN__AVX512_RUN2(a, b, y, i_, n, F, _mm512_stream_ps);                                     \
       _mm_sfence();                                                                                \
     }                                                                                              \
-    for (; i_ + 16 <= (n); i_ += 16)                                                               \
-      _mm512_storeu_ps((y) + i_, F(_mm512_loadu_ps((a) + i_), _mm512_loadu_ps((b) + i_)));         \
+    CAIRN__AVX512_RUN2(a, b, y, i_, n, F, _mm512_storeu_ps);                                       \
     if (i_ < (n)) {                                                                                \
       const __mmask16 m_ = cairn__z_mask((n)-i_);                                                  \
       _mm512_mask_storeu_ps((y) + i_, m_,                                                          \
@@ -129,14 +174,20 @@ CAIRN__ZINLINE void cairn__z_acc_pd(__m512 v, __m512d *lo, __m512d *hi) {
 }
 
 /* Quotients whose denominator is 1 + e, e in [0, 1] (or NaN): every one in
- * this file. A 14-bit reciprocal estimate, one Newton step (relative error
- * ~2^−28), the quotient q = num·r and one residual correction
+ * this file. Where one reciprocal serves two quotients (sigmoid xent) it is
+ * formed once: a 14-bit estimate (VRCP14PS), one Newton step (relative
+ * error ~2^−28), then per quotient q = num·r and one residual correction
  * q + (num − q·den)·r, whose residual the FMA forms exactly: correctly
  * rounded but for a vanishing fraction of ties, like the AVX2 tier's
- * refined reciprocal. A 512-bit VDIVPS occupies the divider for ~10 cycles
- * on Intel cores (twice its 256-bit cost), more than these five FMA-pipe
- * operations; CAIRN__Z_USE_DIV selects VDIVPS instead (bench/RESULTS.md
- * has the comparison). */
+ * refined reciprocal. A single quotient (sigmoid, tanh, gelu_tanh) is one
+ * VDIVPS, as in the AVX2 tier, which gives these functions its quotients
+ * bit for bit. Which is faster depends on the core: on AMD Zen 5 (full
+ * 512-bit datapaths) VDIVPS made sigmoid 1.3× and gelu_tanh 1.08× faster
+ * in cache than the five FMA-pipe operations of the reciprocal; on Intel
+ * Emerald Rapids, whose divider is busy twice as long for a 512-bit VDIVPS
+ * as for a 256-bit one, the reciprocal measured 1.05–1.2× faster under
+ * heavy load (bench/RESULTS.md).
+ * -DCAIRN__Z_USE_RCP builds the reciprocal form for comparison. */
 CAIRN__ZINLINE __m512 cairn__z_rcp1(__m512 den) {
   const __m512 r = _mm512_rcp14_ps(den);
   return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(den, r, _mm512_set1_ps(1.0f)), r);
@@ -146,10 +197,10 @@ CAIRN__ZINLINE __m512 cairn__z_div_r(__m512 num, __m512 den, __m512 r) {
   return _mm512_fmadd_ps(_mm512_fnmadd_ps(q, den, num), r, q);
 }
 CAIRN__ZINLINE __m512 cairn__z_div1(__m512 num, __m512 den) {
-#ifdef CAIRN__Z_USE_DIV
-  return _mm512_div_ps(num, den);
-#else
+#ifdef CAIRN__Z_USE_RCP
   return cairn__z_div_r(num, den, cairn__z_rcp1(den));
+#else
+  return _mm512_div_ps(num, den);
 #endif
 }
 
@@ -165,41 +216,68 @@ typedef struct {
   __m512 k; /* k, an integer-valued float */
 } cairn__z_exps;
 
-/* For x in [−174, 88.8] or NaN (no clamp: NaN gives NaN). */
-CAIRN__ZINLINE cairn__z_exps cairn__z_exp_split_inrange(__m512 x, __m512 lo) {
-  const __m512 fk = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+/* x − k·ln 2 in two steps (ln 2 split hi + lo, so the first product is
+ * exact) plus lo, the caller's low part of x (−0 when x is exact: the
+ * compiler drops that addition). */
+CAIRN__ZINLINE __m512 cairn__z_exp_reduce(__m512 x, __m512 fk, __m512 lo) {
   __m512 r = _mm512_fnmadd_ps(fk, _mm512_set1_ps(0.693147182464599609375f), x);
   r = _mm512_fnmadd_ps(fk, _mm512_set1_ps(-1.904654299957768e-09f), r);
-  r = _mm512_add_ps(r, lo);
+  return _mm512_add_ps(r, lo);
+}
+
+/* P(r) of e^r = 1 + r + r²·P(r) on |r| ≤ ln2/2, degree 5. */
+CAIRN__ZINLINE __m512 cairn__z_exp_p(__m512 r) {
   __m512 p = _mm512_set1_ps(1.9875691500e-4f);
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  return _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+}
+
+/* e^r − 1 = r + r²·P(r) and *fk = k = round(x·log2 e) (the product rounded
+ * first, then to the integer, as ROUNDPS does in the AVX2 tier: the same k). */
+CAIRN__ZINLINE __m512 cairn__z_exp_poly_m1(__m512 x, __m512 lo, __m512 *fk_out) {
+  const __m512 fk = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = cairn__z_exp_reduce(x, fk, lo);
+  *fk_out = fk;
+  return _mm512_fmadd_ps(cairn__z_exp_p(r), _mm512_mul_ps(r, r), r);
+}
+
+/* For x in [−174, 88.8] or NaN (no clamp: NaN gives NaN). */
+CAIRN__ZINLINE cairn__z_exps cairn__z_exp_split_inrange(__m512 x, __m512 lo) {
   cairn__z_exps e;
-  e.p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  e.k = fk;
+  e.p = _mm512_add_ps(cairn__z_exp_poly_m1(x, lo, &e.k), _mm512_set1_ps(1.0f));
   return e;
 }
 
 /* The clamp keeps the range reduction meaningful (a huge |x| would give a
- * garbage r); e^x is inf above 88.72 and 0 below −103.97 either way. */
+ * garbage r); e^x is inf above 88.72 and 0 below −103.97 either way.
+ * MINPS/MAXPS return their second operand when one is NaN: NaN stays NaN.
+ * (VRANGEPS would clamp |x| in one instruction, but it returns the other
+ * operand for a NaN.) */
 CAIRN__ZINLINE cairn__z_exps cairn__z_exp_split(__m512 x, __m512 lo) {
   x = _mm512_max_ps(_mm512_set1_ps(-174.0f), _mm512_min_ps(_mm512_set1_ps(88.8f), x));
   return cairn__z_exp_split_inrange(x, lo);
 }
 
+/* The same for x ≤ 0 or NaN: only the low clamp. */
+CAIRN__ZINLINE cairn__z_exps cairn__z_exp_split_nonpos(__m512 x, __m512 lo) {
+  return cairn__z_exp_split_inrange(_mm512_max_ps(_mm512_set1_ps(-174.0f), x), lo);
+}
+
+/* e^x. VSCALEFPS rounds p·2^k once for every x, so the AVX2 tier's
+ * one-multiplication fast path (and its per-vector branch) has nothing to
+ * save here. */
 CAIRN__ZINLINE __m512 cairn__z_exp(__m512 x) {
   const cairn__z_exps e = cairn__z_exp_split(x, _mm512_set1_ps(-0.0f));
   return _mm512_scalef_ps(e.p, e.k);
 }
 
-/* e^x for x ≤ 0 or NaN: only the low clamp. */
-CAIRN__ZINLINE __m512 cairn__z_exp_nonpos(__m512 x) {
-  const cairn__z_exps e =
-      cairn__z_exp_split_inrange(_mm512_max_ps(_mm512_set1_ps(-174.0f), x), _mm512_set1_ps(-0.0f));
+/* e^−|x| (sigmoid, sigmoid xent) */
+CAIRN__ZINLINE __m512 cairn__z_exp_negabs(__m512 x) {
+  const cairn__z_exps e = cairn__z_exp_split_nonpos(cairn__z_or(x, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(-0.0f));
   return _mm512_scalef_ps(e.p, e.k);
 }
 
@@ -258,27 +336,50 @@ CAIRN__ZINLINE __m512 cairn__z_log1p_pos_r(__m512 a, __m512 u, __m512 r) {
  * As the AVX2 tier: σ = (x < 0 ? e : 1)/(1 + e), e = e^−|x|. */
 CAIRN__ZINLINE __m512 cairn__z_sigmoid(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 e = cairn__z_exp_nonpos(cairn__z_or(x, _mm512_set1_ps(-0.0f))); /* e^−|x| */
+  const __m512 e = cairn__z_exp_negabs(x);
   /* x's sign bit: −0 takes e = 1, the same as 1; NaN is NaN either way */
   const __m512 num = _mm512_mask_mov_ps(one, cairn__z_signs(x), e);
   return cairn__z_div1(num, _mm512_add_ps(one, e));
 }
 
-/* tanh x = x + x³·P(x²) for |x| < 0.625, else ±(1 − 2e/(1 + e)), e = e^−2|x|. */
+/* tanh|x| = (1 − e)/(1 + e), e = e^−2|x| = 2^k·e^r: the AVX2 tier's method
+ * (vecmath_avx2.h, where it is derived): one exponential for both forms,
+ * blended before one quotient,
+ *   |x| < 0.625:  −q/(2 + q),  q = e − 1 = (2^k − 1) + 2^k·(e^r − 1)
+ *   elsewhere:    1 − 2e/(1 + e),
+ * the quotient num/(a + b) taken against the exact denominator den + dlo:
+ * Q = num/den (VDIVPS), Q += (num − Q·den − Q·dlo)·rcp(den), the residual
+ * against den exact by FMA. These are the AVX2 tier's operations but for
+ * the estimate rcp(den) of the last step, RCPPS (12 bits) there and
+ * VRCP14PS here: the correction is ~2^−24·Q, so either estimate is plenty,
+ * and the two tiers agree but where the last rounding falls within the
+ * estimates' difference of a tie, and there differ by one ulp
+ * (avx512_tanh_near_avx2; RCPPS's estimates themselves differ between AMD
+ * and Intel cores).
+ * −2|x| is clamped at −18.5 as there; MAXPS keeps a NaN, which takes the
+ * second form. 2^k (k in [−27, 0]) is VSCALEFPS(1, k), exact. The sign of
+ * x goes back on with one VPTERNLOGD. */
 CAIRN__ZINLINE __m512 cairn__z_tanh(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 sx = cairn__z_and(_mm512_set1_ps(-0.0f), x);
-  const __m512 ax = cairn__z_abs(x);
-  const __m512 z = _mm512_mul_ps(x, x);
-  __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
-  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954e-2f));
-  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531e-2f));
-  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036e-1f));
-  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422e-1f));
-  const __m512 small = cairn__z_or(_mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x), sx);
-  const __m512 e = cairn__z_exp_nonpos(_mm512_mul_ps(_mm512_set1_ps(-2.0f), ax));
-  const __m512 big = cairn__z_or(_mm512_sub_ps(one, cairn__z_div1(_mm512_add_ps(e, e), _mm512_add_ps(one, e))), sx);
-  return _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ), small);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512 y = _mm512_max_ps(_mm512_set1_ps(-18.5f), _mm512_mul_ps(_mm512_set1_ps(-2.0f), cairn__z_abs(x)));
+  __m512 fk;
+  const __m512 em1r = cairn__z_exp_poly_m1(y, _mm512_set1_ps(-0.0f), &fk);
+  const __m512 s = _mm512_scalef_ps(one, fk);
+  const __m512 q = _mm512_fmadd_ps(s, em1r, _mm512_sub_ps(s, one)); /* e − 1 */
+  const __m512 e = _mm512_fmadd_ps(s, em1r, s);
+  const __mmask16 small = _mm512_cmp_ps_mask(y, _mm512_set1_ps(-1.25f), _CMP_GT_OQ);
+  const __m512 num = _mm512_mask_xor_ps(_mm512_add_ps(e, e), small, q, sign);
+  const __m512 a = _mm512_mask_mov_ps(one, small, _mm512_set1_ps(2.0f));
+  const __m512 b = _mm512_mask_mov_ps(e, small, q);
+  const __m512 den = _mm512_add_ps(a, b);
+  const __m512 dlo = _mm512_sub_ps(b, _mm512_sub_ps(den, a));
+  __m512 qt = cairn__z_div1(num, den);
+  qt = _mm512_fmadd_ps(_mm512_fnmadd_ps(qt, dlo, _mm512_fnmadd_ps(qt, den, num)), _mm512_rcp14_ps(den), qt);
+  const __m512 t = _mm512_mask_mov_ps(_mm512_sub_ps(one, qt), small, qt);
+  /* t | (x & sign) */
+  return _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(_mm512_castps_si512(t), _mm512_castps_si512(x), _mm512_castps_si512(sign), 0xf8));
 }
 
 /* ---- normal tail (erfc) --------------------------------------------------------
@@ -330,82 +431,6 @@ CAIRN__ZINLINE cairn__z_exps cairn__z_gauss_split(__m512 u) {
   const __m512 hu = _mm512_mul_ps(_mm512_set1_ps(-0.5f), u);
   const __m512 hi = _mm512_mul_ps(hu, u);
   return cairn__z_exp_split_inrange(hi, _mm512_fmsub_ps(hu, u, hi));
-}
-
-/* ---- rows --------------------------------------------------------------------- */
-
-/* max of x[0..n), n ≥ 1 (masked tail lanes read as −inf). */
-static inline float cairn__z_row_max(const float *x, size_t n) {
-  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
-  __m512 m0 = ninf, m1 = ninf;
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
-    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
-  }
-  for (; i < n; i += 16) {
-    const __mmask16 mk = n - i >= 16 ? (__mmask16)0xffff : cairn__z_mask(n - i);
-    m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(ninf, mk, x + i));
-  }
-  m0 = _mm512_max_ps(m0, m1);
-  __m256 h8 = _mm256_max_ps(_mm512_castps512_ps256(m0), _mm512_extractf32x8_ps(m0, 1));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-  return _mm_cvtss_f32(h);
-}
-
-/* e^(x − m) for a row max m, x − m carried exactly as d + err (TwoSum), as
- * in the AVX2 tier; err is zeroed where d < −104 (x = −inf gives 0). */
-CAIRN__ZINLINE __m512 cairn__z_exp_shifted(__m512 x, __m512 m) {
-  const __m512 nm = _mm512_sub_ps(_mm512_setzero_ps(), m);
-  const __m512 d = _mm512_add_ps(x, nm);
-  const __m512 bv = _mm512_sub_ps(d, x);
-  const __m512 av = _mm512_sub_ps(d, bv);
-  __m512 err = _mm512_add_ps(_mm512_sub_ps(x, av), _mm512_sub_ps(nm, bv));
-  err = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(-104.0f), _CMP_GE_OQ), err);
-  const cairn__z_exps e = cairn__z_exp_split_inrange(_mm512_max_ps(_mm512_set1_ps(-174.0f), d), err);
-  return _mm512_scalef_ps(e.p, e.k);
-}
-
-/* One vector of a row's exp pass: e = e^(x − m) to *e_out, rest += Σ e over
- * the element lanes (mk) with x ≠ m, and the number of element lanes with
- * x = m (each of which has e = 1 exactly) returned. */
-CAIRN__ZINLINE int cairn__z_row_expsum_step(__m512 xv, __m512 vm, __mmask16 mk, __m512 *e_out, __m512d *lo,
-                                           __m512d *hi) {
-  const __m512 e = cairn__z_exp_shifted(xv, vm);
-  *e_out = e;
-  const __mmask16 eq = _mm512_mask_cmp_ps_mask(mk, xv, vm, _CMP_EQ_OQ);
-  cairn__z_acc_pd(_mm512_maskz_mov_ps((__mmask16)(mk & ~eq), e), lo, hi);
-  return __builtin_popcount((unsigned)eq);
-}
-
-/* S − 1 for S = Σ_j e^(x_j − m), m the row max, n ≥ 1 (see the AVX2 tier).
- * Stores the e^(x_j − m) to y if y is not NULL (y may be x). Two vectors
- * per step into two accumulator pairs, combined at the end in a fixed
- * order: the sum's bits depend only on n. */
-static inline double cairn__z_row_expsum_m1(const float *x, float *y, size_t n, float m) {
-  const __m512 vm = _mm512_set1_ps(m);
-  const __mmask16 all = (__mmask16)0xffff;
-  __m512d lo0 = _mm512_setzero_pd(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
-  long cnt = 0;
-  size_t i = 0;
-  __m512 e0, e1;
-  for (; i + 32 <= n; i += 32) {
-    cnt += cairn__z_row_expsum_step(_mm512_loadu_ps(x + i), vm, all, &e0, &lo0, &hi0);
-    cnt += cairn__z_row_expsum_step(_mm512_loadu_ps(x + i + 16), vm, all, &e1, &lo1, &hi1);
-    if (y) _mm512_storeu_ps(y + i, e0), _mm512_storeu_ps(y + i + 16, e1);
-  }
-  for (; i + 16 <= n; i += 16) {
-    cnt += cairn__z_row_expsum_step(_mm512_loadu_ps(x + i), vm, all, &e0, &lo0, &hi0);
-    if (y) _mm512_storeu_ps(y + i, e0);
-  }
-  if (i < n) {
-    const __mmask16 mk = cairn__z_mask(n - i);
-    cnt += cairn__z_row_expsum_step(_mm512_maskz_loadu_ps(mk, x + i), vm, mk, &e0, &lo0, &hi0);
-    if (y) _mm512_mask_storeu_ps(y + i, mk, e0);
-  }
-  return cairn__z_hsum_pd(_mm512_add_pd(_mm512_add_pd(lo0, hi0), _mm512_add_pd(lo1, hi1))) + (double)(cnt - 1);
 }
 
 #endif
