@@ -31,6 +31,7 @@
 #include "ckpt_write_impl.h"
 #include "internal.h"
 #include "interop_impl.h"
+#include "npz_impl.h"
 
 #define NPZ_MAX_RANK 32           /* NumPy's limit is 64; more is refused as cairn's 8 is */
 #define NPY_MAX_HEADER 10000u     /* NumPy writes far less; its own reader's limit is 10,000 */
@@ -47,19 +48,6 @@
 #define SIG_EOCD 0x06054b50u
 #define SIG_EOCD64 0x06064b50u
 #define SIG_LOC64 0x07064b50u
-
-typedef struct npz_member {
-  char *name;
-  zip_uint64_t usize, csize;
-  uint32_t crc;
-} npz_member;
-
-struct cairn_npz_reader {
-  char *path;
-  zip_t *za;
-  npz_member *m;
-  size_t n;
-};
 
 static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t rd32(const unsigned char *p) {
@@ -344,33 +332,6 @@ static cairn_status zip_open_error(const char *path, int zerr, int fd_dup) {
   return s;
 }
 
-/* A file that is not a ZIP may be a checkpoint of another format given to
- * the .npz reader (ckpt-inspect import tries it last): name the format
- * found, and for a foreign checkpoint that does not open (a safetensors
- * file cut short), its own reader's error, so that a truncated file is
- * reported as truncated, not as "not a ZIP". `zip_st` is the ZIP check's
- * error, returned as it was otherwise. */
-static cairn_status other_format(int fd, const char *path, cairn_status zip_st) {
-  unsigned char head[4];
-  if (pread_all(fd, head, sizeof head, 0) == 0 && head[0] == 0x89 && head[1] == 'C' && head[2] == 'R' &&
-      head[3] == 'N') {
-    char zip_msg[600];
-    snprintf(zip_msg, sizeof zip_msg, "%s", cairn_errmsg());
-    return cairn__fail(zip_st, "npz_reader_open: %s: a cairn checkpoint, not a ZIP (.npz) file (%s)", path, zip_msg);
-  }
-  const ck_backend *b = cairn__ck_detect(NULL, path, -1);
-  if (!b) return zip_st;
-  cairn_ckpt *c = NULL;
-  cairn_status st = cairn_ckpt_open(path, NULL, &c);
-  const char *what = strcmp(b->name, "tf") == 0 ? "a TensorFlow checkpoint" : "a safetensors file";
-  if (st)
-    return cairn__fail_wrap(st, "npz_reader_open: %s: %s, not a ZIP (.npz) file, and it %s: ", path, what,
-                            st == CAIRN_E_TRUNCATED ? "is truncated (cut short)" : "does not open");
-  cairn_ckpt_close(c);
-  return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: %s, not a ZIP (.npz) file: open it with cairn_ckpt_open "
-                     "(ckpt-inspect import reads it as such)", path, what);
-}
-
 /* Directory entry i of the archive: its name (safe), sizes and CRC into
  * r->m[r->n] (r->n advanced once the name is kept), and the checks of its
  * encryption, method and sizes. */
@@ -405,45 +366,31 @@ static cairn_status read_member_entry(cairn_npz_reader *r, const char *path, zip
   return CAIRN_OK;
 }
 
-cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "npz_reader_open: out is NULL");
+cairn_status cairn__npz_reader_open_fd(int fd, const char *path, cairn_npz_reader **out, int *not_zip) {
   *out = NULL;
-  if (!path) return cairn__fail(CAIRN_E_NULL, "npz_reader_open: path is NULL");
-  /* O_NONBLOCK: a FIFO must not block the open; it is refused below. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    int e = errno;
-    return cairn__fail(e == ENOENT ? CAIRN_E_NOT_FOUND : CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(e));
-  }
+  if (not_zip) *not_zip = 0;
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a regular file", path);
-  }
+  if (fstat(fd, &st) != 0) return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a regular file", path);
   cairn_status s = check_end_records(fd, path, (uint64_t)st.st_size);
   if (s) {
-    s = other_format(fd, path, s);
-    close(fd);
+    if (not_zip) *not_zip = 1;
     return s;
   }
   cairn_npz_reader *r = calloc(1, sizeof *r);
   if (!r || !(r->path = strdup(path))) {
     free(r);
-    close(fd);
     return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
   }
   /* ZIP_CHECKCONS: the end record must end the file, the directory must
    * end where the end record starts, and every local header must agree
-   * with its directory entry (name, method, CRC, sizes). */
-  int fd_dup = dup(fd), zerr = 0;
-  r->za = zip_fdopen(fd, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+   * with its directory entry (name, method, CRC, sizes). libzip owns the
+   * descriptor it is given: a duplicate of the caller's. */
+  int zfd = dup(fd), fd_dup = dup(fd), zerr = 0;
+  r->za = zfd >= 0 ? zip_fdopen(zfd, ZIP_RDONLY | ZIP_CHECKCONS, &zerr) : NULL;
   if (!r->za) {
-    close(fd);
+    if (zfd >= 0) close(zfd);
+    else zerr = ZIP_ER_OPEN;
     cairn_npz_reader_close(r);
     return zip_open_error(path, zerr, fd_dup);
   }
@@ -459,12 +406,12 @@ cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
     return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
   }
   for (zip_int64_t i = 0; i < n; i++)
-    if ((s = read_member_entry(r, path, i)) != CAIRN_OK) goto fail;
+    if ((s = read_member_entry(r, path, i)) != CAIRN_OK) {
+      cairn_npz_reader_close(r);
+      return s;
+    }
   *out = r;
   return CAIRN_OK;
-fail:
-  cairn_npz_reader_close(r);
-  return s;
 }
 
 /* ---- .npy header ------------------------------------------------------------------- */
@@ -739,9 +686,9 @@ static int ms_drain(mstream *ms, unsigned char *buf, size_t cap) {
   }
 }
 
-/* Fortran order → C order for count items of es bytes in src, appended to
- * w through buf (cap bytes, a multiple of es). */
-static cairn_status append_transposed(cairn_ckpt_writer *w, const unsigned char *src, int rank, const int64_t *shape,
+/* Fortran order → C order for count items of es bytes in src, handed to
+ * sink through buf (cap bytes, a multiple of es). */
+static cairn_status append_transposed(const npz_sink *sink, const unsigned char *src, int rank, const int64_t *shape,
                                       uint64_t count, size_t es, unsigned char *buf, size_t cap) {
   int64_t idx[NPZ_MAX_RANK] = {0};
   uint64_t fstride[NPZ_MAX_RANK], s = 1, off = 0;
@@ -754,7 +701,7 @@ static cairn_status append_transposed(cairn_ckpt_writer *w, const unsigned char 
     memcpy(buf + fill, src + off * es, es);
     fill += es;
     if (fill + es > cap || i + 1 == count) {
-      cairn_status st = cairn_ckpt_writer_append(w, buf, fill);
+      cairn_status st = sink->data(sink->u, buf, fill);
       if (st) return st;
       fill = 0;
     }
@@ -770,8 +717,6 @@ static cairn_status append_transposed(cairn_ckpt_writer *w, const unsigned char 
   return CAIRN_OK;
 }
 
-/* The body of cairn_npz_reader_import once the member is open; buf holds
- * NPZ_IO_CHUNK bytes. *begun is set once the tensor is begun in w. */
 /* A member's .npy header, as read and checked. */
 typedef struct npy_info {
   npy_header h;
@@ -860,11 +805,11 @@ static int read_npy_header(mstream *ms, unsigned char *buf, const char *what, np
   return 0;
 }
 
-/* The record after the header: the array's data, streamed into the
- * writer's tensor tname (byte order and bool values fixed; a Fortran-order
- * array, read whole and bounded, transposed to C order). */
-static cairn_status write_npy_data(mstream *ms, cairn_ckpt_writer *w, const char *tname, unsigned char *buf,
-                                   const char *what, const npy_info *ni, int *begun) {
+/* The record after the header: the array's data, streamed to k (byte
+ * order and bool values fixed; a Fortran-order array, read whole and
+ * bounded, transposed to C order), after k's header. */
+static cairn_status write_npy_data(mstream *ms, const npz_sink *k, unsigned char *buf, const char *what,
+                                   const npy_info *ni) {
   const npz_member *m = ms->m;
   int shortr = 0;
   int fortran = ni->h.fortran && ni->h.rank > 1 && ni->count > 1;
@@ -887,35 +832,36 @@ static cairn_status write_npy_data(mstream *ms, cairn_ckpt_writer *w, const char
     }
     fix_items(whole, (size_t)ni->nbytes, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
   }
-  if ((s = cairn_ckpt_writer_begin(w, tname, ni->dt, ni->h.rank, ni->h.shape))) {
+  if ((s = k->header(k->u, ni->dt, ni->h.rank, ni->h.shape, ni->nbytes))) {
     free(whole);
     return s;
   }
-  *begun = 1;
   if (fortran) {
-    s = append_transposed(w, whole, ni->h.rank, ni->h.shape, ni->count, ni->es, buf, NPZ_IO_CHUNK);
+    s = append_transposed(k, whole, ni->h.rank, ni->h.shape, ni->count, ni->es, buf, NPZ_IO_CHUNK);
     free(whole);
     return s;
   }
   uint64_t left = ni->nbytes;
   while (left > 0) {
-    size_t k = left < NPZ_IO_CHUNK ? (size_t)left : NPZ_IO_CHUNK;
-    if (ms_read_full(ms, buf, k, &shortr) != 0) {
+    size_t len = left < NPZ_IO_CHUNK ? (size_t)left : NPZ_IO_CHUNK;
+    if (ms_read_full(ms, buf, len, &shortr) != 0) {
       if (shortr)
         return cairn__fail(CAIRN_E_FORMAT,
                            "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
                            ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
       return ms->st;
     }
-    fix_items(buf, k, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
-    if ((s = cairn_ckpt_writer_append(w, buf, k))) return s;
-    left -= k;
+    fix_items(buf, len, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
+    if ((s = k->data(k->u, buf, len))) return s;
+    left -= len;
   }
   return CAIRN_OK;
 }
 
-static cairn_status import_member(mstream *ms, cairn_ckpt_writer *w, const char *tname, unsigned char *buf,
-                                  int *begun) {
+/* The member, open in ms, record by record: its .npy header, then (with
+ * k->data) its data and its end (libzip's CRC and size checks). buf holds
+ * NPZ_IO_CHUNK bytes. */
+static cairn_status stream_member(mstream *ms, const npz_sink *k, unsigned char *buf) {
   const npz_member *m = ms->m;
   char what[1024];
   snprintf(what, sizeof what, "npz_reader_import: %s: member '%s'", ms->path, m->name);
@@ -942,18 +888,15 @@ static cairn_status import_member(mstream *ms, cairn_ckpt_writer *w, const char 
   if (ni.nbytes > NPZ_MAX_MEMBER_BYTES)
     return cairn__fail(CAIRN_E_LIMIT, "%s: %llu bytes of data exceed the limit of %llu bytes per member", what,
                        (unsigned long long)ni.nbytes, (unsigned long long)NPZ_MAX_MEMBER_BYTES);
-  cairn_status s = write_npy_data(ms, w, tname, buf, what, &ni, begun);
+  if (!k->data) return k->header(k->u, ni.dt, ni.h.rank, ni.h.shape, ni.nbytes);
+  cairn_status s = write_npy_data(ms, k, buf, what, &ni);
   if (s) return s;
   /* The end of the member: libzip's CRC and size checks. */
   int64_t n = ms_read(ms, buf, 1);
-  if (n != 0) return ms->st; /* n > 0 cannot pass ms_read: sizes were checked */
-  return cairn_ckpt_writer_end(w);
+  return n != 0 ? ms->st : CAIRN_OK; /* n > 0 cannot pass ms_read: sizes were checked */
 }
 
-cairn_status cairn_npz_reader_import(cairn_npz_reader *r, size_t i, cairn_ckpt_writer *w, const char *name) {
-  if (!r || !w || !name) return cairn__fail(CAIRN_E_NULL, "npz_reader_import: reader, writer or name is NULL");
-  if (i >= r->n)
-    return cairn__fail(CAIRN_E_INVALID, "npz_reader_import: %s: no member %zu (the archive has %zu)", r->path, i, r->n);
+cairn_status cairn__npz_member_stream(cairn_npz_reader *r, size_t i, const npz_sink *k) {
   const npz_member *m = &r->m[i];
   zip_file_t *zf = zip_fopen_index(r->za, i, 0);
   if (!zf)
@@ -964,10 +907,39 @@ cairn_status cairn_npz_reader_import(cairn_npz_reader *r, size_t i, cairn_ckpt_w
     return cairn__fail(CAIRN_E_NOMEM, "npz_reader_import: %s: out of memory", r->path);
   }
   mstream ms = {.path = r->path, .m = m, .zf = zf, .got = 0, .crc = (uint32_t)crc32(0, Z_NULL, 0), .st = CAIRN_E_FORMAT};
-  int begun = 0;
-  cairn_status s = import_member(&ms, w, name, buf, &begun);
-  if (s && begun && w->cur) cairn__ckw_set_failed(w, s); /* a partial record is in the file */
+  cairn_status s = stream_member(&ms, k, buf);
   free(buf);
   zip_fclose(zf);
+  return s;
+}
+
+/* cairn_npz_reader_import's sink: the checkpoint writer's streamed tensor. */
+typedef struct import_sink {
+  cairn_ckpt_writer *w;
+  const char *name;
+  int begun; /* the tensor is begun in w */
+} import_sink;
+
+static cairn_status import_header(void *u, cairn_dtype dt, int rank, const int64_t *shape, uint64_t nbytes) {
+  (void)nbytes;
+  import_sink *k = u;
+  cairn_status s = cairn_ckpt_writer_begin(k->w, k->name, dt, rank, shape);
+  k->begun = s == CAIRN_OK;
+  return s;
+}
+
+static cairn_status import_data(void *u, const unsigned char *p, size_t n) {
+  return cairn_ckpt_writer_append(((import_sink *)u)->w, p, n);
+}
+
+cairn_status cairn_npz_reader_import(cairn_npz_reader *r, size_t i, cairn_ckpt_writer *w, const char *name) {
+  if (!r || !w || !name) return cairn__fail(CAIRN_E_NULL, "npz_reader_import: reader, writer or name is NULL");
+  if (i >= r->n)
+    return cairn__fail(CAIRN_E_INVALID, "npz_reader_import: %s: no member %zu (the archive has %zu)", r->path, i, r->n);
+  import_sink is = {.w = w, .name = name};
+  npz_sink k = {.header = import_header, .data = import_data, .u = &is};
+  cairn_status s = cairn__npz_member_stream(r, i, &k);
+  if (!s) s = cairn_ckpt_writer_end(w);
+  if (s && is.begun && w->cur) cairn__ckw_set_failed(w, s); /* a partial record is in the file */
   return s;
 }
