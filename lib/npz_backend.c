@@ -77,8 +77,9 @@ static cairn_status npz_fill_view(cairn_npz_reader *r, const cairn_ckpt_limits *
     if (!st) st = cairn__npz_member_stream(r, i, &k);
     if (st) return st;
     if (e->raw_bytes > lim->max_tensor_bytes)
-      return cairn__fail(CAIRN_E_LIMIT, "ckpt_open: '%s': member '%s.npy' holds %llu bytes, more than the limit of %llu",
-                         r->path, e->name, (ull)e->raw_bytes, (ull)lim->max_tensor_bytes);
+      return cairn__fail(CAIRN_E_LIMIT,
+                         "ckpt_open: '%s': member '%s.npy' holds %llu bytes, more than the limit of %llu", r->path,
+                         e->name, (ull)e->raw_bytes, (ull)lim->max_tensor_bytes);
     e->seq = (uint32_t)i; /* the member to stream */
     v->n = i + 1;
   }

@@ -1064,12 +1064,15 @@ Test(checkpoint_saver_hook, checkpoint_session_logs_go_to_the_summary_writer) {
 
 /* ==== #99 StepCounterHook =========================================================== */
 
+/* StepCounterHook's options as an argument: SC(.every_n_steps = 10). */
+#define SC(...) (&(cairn_step_counter_hook_options){__VA_ARGS__})
+
 Test(step_counter_hook, test_step_counter_every_n_steps) {
   graph g;
   graph_new(&g);
   rec_writer *w = writer_new();
   cairn_hook *h;
-  OK(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_steps = 10, .summary_writer = &w->w, .env = &ENV}, &h));
+  OK(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .summary_writer = &w->w, .env = &ENV), &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1098,7 +1101,7 @@ Test(step_counter_hook, test_step_counter_every_n_secs) {
   graph_new(&g);
   rec_writer *w = writer_new();
   cairn_hook *h;
-  OK(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_secs = 0.1, .summary_writer = &w->w, .env = &ENV}, &h));
+  OK(cairn_hook_new_step_counter(SC(.every_n_secs = 0.1, .summary_writer = &w->w, .env = &ENV), &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1126,7 +1129,7 @@ Test(step_counter_hook, test_log_warning_if_global_step_not_increased) {
   graph_new(&g);
   g.increment = 0; /* keep the same */
   cairn_hook *h;
-  OK(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_steps = 1, .env = &ENV}, &h));
+  OK(cairn_hook_new_step_counter(SC(.every_n_steps = 1, .env = &ENV), &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1146,9 +1149,10 @@ Test(step_counter_hook, test_log_warning_if_global_step_not_increased) {
 
 Test(step_counter_hook, constructor_errors) {
   cairn_hook *h;
-  cr_assert_eq(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_steps = 10, .every_n_secs = 1.0, .env = &ENV}, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .every_n_secs = 1.0, .env = &ENV), &h),
+               CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "exactly one of every_n_steps and every_n_secs should be provided.");
-  cr_assert_eq(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_steps = -1, .env = &ENV}, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.every_n_steps = -1, .env = &ENV), &h), CAIRN_E_INVALID);
 }
 
 /* Options left zero (or NULL) are TF's default, every 100 steps: the
@@ -1158,7 +1162,7 @@ Test(step_counter_hook, zero_options_mean_every_100_steps) {
   graph_new(&g);
   rec_writer *w = writer_new();
   cairn_hook *h;
-  OK(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.summary_writer = &w->w, .env = &ENV}, &h));
+  OK(cairn_hook_new_step_counter(SC(.summary_writer = &w->w, .env = &ENV), &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1205,7 +1209,7 @@ Test(hooks, builtin_options_size_zero_means_the_first_layout) {
   HAS(cairn_errmsg(), "cairn_stop_at_step_hook_options");
   cr_assert_eq(cairn_hook_new_stop_at_step(-3, NULL, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "hook_new_stop_at_step: step is -3, must be >= 0");
-  cr_assert_eq(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.struct_size = 1}, &h),
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.struct_size = 1), &h),
                CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "hook_new_step_counter: options->struct_size is 1");
   cr_assert_eq(cairn_hook_new_nan_tensor("loss", &(cairn_nan_tensor_hook_options){.struct_size = 2}, &h),
@@ -1784,7 +1788,7 @@ Test(step_counter_hook, summary_writer_size_zero_means_the_first_layout) {
     table.w = w->w;
     table.w.struct_size = i == 0 ? 0 : i == 1 ? CAIRN_SUMMARY_WRITER_SIZE : sizeof table;
     cairn_hook *h;
-    OK(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_steps = 10, .summary_writer = &table.w, .env = &ENV}, &h));
+    OK(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .summary_writer = &table.w, .env = &ENV), &h));
     memset(&table, 0xff, sizeof table); /* the hook reads its own copy */
     OK(cairn__hook_begin(h, g.r));
     graph_session(&g);
@@ -1805,7 +1809,8 @@ Test(step_counter_hook, summary_writer_size_zero_means_the_first_layout) {
 
   cairn_summary_writer bad = {.flush = w_flush, .struct_size = 8};
   cairn_hook *h = (cairn_hook *)&bad;
-  cr_assert_eq(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_steps = 10, .summary_writer = &bad, .env = &ENV}, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .summary_writer = &bad, .env = &ENV), &h),
+               CAIRN_E_INVALID);
   cr_assert_null(h);
   cr_assert(strstr(cairn_errmsg(), "hook_new_step_counter: summary_writer->struct_size is 8") &&
                 strstr(cairn_errmsg(), "sizeof(cairn_summary_writer)"),
@@ -1880,11 +1885,11 @@ Test(step_counter_hook, env_with_a_bad_size_is_refused) {
   cairn_env bad = ENV;
   bad.struct_size = 4;
   cairn_hook *h = (cairn_hook *)&bad;
-  cr_assert_eq(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_steps = 10, .env = &bad}, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .env = &bad), &h), CAIRN_E_INVALID);
   cr_assert_null(h);
   cr_assert(strstr(cairn_errmsg(), "timer_new: env->struct_size is 4"), "%s", cairn_errmsg());
   cairn_env zero;
   memset(&zero, 0, sizeof zero);
-  OK(cairn_hook_new_step_counter(&(cairn_step_counter_hook_options){.every_n_steps = 10, .env = &zero}, &h));
+  OK(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .env = &zero), &h));
   cairn_hook_free(h);
 }

@@ -1597,3 +1597,29 @@ Test(npz_backend, npz_reader_open_still_names_other_formats) {
             "%s", cairn_errmsg());
   free(b);
 }
+
+/* A directory with no checkpoint and one .npz restores from it, as from
+ * its one .safetensors file. */
+Test(npz_backend, restore_from_a_directory_with_one_npz) {
+  cr_assert_eq(mkdir(P("d"), 0777), 0);
+  float b[2] = {4, 5};
+  int64_t s2 = 2;
+  cairn_tensor tb;
+  cr_assert_eq(cairn_tensor_view(&tb, b, CAIRN_DTYPE_F32, 1, &s2), CAIRN_OK);
+  cairn_ckpt_out_options o = cairn_ckpt_out_options_default();
+  o.format = CAIRN_CKPT_FORMAT_NPZ;
+  cairn_ckpt_out *w;
+  cr_assert_eq(cairn_ckpt_out_open(P("d/weights.npz"), &o, &w), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_out_add(w, "dense/bias", &tb), CAIRN_OK);
+  cr_assert_eq(cairn_ckpt_out_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_registry *r;
+  cr_assert_eq(cairn_registry_new(1, &r), CAIRN_OK);
+  cairn_var *v = mkvar(r, "dense/bias", 2);
+  cairn_saver *s;
+  cr_assert_eq(cairn_saver_new_list(&v, 1, NULL, &s), CAIRN_OK);
+  cr_assert_eq(cairn_saver_restore(s, P("d"), NULL), CAIRN_OK, "%s", cairn_errmsg());
+  const float *bv = cairn_tensor_f32(cairn_var_tensor(v));
+  cr_assert(bv[0] == 4 && bv[1] == 5);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}

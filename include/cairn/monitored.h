@@ -553,7 +553,8 @@ CAIRN_API cairn_stop_at_step_hook_options cairn_stop_at_step_hook_options_defaul
  * CAIRN_E_INVALID ("hook_new_stop_at_step: step is -3, must be >= 0"; a
  * struct_size below the first layout), CAIRN_E_NOMEM. begin() needs a
  * global step ("Global step should be created to use StopAtStepHook."). */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_stop_at_step(int64_t step, const cairn_stop_at_step_hook_options *o,
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_stop_at_step(int64_t step,
+                                                                const cairn_stop_at_step_hook_options *o,
                                                                 cairn_hook **out);
 /* Deprecated (doc/deprecated.md): 0.1's StopAtStepHook, < 0 meaning None;
  * removed in the next release. */
