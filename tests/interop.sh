@@ -141,7 +141,7 @@ run "$TOOL" verify "$T/flip.safetensors"
 if [ "$rc" -ne 0 ] && grep -q 'safetensors header: .* has dtype "F22"' "$T/out"; then ok "a damaged safetensors header is refused, naming the file"
 else not_ok "a damaged safetensors header (verify exit $rc)"; fi
 
-# ---- 9-12. warm start from a TF checkpoint, safetensors, .npz-----------------------------------------
+# ---- 9-12. warm start from a TF checkpoint, safetensors, .npz ----------------------------------------
 WARM="--data-dir $S --seed 7 --batch-size 8 --log-every 0 --threads 1 --max-steps 40 --eval-every 40 --method init_fn"
 run "$PROG" warm-start --from "$C" --checkpoint-dir "$T/w-own" $WARM
 cp "$T/out" "$T/own.out"
