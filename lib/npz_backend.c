@@ -9,7 +9,9 @@
  * Fortran-order array transposed (bounded), and the member's CRC-32 and
  * size checked at its end, so a read or a verify fails on damaged data as
  * cairn_npz_reader_import does, naming the file and the member. The archive
- * has no metadata. Writing is cairn_npz_writer_* (npz_write.c). */
+ * has no metadata. Messages begin with the call (ckpt_open, ckpt_read,
+ * ckpt_verify) and name the file and the member. Writing is
+ * cairn_npz_writer_* (npz_write.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
 
@@ -73,7 +75,7 @@ static cairn_status npz_fill_view(cairn_npz_reader *r, const cairn_ckpt_limits *
   for (size_t i = 0; i < n; i++) {
     ck_entry *e = &v->ents[i];
     cairn_status st = member_name(r, i, &at, e);
-    npz_sink k = {.header = entry_header, .u = e};
+    npz_sink k = {.header = entry_header, .u = e, .fn = "ckpt_open"};
     if (!st) st = cairn__npz_member_stream(r, i, &k);
     if (st) return st;
     if (e->raw_bytes > lim->max_tensor_bytes)
@@ -93,7 +95,7 @@ static cairn_status npz_open(const ck_source *src, const cairn_ckpt_limits *lim,
   *state = NULL;
   if (src->fd < 0) return cairn__fail(CAIRN_E_IO, "ckpt_open: '%s': %s", src->path, src->open_why);
   cairn_npz_reader *r = NULL;
-  cairn_status st = cairn__npz_reader_open_fd(src->fd, src->path, &r, NULL);
+  cairn_status st = cairn__npz_reader_open_fd(src->fd, "ckpt_open", src->path, &r, NULL);
   if (!st) st = npz_fill_view(r, lim, v);
   if (!st) st = cairn__ck_view_watch(v, src->fd, src->path);
   if (st) {
@@ -138,7 +140,7 @@ static cairn_status mem_data(void *u, const unsigned char *p, size_t n) {
 
 static cairn_status npz_stream(cairn_npz_reader *r, const ck_entry *e, unsigned char *dst) {
   into_mem m = {.e = e, .dst = dst};
-  npz_sink k = {.header = mem_header, .data = mem_data, .u = &m};
+  npz_sink k = {.header = mem_header, .data = mem_data, .u = &m, .fn = dst ? "ckpt_read" : "ckpt_verify"};
   return cairn__npz_member_stream(r, e->seq, &k);
 }
 

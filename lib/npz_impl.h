@@ -27,9 +27,11 @@ struct cairn_npz_reader {
 
 /* Opens the archive on fd (a descriptor of path, which stays the
  * caller's: libzip gets a duplicate) with every check of
- * cairn_npz_reader_open. *not_zip is set when the ZIP end records were not
- * found or refused (the caller may then say what the file is instead). */
-cairn_status cairn__npz_reader_open_fd(int fd, const char *path, cairn_npz_reader **out, int *not_zip);
+ * cairn_npz_reader_open; messages begin "<fn>: <path>: ". *not_zip is set
+ * when the ZIP end records were not found or refused (the caller may then
+ * say what the file is instead). */
+cairn_status cairn__npz_reader_open_fd(int fd, const char *fn, const char *path, cairn_npz_reader **out,
+                                      int *not_zip);
 
 /* Where a member's array goes as it is streamed. */
 typedef struct npz_sink {
@@ -41,11 +43,12 @@ typedef struct npz_sink {
      checked. NULL: stop after header, nothing more is read. */
   cairn_status (*data)(void *u, const unsigned char *p, size_t n);
   void *u;
+  const char *fn; /* the call the messages begin with; NULL: "npz_reader_import" */
 } npz_sink;
 
 /* Streams member i (a .npy array) through k, with the checks and messages
- * of cairn_npz_reader_import (which names the file, the member and what
- * failed). */
+ * of cairn_npz_reader_import ("<k->fn>: <path>: member 'w.npy': ...", with
+ * the values at fault). */
 cairn_status cairn__npz_member_stream(cairn_npz_reader *r, size_t i, const npz_sink *k);
 
 #endif

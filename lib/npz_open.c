@@ -56,7 +56,7 @@ cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
     return cairn__fail(e == ENOENT ? CAIRN_E_NOT_FOUND : CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(e));
   }
   int not_zip = 0;
-  cairn_status s = cairn__npz_reader_open_fd(fd, path, out, &not_zip);
+  cairn_status s = cairn__npz_reader_open_fd(fd, "npz_reader_open", path, out, &not_zip);
   if (s && not_zip) s = other_format(fd, path, s);
   close(fd);
   return s;

@@ -108,25 +108,26 @@ static int cmp_extent(const void *a, const void *b) {
  * data) before the next starts. The same walk refuses names with a NUL
  * inside. Memory: the directory (at most NPZ_CD_MAX_BYTES, part of the
  * file) and 16 bytes per member. */
-static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint64_t cd_off, uint64_t cd_size) {
+static cairn_status check_no_overlap(int fd, const char *fn, const char *path, uint64_t n, uint64_t cd_off,
+                                     uint64_t cd_size) {
   if (n == 0) return CAIRN_OK;
   unsigned char *cd = malloc((size_t)cd_size);
   extent *x = malloc((size_t)n * sizeof *x);
   cairn_status s = CAIRN_OK;
   if (!cd || !x) {
-    s = cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory for a %llu-byte central directory", path,
+    s = cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory for a %llu-byte central directory", fn, path,
                     (unsigned long long)cd_size);
     goto done;
   }
   if (pread_all(fd, cd, (size_t)cd_size, cd_off) != 0) {
-    s = cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(errno));
+    s = cairn__fail(CAIRN_E_IO, "%s: %s: read error: %s", fn, path, strerror(errno));
     goto done;
   }
   uint64_t p = 0;
   for (uint64_t i = 0; i < n; i++) {
     const unsigned char *C = cd + p;
     if (cd_size - p < 46 || rd32(C) != 0x02014b50u || cd_size - p - 46 < (uint64_t)rd16(C + 28) + rd16(C + 30) + rd16(C + 32)) {
-      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: central directory entry %llu is malformed (offset %llu)", path,
+      s = cairn__fail(CAIRN_E_FORMAT, "%s: %s: central directory entry %llu is malformed (offset %llu)", fn, path,
                       (unsigned long long)i, (unsigned long long)(cd_off + p));
       goto done;
     }
@@ -134,7 +135,7 @@ static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint6
     /* libzip hands names out as C strings: one with a NUL inside would
      * reach cairn cut short. */
     if (memchr(C + 46, 0, (size_t)nlen)) {
-      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %llu has an unsafe name (a NUL byte inside)", path,
+      s = cairn__fail(CAIRN_E_FORMAT, "%s: %s: member %llu has an unsafe name (a NUL byte inside)", fn, path,
                       (unsigned long long)i);
       goto done;
     }
@@ -158,9 +159,9 @@ static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint6
     x[i].end = off + 30 + nlen + csize; /* no overflow: each term < 2^62 or checked below */
     if (off > cd_off || csize > cd_off || x[i].end > cd_off) {
       s = cairn__fail(CAIRN_E_FORMAT,
-                      "npz_reader_open: %s: member %llu (local header at %llu, %llu compressed bytes) runs into the "
+                      "%s: %s: member %llu (local header at %llu, %llu compressed bytes) runs into the "
                       "central directory at %llu",
-                      path, (unsigned long long)i, (unsigned long long)off, (unsigned long long)csize,
+                      fn, path, (unsigned long long)i, (unsigned long long)off, (unsigned long long)csize,
                       (unsigned long long)cd_off);
       goto done;
     }
@@ -170,9 +171,9 @@ static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint6
   for (uint64_t i = 0; i + 1 < n; i++)
     if (x[i].end > x[i + 1].start) {
       s = cairn__fail(CAIRN_E_FORMAT,
-                      "npz_reader_open: %s: members overlap (the one at offset %llu runs to %llu, past the next at "
+                      "%s: %s: members overlap (the one at offset %llu runs to %llu, past the next at "
                       "%llu): refused, as a ZIP bomb would be",
-                      path, (unsigned long long)x[i].start, (unsigned long long)x[i].end,
+                      fn, path, (unsigned long long)x[i].start, (unsigned long long)x[i].end,
                       (unsigned long long)x[i + 1].start);
       goto done;
     }
@@ -188,18 +189,18 @@ done:
  * record (plus its comment) ends the file, the central directory ends where
  * the end record (or the ZIP64 one) starts, at most NPZ_MAX_MEMBERS entries
  * of at least 46 bytes each, at most NPZ_CD_MAX_BYTES of directory. */
-static cairn_status check_end_records(int fd, const char *path, uint64_t fsize) {
+static cairn_status check_end_records(int fd, const char *fn, const char *path, uint64_t fsize) {
   if (fsize < 22)
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a ZIP (.npz) file: only %llu bytes", path,
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: not a ZIP (.npz) file: only %llu bytes", fn, path,
                        (unsigned long long)fsize);
   size_t tail_len = fsize < 65535 + 22 ? (size_t)fsize : 65535 + 22;
   uint64_t tail_off = fsize - tail_len;
   unsigned char *tail = malloc(tail_len);
-  if (!tail) return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+  if (!tail) return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, path);
   if (pread_all(fd, tail, tail_len, tail_off) != 0) {
     int e = errno;
     free(tail);
-    return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(e));
+    return cairn__fail(CAIRN_E_IO, "%s: %s: read error: %s", fn, path, strerror(e));
   }
   long e = -1;
   for (long p = (long)tail_len - 22; p >= 0; p--)
@@ -209,33 +210,33 @@ static cairn_status check_end_records(int fd, const char *path, uint64_t fsize) 
     }
   if (e < 0) {
     free(tail);
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a ZIP (.npz) file: no end-of-central-directory record",
-                       path);
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: not a ZIP (.npz) file: no end-of-central-directory record",
+                       fn, path);
   }
   const unsigned char *E = tail + e;
   uint64_t eocd_off = tail_off + (uint64_t)e, cd_end = eocd_off;
   uint64_t n_disk = rd16(E + 8), n_total = rd16(E + 10), cd_size = rd32(E + 12), cd_off = rd32(E + 16);
   int multi = rd16(E + 4) != 0 || rd16(E + 6) != 0;
   free(tail);
-  if (multi) return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: multi-disk ZIP archives are not supported", path);
+  if (multi) return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: multi-disk ZIP archives are not supported", fn, path);
   unsigned char L[20], Z[56];
   if (eocd_off >= 20) {
     if (pread_all(fd, L, 20, eocd_off - 20) != 0)
-      return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(errno));
+      return cairn__fail(CAIRN_E_IO, "%s: %s: read error: %s", fn, path, strerror(errno));
     if (rd32(L) == SIG_LOC64) {
       uint64_t z_off = rd64(L + 8);
       if (rd32(L + 4) != 0 || rd32(L + 16) > 1)
-        return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: multi-disk ZIP64 archives are not supported", path);
+        return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: multi-disk ZIP64 archives are not supported", fn, path);
       if (z_off > eocd_off - 20 || eocd_off - 20 - z_off < 56)
-        return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: ZIP64 end record offset %llu is out of bounds", path,
+        return cairn__fail(CAIRN_E_FORMAT, "%s: %s: ZIP64 end record offset %llu is out of bounds", fn, path,
                            (unsigned long long)z_off);
       if (pread_all(fd, Z, 56, z_off) != 0)
-        return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(errno));
+        return cairn__fail(CAIRN_E_IO, "%s: %s: read error: %s", fn, path, strerror(errno));
       if (rd32(Z) != SIG_EOCD64 || rd64(Z + 4) != eocd_off - 20 - z_off - 12)
-        return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: bad ZIP64 end-of-central-directory record at offset %llu",
-                           path, (unsigned long long)z_off);
+        return cairn__fail(CAIRN_E_FORMAT, "%s: %s: bad ZIP64 end-of-central-directory record at offset %llu",
+                           fn, path, (unsigned long long)z_off);
       if (rd32(Z + 16) != 0 || rd32(Z + 20) != 0)
-        return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: multi-disk ZIP64 archives are not supported", path);
+        return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: multi-disk ZIP64 archives are not supported", fn, path);
       n_disk = rd64(Z + 24);
       n_total = rd64(Z + 32);
       cd_size = rd64(Z + 40);
@@ -244,24 +245,24 @@ static cairn_status check_end_records(int fd, const char *path, uint64_t fsize) 
     }
   }
   if (n_disk != n_total)
-    return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: multi-disk ZIP archives are not supported", path);
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: multi-disk ZIP archives are not supported", fn, path);
   if (n_total > NPZ_MAX_MEMBERS)
-    return cairn__fail(CAIRN_E_LIMIT, "npz_reader_open: %s: the end record claims %llu members, over the limit of %u",
-                       path, (unsigned long long)n_total, NPZ_MAX_MEMBERS);
+    return cairn__fail(CAIRN_E_LIMIT, "%s: %s: the end record claims %llu members, over the limit of %u",
+                       fn, path, (unsigned long long)n_total, NPZ_MAX_MEMBERS);
   if (cd_size > NPZ_CD_MAX_BYTES)
     return cairn__fail(CAIRN_E_LIMIT,
-                       "npz_reader_open: %s: the end record claims a central directory of %llu bytes, over the limit "
+                       "%s: %s: the end record claims a central directory of %llu bytes, over the limit "
                        "of %u",
-                       path, (unsigned long long)cd_size, NPZ_CD_MAX_BYTES);
+                       fn, path, (unsigned long long)cd_size, NPZ_CD_MAX_BYTES);
   if (cd_off > cd_end || cd_size != cd_end - cd_off)
     return cairn__fail(CAIRN_E_FORMAT,
-                       "npz_reader_open: %s: central directory (offset %llu, %llu bytes) does not end where the end "
+                       "%s: %s: central directory (offset %llu, %llu bytes) does not end where the end "
                        "record starts (%llu): a truncated or damaged ZIP",
-                       path, (unsigned long long)cd_off, (unsigned long long)cd_size, (unsigned long long)cd_end);
+                       fn, path, (unsigned long long)cd_off, (unsigned long long)cd_size, (unsigned long long)cd_end);
   if (n_total > cd_size / 46)
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: %llu members cannot fit in a %llu-byte central directory",
-                       path, (unsigned long long)n_total, (unsigned long long)cd_size);
-  return check_no_overlap(fd, path, n_total, cd_off, cd_size);
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: %llu members cannot fit in a %llu-byte central directory",
+                       fn, path, (unsigned long long)n_total, (unsigned long long)cd_size);
+  return check_no_overlap(fd, fn, path, n_total, cd_off, cd_size);
 }
 
 /* ---- open ------------------------------------------------------------------------- */
@@ -299,7 +300,7 @@ static char *find_duplicate(zip_t *za, zip_int64_t n) {
   return dup;
 }
 
-static cairn_status zip_open_error(const char *path, int zerr, int fd_dup) {
+static cairn_status zip_open_error(const char *fn, const char *path, int zerr, int fd_dup) {
   zip_error_t ze;
   zip_error_init_with_code(&ze, zerr);
   const char *what = zip_error_strerror(&ze);
@@ -313,19 +314,19 @@ static cairn_status zip_open_error(const char *path, int zerr, int fd_dup) {
     if (za) zip_discard(za);
     else close(fd_dup);
     fd_dup = -1;
-    s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member name '%s' appears twice", path, dup ? dup : "?");
+    s = cairn__fail(CAIRN_E_FORMAT, "%s: %s: member name '%s' appears twice", fn, path, dup ? dup : "?");
     free(dup);
   } else if (zerr == ZIP_ER_NOZIP) {
-    s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a ZIP (.npz) file (%s)", path, what);
+    s = cairn__fail(CAIRN_E_FORMAT, "%s: %s: not a ZIP (.npz) file (%s)", fn, path, what);
   } else if (zerr == ZIP_ER_MEMORY) {
-    s = cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: %s", path, what);
+    s = cairn__fail(CAIRN_E_NOMEM, "%s: %s: %s", fn, path, what);
   } else if (zerr == ZIP_ER_READ || zerr == ZIP_ER_SEEK || zerr == ZIP_ER_OPEN) {
-    s = cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: %s", path, what);
+    s = cairn__fail(CAIRN_E_IO, "%s: %s: %s", fn, path, what);
   } else {
     s = cairn__fail(CAIRN_E_FORMAT,
-                    "npz_reader_open: %s: a damaged ZIP (%s: the central directory and the members' local headers "
+                    "%s: %s: a damaged ZIP (%s: the central directory and the members' local headers "
                     "disagree, or the file is cut short)",
-                    path, what);
+                    fn, path, what);
   }
   if (fd_dup >= 0) close(fd_dup);
   zip_error_fini(&ze);
@@ -335,44 +336,45 @@ static cairn_status zip_open_error(const char *path, int zerr, int fd_dup) {
 /* Directory entry i of the archive: its name (safe), sizes and CRC into
  * r->m[r->n] (r->n advanced once the name is kept), and the checks of its
  * encryption, method and sizes. */
-static cairn_status read_member_entry(cairn_npz_reader *r, const char *path, zip_int64_t i) {
+static cairn_status read_member_entry(cairn_npz_reader *r, const char *fn, const char *path, zip_int64_t i) {
   zip_stat_t zs;
   const char *name = zip_get_name(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
   if (!name || zip_stat_index(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW, &zs) != 0)
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %lld: %s", path, (long long)i, zip_strerror(r->za));
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: member %lld: %s", fn, path, (long long)i, zip_strerror(r->za));
   npz_member *m = &r->m[r->n];
-  if (!(m->name = strdup(name))) return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+  if (!(m->name = strdup(name))) return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, path);
   r->n++;
   m->usize = zs.size;
   m->csize = zs.comp_size;
   m->crc = zs.crc;
   if (!cairn__npz_name_safe(name, strlen(name)))
     return cairn__fail(CAIRN_E_FORMAT,
-                       "npz_reader_open: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
+                       "%s: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
                        "character or invalid UTF-8)",
-                       path, (long long)i);
+                       fn, path, (long long)i);
   if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE)
-    return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: member '%s' is encrypted", path, name);
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: member '%s' is encrypted", fn, path, name);
   if (zs.comp_method != ZIP_CM_STORE && zs.comp_method != ZIP_CM_DEFLATE)
     return cairn__fail(CAIRN_E_UNSUPPORTED,
-                       "npz_reader_open: %s: member '%s' uses compression method %u (only stored and deflate are "
+                       "%s: %s: member '%s' uses compression method %u (only stored and deflate are "
                        "supported, as numpy.savez and savez_compressed write)",
-                       path, name, (unsigned)zs.comp_method);
+                       fn, path, name, (unsigned)zs.comp_method);
   if (zs.comp_method == ZIP_CM_STORE ? zs.comp_size != zs.size
                                      : (zs.comp_size == 0 || zs.size / DEFLATE_MAX_RATIO > zs.comp_size))
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member '%s' claims %llu bytes from %llu %s bytes: impossible",
-                       path, name, (unsigned long long)zs.size, (unsigned long long)zs.comp_size,
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: member '%s' claims %llu bytes from %llu %s bytes: impossible",
+                       fn, path, name, (unsigned long long)zs.size, (unsigned long long)zs.comp_size,
                        zs.comp_method == ZIP_CM_STORE ? "stored" : "deflated");
   return CAIRN_OK;
 }
 
-cairn_status cairn__npz_reader_open_fd(int fd, const char *path, cairn_npz_reader **out, int *not_zip) {
+cairn_status cairn__npz_reader_open_fd(int fd, const char *fn, const char *path, cairn_npz_reader **out,
+                                      int *not_zip) {
   *out = NULL;
   if (not_zip) *not_zip = 0;
   struct stat st;
-  if (fstat(fd, &st) != 0) return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(errno));
-  if (!S_ISREG(st.st_mode)) return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a regular file", path);
-  cairn_status s = check_end_records(fd, path, (uint64_t)st.st_size);
+  if (fstat(fd, &st) != 0) return cairn__fail(CAIRN_E_IO, "%s: %s: %s", fn, path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return cairn__fail(CAIRN_E_FORMAT, "%s: %s: not a regular file", fn, path);
+  cairn_status s = check_end_records(fd, fn, path, (uint64_t)st.st_size);
   if (s) {
     if (not_zip) *not_zip = 1;
     return s;
@@ -380,7 +382,7 @@ cairn_status cairn__npz_reader_open_fd(int fd, const char *path, cairn_npz_reade
   cairn_npz_reader *r = calloc(1, sizeof *r);
   if (!r || !(r->path = strdup(path))) {
     free(r);
-    return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, path);
   }
   /* ZIP_CHECKCONS: the end record must end the file, the directory must
    * end where the end record starts, and every local header must agree
@@ -392,21 +394,21 @@ cairn_status cairn__npz_reader_open_fd(int fd, const char *path, cairn_npz_reade
     if (zfd >= 0) close(zfd);
     else zerr = ZIP_ER_OPEN;
     cairn_npz_reader_close(r);
-    return zip_open_error(path, zerr, fd_dup);
+    return zip_open_error(fn, path, zerr, fd_dup);
   }
   if (fd_dup >= 0) close(fd_dup);
   zip_int64_t n = zip_get_num_entries(r->za, 0);
   if (n < 0 || (uint64_t)n > NPZ_MAX_MEMBERS) {
     cairn_npz_reader_close(r);
-    return cairn__fail(CAIRN_E_LIMIT, "npz_reader_open: %s: %lld members", path, (long long)n);
+    return cairn__fail(CAIRN_E_LIMIT, "%s: %s: %lld members", fn, path, (long long)n);
   }
   r->m = calloc((size_t)(n ? n : 1), sizeof *r->m);
   if (!r->m) {
     cairn_npz_reader_close(r);
-    return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, path);
   }
   for (zip_int64_t i = 0; i < n; i++)
-    if ((s = read_member_entry(r, path, i)) != CAIRN_OK) {
+    if ((s = read_member_entry(r, fn, path, i)) != CAIRN_OK) {
       cairn_npz_reader_close(r);
       return s;
     }
@@ -597,6 +599,7 @@ static void fix_items(unsigned char *p, size_t n, size_t es, int swap, int is_bo
 /* ---- one member, streamed --------------------------------------------------------- */
 
 typedef struct mstream {
+  const char *fn; /* the call, in messages */
   const char *path;
   const npz_member *m;
   zip_file_t *zf;
@@ -618,8 +621,8 @@ static int64_t ms_read(mstream *ms, void *buf, size_t len) {
     ms->crc = (uint32_t)crc32(ms->crc, buf, (uInt)n);
     ms->got += (uint64_t)n;
     if (ms->got > m->usize) {
-      ms->st = cairn__fail(CAIRN_E_FORMAT, "npz_reader_import: %s: member '%s' inflates to more than its declared %llu bytes",
-                  ms->path, m->name, (unsigned long long)m->usize);
+      ms->st = cairn__fail(CAIRN_E_FORMAT, "%s: %s: member '%s' inflates to more than its declared %llu bytes",
+                  ms->fn, ms->path, m->name, (unsigned long long)m->usize);
       return -1;
     }
     return n;
@@ -629,8 +632,8 @@ static int64_t ms_read(mstream *ms, void *buf, size_t len) {
      * header declares (it compares with what it inflated itself). */
     if (ms->got != m->usize) {
       ms->st = cairn__fail(CAIRN_E_FORMAT,
-                           "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
-                           ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
+                           "%s: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
+                           ms->fn, ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
       return -1;
     }
     return 0;
@@ -639,19 +642,19 @@ static int64_t ms_read(mstream *ms, void *buf, size_t len) {
    * computes the CRC-32 as well). */
   int ze = zip_error_code_zip(zip_file_get_error(ms->zf));
   if (ze == ZIP_ER_INCONS && ms->got != m->usize)
-    ms->st = cairn__fail(CAIRN_E_FORMAT, "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
-                ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
+    ms->st = cairn__fail(CAIRN_E_FORMAT, "%s: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
+                ms->fn, ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
   else if (ze == ZIP_ER_CRC)
-    ms->st = cairn__fail(CAIRN_E_CORRUPT, "npz_reader_import: %s: member '%s': CRC-32 %08x does not match the stored %08x (corrupt)",
-                ms->path, m->name, ms->crc, m->crc);
+    ms->st = cairn__fail(CAIRN_E_CORRUPT, "%s: %s: member '%s': CRC-32 %08x does not match the stored %08x (corrupt)",
+                ms->fn, ms->path, m->name, ms->crc, m->crc);
   else if (ze == ZIP_ER_READ || ze == ZIP_ER_SEEK)
-    ms->st = cairn__fail(CAIRN_E_IO, "npz_reader_import: %s: member '%s': %s", ms->path, m->name,
+    ms->st = cairn__fail(CAIRN_E_IO, "%s: %s: member '%s': %s", ms->fn, ms->path, m->name,
                 zip_file_strerror(ms->zf));
   else
     ms->st = cairn__fail(CAIRN_E_FORMAT,
-                "npz_reader_import: %s: member '%s': %s after %llu of its declared %llu bytes (invalid or cut-short "
+                "%s: %s: member '%s': %s after %llu of its declared %llu bytes (invalid or cut-short "
                 "deflate data)",
-                ms->path, m->name, zip_file_strerror(ms->zf), (unsigned long long)ms->got,
+                ms->fn, ms->path, m->name, zip_file_strerror(ms->zf), (unsigned long long)ms->got,
                 (unsigned long long)m->usize);
   return -1;
 }
@@ -847,8 +850,8 @@ static cairn_status write_npy_data(mstream *ms, const npz_sink *k, unsigned char
     if (ms_read_full(ms, buf, len, &shortr) != 0) {
       if (shortr)
         return cairn__fail(CAIRN_E_FORMAT,
-                           "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
-                           ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
+                           "%s: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
+                           ms->fn, ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
       return ms->st;
     }
     fix_items(buf, len, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
@@ -864,7 +867,7 @@ static cairn_status write_npy_data(mstream *ms, const npz_sink *k, unsigned char
 static cairn_status stream_member(mstream *ms, const npz_sink *k, unsigned char *buf) {
   const npz_member *m = ms->m;
   char what[1024];
-  snprintf(what, sizeof what, "npz_reader_import: %s: member '%s'", ms->path, m->name);
+  snprintf(what, sizeof what, "%s: %s: member '%s'", ms->fn, ms->path, m->name);
   char err[2048] = "";
   cairn_status code = CAIRN_E_FORMAT;
   npy_info ni;
@@ -898,15 +901,15 @@ static cairn_status stream_member(mstream *ms, const npz_sink *k, unsigned char 
 
 cairn_status cairn__npz_member_stream(cairn_npz_reader *r, size_t i, const npz_sink *k) {
   const npz_member *m = &r->m[i];
+  const char *fn = k->fn ? k->fn : "npz_reader_import";
   zip_file_t *zf = zip_fopen_index(r->za, i, 0);
-  if (!zf)
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_import: %s: member '%s': %s", r->path, m->name, zip_strerror(r->za));
+  if (!zf) return cairn__fail(CAIRN_E_FORMAT, "%s: %s: member '%s': %s", fn, r->path, m->name, zip_strerror(r->za));
   unsigned char *buf = malloc(NPZ_IO_CHUNK > NPY_MAX_HEADER ? NPZ_IO_CHUNK : NPY_MAX_HEADER);
   if (!buf) {
     zip_fclose(zf);
-    return cairn__fail(CAIRN_E_NOMEM, "npz_reader_import: %s: out of memory", r->path);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, r->path);
   }
-  mstream ms = {.path = r->path, .m = m, .zf = zf, .got = 0, .crc = (uint32_t)crc32(0, Z_NULL, 0), .st = CAIRN_E_FORMAT};
+  mstream ms = {.fn = fn, .path = r->path, .m = m, .zf = zf, .got = 0, .crc = (uint32_t)crc32(0, Z_NULL, 0), .st = CAIRN_E_FORMAT};
   cairn_status s = stream_member(&ms, k, buf);
   free(buf);
   zip_fclose(zf);
