@@ -200,7 +200,7 @@ static int finetune(const char *method, const char *from, const char *dir, int64
     goto out;
   }
   if ((st = cairn_scaffold_new(m.reg, &so, &sc)) || (st = cairn_op_new("train", train_step, &m, NULL, &train)) ||
-      (st = cairn_stop_at_step_hook_new(-1, steps, &stop))) {
+      (st = cairn_hook_new_stop_at_step(steps, NULL, &stop))) {
     ret = fail("setup", st, NULL);
     goto out;
   }

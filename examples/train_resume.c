@@ -260,7 +260,7 @@ static int cmd_train(const train_flags *f) {
   int have_ckpt = latest_checkpoint(f->dir, resumed, sizeof resumed);
 
   /* Stop when the global step reaches --steps, wherever it starts from. */
-  if ((st = cairn_stop_at_step_hook_new(-1, f->steps, &stop)) != CAIRN_OK) {
+  if ((st = cairn_hook_new_stop_at_step(f->steps, NULL, &stop)) != CAIRN_OK) {
     rc = report_error("StopAtStepHook", st, NULL);
     goto out;
   }

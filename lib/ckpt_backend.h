@@ -13,8 +13,9 @@
  *
  * Backends: cairn's own (ckpt_native_open.c opens, ckpt_native.c reads and
  * holds the table, ckpt_native_stage.c keeps staging; its write members are cairn's writer, ckpt_write.c),
- * safetensors (safetensors.c) and the TF bundle (tfbundle_read.c,
- * tfbundle_write.c). Detection and the choice of a backend by format:
+ * safetensors (safetensors.c), the TF bundle (tfbundle_read.c,
+ * tfbundle_write.c) and NumPy .npz (npz_backend.c over npz_read.c and
+ * npz_write.c). Detection and the choice of a backend by format:
  * ckpt_detect.c. */
 #ifndef CAIRN_CKPT_BACKEND_H
 #define CAIRN_CKPT_BACKEND_H
@@ -55,7 +56,7 @@ typedef struct ck_source {
 } ck_source;
 
 typedef struct ck_backend {
-  const char *name; /* "cairn", "tf" or "safetensors": cairn_ckpt_format */
+  const char *name; /* "cairn", "tf", "safetensors" or "npz": cairn_ckpt_format */
   /* Validates everything but the tensor bytes; limits are filled in. On
    * error the backend has freed what it allocated (*state, the view's
    * arrays, a descriptor it opened) and the view is zeroed. */
@@ -102,10 +103,11 @@ typedef struct ck_backend {
   static cairn_status PFX##_wcommit(void *w) { return COMMIT((T *)w); }                      \
   static void PFX##_wabort(void *w) { ABORT((T *)w); }
 
-/* The three formats. */
+/* The four formats. */
 extern const ck_backend cairn__ck_native;
 extern const ck_backend cairn__ck_safetensors;
 extern const ck_backend cairn__ck_tfbundle;
+extern const ck_backend cairn__ck_npz;
 
 /* The backend of a format named by cairn_ckpt_out's options, or NULL for
  * an unknown one (ckpt_detect.c). */
@@ -114,6 +116,8 @@ const ck_backend *cairn__ck_backend_of(cairn_ckpt_format_id format);
 /* The foreign backend for path by content, or NULL: cairn's own format (or
  * something no backend claims, which the cairn backend then refuses).
  * safetensors: a regular file whose byte 8 is '{' after an 8-byte length.
+ * npz: a file that starts with a ZIP local header ("PK\3\4") or an
+ * empty ZIP's end record ("PK\5\6").
  * TF bundle: path is not a file but "<path>.index" is a LevelDB table
  * with TF's footer magic; or path is such a "<prefix>.index" itself.
  * fd: path already open (cairn_ckpt_open, so that a cairn file is opened

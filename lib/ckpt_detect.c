@@ -56,6 +56,12 @@ const ck_backend *cairn__ck_detect(const cairn__dir *d, const char *path, int fd
     /* An 8-byte header length, then the JSON object's '{'. cairn's own
      * files start with "\x89CRN" and have a version number there. */
     if (r == 0 && b[8] == '{') return &cairn__ck_safetensors;
+    /* A ZIP (.npz) starts with its first member's local header, or is
+     * only an end record when it has none (numpy.savez of nothing). An
+     * empty ZIP is 22 bytes: the 9-byte read above fails only when the
+     * file is shorter than that. */
+    if (r == 0 && b[0] == 'P' && b[1] == 'K' && ((b[2] == 3 && b[3] == 4) || (b[2] == 5 && b[3] == 6)))
+      return &cairn__ck_npz;
     return NULL;
   }
 }
@@ -72,6 +78,7 @@ const ck_backend *cairn__ck_backend_of(cairn_ckpt_format_id format) {
   case CAIRN_CKPT_FORMAT_CAIRN: return &cairn__ck_native;
   case CAIRN_CKPT_FORMAT_TF: return &cairn__ck_tfbundle;
   case CAIRN_CKPT_FORMAT_SAFETENSORS: return &cairn__ck_safetensors;
+  case CAIRN_CKPT_FORMAT_NPZ: return &cairn__ck_npz;
   }
   return NULL;
 }

@@ -34,7 +34,7 @@ cairn_status cairn_ckpt_out_open(const char *path, const cairn_ckpt_out_options 
   const ck_backend *be = cairn__ck_backend_of(o.format);
   if (!be)
     return cairn__fail(CAIRN_E_INVALID,
-                       "%s: format %d is not one of CAIRN_CKPT_FORMAT_CAIRN (0), _TF (1), _SAFETENSORS (2)", fn,
+                       "%s: format %d is not one of CAIRN_CKPT_FORMAT_CAIRN (0), _TF (1), _SAFETENSORS (2), _NPZ (3)", fn,
                        (int)o.format);
   cairn_ckpt_out *c = calloc(1, sizeof *c);
   if (!c || !(c->path = cairn__strdup(path))) {

@@ -95,6 +95,11 @@ cairn_status cairn__checkpoint_hook_poll(cairn_hook *h, cairn_session *s, int wa
  * (cairn_session_global_step) before acting. */
 #define CAIRN__GLOBAL_STEP "global_step"
 
+/* StopAtStepHook with 0.1's rule (num_steps, last_step < 0: not given),
+ * which cairn_hook_new_stop_at_step maps its options onto and the
+ * deprecated cairn_stop_at_step_hook_new keeps (lib/hooks_deprecated.c). */
+cairn_status cairn__hook_new_stop_at_step(int64_t num_steps, int64_t last_step, cairn_hook **out);
+
 /* TF's begin(): "Global step should be created to use <hook>."
  * (CAIRN_E_STATE), or CAIRN_E_DTYPE when it is not an integer scalar. r
  * NULL (custom creator without a registry): checked when the step is first

@@ -17,7 +17,15 @@
 
 #include "cairn/monitored.h"
 #include "hook_impl.h"
+#include "table.h"
 #include "tensor_impl.h"
+
+/* The caller's options (NULL: all zero, the defaults) copied into dst at
+ * their struct_size, so a struct from an older header is read only as far
+ * as it goes (lib/table.h). */
+#define OPTIONS_COPY(dst, o, type, fn)                                                                       \
+  ((o) ? cairn__table_copy(&(dst), sizeof(dst), (o), offsetof(type, struct_size), fn, "options", #type, NULL) \
+       : (memset(&(dst), 0, sizeof(dst)), CAIRN_OK))
 
 /* ==== StopAtStepHook =============================================================== */
 
@@ -75,18 +83,37 @@ static const cairn_hook_vtable stop_vt = {
     .destroy = free,
 };
 
-cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "stop_at_step_hook_new: out is NULL");
+/* num_steps, last_step < 0: not given (TF's None; 0.1's rule, which the
+ * deprecated name keeps). */
+cairn_status cairn__hook_new_stop_at_step(int64_t num_steps, int64_t last_step, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_stop_at_step: out is NULL");
   *out = NULL;
   if (num_steps < 0 && last_step < 0) return cairn__fail(CAIRN_E_INVALID, "One of num_steps or last_step must be specified.");
   if (num_steps >= 0 && last_step >= 0)
     return cairn__fail(CAIRN_E_INVALID, "Only one of num_steps or last_step can be specified.");
   stop_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "stop_at_step_hook_new: out of memory");
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new_stop_at_step: out of memory");
   h->num_steps = num_steps;
   h->last_step = last_step;
   h->have_last = last_step >= 0;
   return cairn__hook_make(&stop_vt, h, free, out);
+}
+
+cairn_stop_at_step_hook_options cairn_stop_at_step_hook_options_default(void) {
+  cairn_stop_at_step_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
+cairn_status cairn_hook_new_stop_at_step(int64_t step, const cairn_stop_at_step_hook_options *o, cairn_hook **out) {
+  static const char fn[] = "hook_new_stop_at_step";
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
+  *out = NULL;
+  cairn_stop_at_step_hook_options c;
+  cairn_status st = OPTIONS_COPY(c, o, cairn_stop_at_step_hook_options, fn);
+  if (st != CAIRN_OK) return st;
+  if (step < 0) return cairn__fail(CAIRN_E_INVALID, "%s: step is %" PRId64 ", must be >= 0", fn, step);
+  return c.relative ? cairn__hook_new_stop_at_step(step, -1, out) : cairn__hook_new_stop_at_step(-1, step, out);
 }
 
 /* ==== StepCounterHook ================================================================== */
@@ -173,21 +200,34 @@ static const cairn_hook_vtable counter_vt = {
     .destroy = counter_destroy,
 };
 
-cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_secs, cairn_summary_writer *writer,
-                                         const cairn_env *env, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "step_counter_hook_new: out is NULL");
+cairn_step_counter_hook_options cairn_step_counter_hook_options_default(void) {
+  cairn_step_counter_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
+cairn_status cairn_hook_new_step_counter(const cairn_step_counter_hook_options *o, cairn_hook **out) {
+  static const char fn[] = "hook_new_step_counter";
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   *out = NULL;
-  if ((every_n_steps > 0) == (every_n_secs > 0))
+  cairn_step_counter_hook_options c;
+  cairn_status st = OPTIONS_COPY(c, o, cairn_step_counter_hook_options, fn);
+  if (st != CAIRN_OK) return st;
+  if (c.every_n_steps < 0 || c.every_n_secs < 0 || isnan(c.every_n_secs))
+    return cairn__fail(CAIRN_E_INVALID, "%s: %s is negative; must be > 0, or 0 for the default", fn,
+                       c.every_n_steps < 0 ? "every_n_steps" : "every_n_secs");
+  if (c.every_n_steps > 0 && c.every_n_secs > 0)
     return cairn__fail(CAIRN_E_INVALID, "exactly one of every_n_steps and every_n_secs should be provided.");
+  if (!c.every_n_steps && !c.every_n_secs) c.every_n_steps = 100; /* TF's default */
   counter_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "step_counter_hook_new: out of memory");
-  cairn_status st = cairn__summary_writer_copy(writer, &h->writer_copy, &h->writer, "step_counter_hook_new");
-  if (st == CAIRN_OK) st = cairn_timer_new(every_n_secs, every_n_steps, env, &h->timer);
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
+  st = cairn__summary_writer_copy(c.summary_writer, &h->writer_copy, &h->writer, fn);
+  if (st == CAIRN_OK) st = cairn_timer_new(c.every_n_secs, c.every_n_steps, c.env, &h->timer);
   if (st != CAIRN_OK) {
     free(h);
     return st;
   }
-  h->env = env;
+  h->env = c.env;
   h->steps_per_run = 1;
   return cairn__hook_make(&counter_vt, h, counter_destroy, out);
 }
@@ -332,11 +372,11 @@ cairn_logging_tensor_hook_options cairn_logging_tensor_hook_options_default(void
   return o;
 }
 
-cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "logging_tensor_hook_new: out is NULL");
+cairn_status cairn_hook_new_logging_tensor(const cairn_logging_tensor_hook_options *o, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: out is NULL");
   *out = NULL;
-  if (!o) return cairn__fail(CAIRN_E_NULL, "logging_tensor_hook_new: options are NULL");
-  if (o->n_names && !o->names) return cairn__fail(CAIRN_E_NULL, "logging_tensor_hook_new: names is NULL");
+  if (!o) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: options are NULL");
+  if (o->n_names && !o->names) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: names is NULL");
   int has_iter = o->every_n_iter != 0, has_secs = o->every_n_secs > 0;
   int only_at_end = o->at_end && !has_iter && !has_secs;
   if (!only_at_end && has_iter == has_secs)
@@ -345,7 +385,7 @@ cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_optio
   if (has_iter && o->every_n_iter <= 0)
     return cairn__fail(CAIRN_E_INVALID, "invalid every_n_iter=%" PRId64 ".", o->every_n_iter);
   logging_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "logging_tensor_hook_new: out of memory");
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new_logging_tensor: out of memory");
   cairn_status st = CAIRN_OK;
   if (!only_at_end) st = cairn_timer_new(o->every_n_secs, has_iter ? o->every_n_iter : 0, o->env, &h->timer);
   if (st != CAIRN_OK) {
@@ -362,16 +402,16 @@ cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_optio
   h->fetches = calloc(n, sizeof *h->fetches);
   if (!h->names || !h->values || !h->fetches) {
     logging_destroy(h);
-    return cairn__fail(CAIRN_E_NOMEM, "logging_tensor_hook_new: out of memory");
+    return cairn__fail(CAIRN_E_NOMEM, "hook_new_logging_tensor: out of memory");
   }
   for (size_t i = 0; i < o->n_names; i++) {
     if (!o->names[i]) {
       logging_destroy(h);
-      return cairn__fail(CAIRN_E_NULL, "logging_tensor_hook_new: names[%zu] is NULL", i);
+      return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: names[%zu] is NULL", i);
     }
     if (!(h->names[i] = cairn__strdup(o->names[i]))) {
       logging_destroy(h);
-      return cairn__fail(CAIRN_E_NOMEM, "logging_tensor_hook_new: out of memory");
+      return cairn__fail(CAIRN_E_NOMEM, "hook_new_logging_tensor: out of memory");
     }
     h->n_names = i + 1;
   }
@@ -416,15 +456,26 @@ static cairn_status nan_after_run(void *self, cairn_run_context *ctx, const cair
 
 static const cairn_hook_vtable nan_vt = {.name = nan_name, .before_run = nan_before_run, .after_run = nan_after_run, .destroy = nan_destroy};
 
-cairn_status cairn_nan_tensor_hook_new(const char *loss_name, int fail_on_nan_loss, cairn_hook **out) {
-  if (!out || !loss_name) return cairn__fail(CAIRN_E_NULL, "nan_tensor_hook_new: %s is NULL", out ? "loss_name" : "out");
+cairn_nan_tensor_hook_options cairn_nan_tensor_hook_options_default(void) {
+  cairn_nan_tensor_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
+cairn_status cairn_hook_new_nan_tensor(const char *loss_name, const cairn_nan_tensor_hook_options *o,
+                                       cairn_hook **out) {
+  static const char fn[] = "hook_new_nan_tensor";
+  if (!out || !loss_name) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, out ? "loss_name" : "out");
   *out = NULL;
+  cairn_nan_tensor_hook_options c;
+  cairn_status st = OPTIONS_COPY(c, o, cairn_nan_tensor_hook_options, fn);
+  if (st != CAIRN_OK) return st;
   nan_hook *h = calloc(1, sizeof *h);
   if (!h || !(h->loss = cairn__strdup(loss_name))) {
     free(h);
-    return cairn__fail(CAIRN_E_NOMEM, "nan_tensor_hook_new: out of memory");
+    return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   }
-  h->fail = fail_on_nan_loss != 0;
+  h->fail = !c.warn_only;
   return cairn__hook_make(&nan_vt, h, nan_destroy, out);
 }
 
@@ -484,14 +535,25 @@ static cairn_status final_end(void *self, cairn_session *s) {
 
 static const cairn_hook_vtable final_vt = {.name = final_name, .end = final_end, .destroy = final_destroy};
 
-cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *names, size_t n_names,
-                                      const cairn_feed *feeds, size_t n_feeds, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "final_ops_hook_new: out is NULL");
+cairn_final_ops_hook_options cairn_final_ops_hook_options_default(void) {
+  cairn_final_ops_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
+cairn_status cairn_hook_new_final_ops(cairn_op *final_op, const char *const *names, size_t n_names,
+                                      const cairn_final_ops_hook_options *o, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_final_ops: out is NULL");
   *out = NULL;
+  cairn_final_ops_hook_options c;
+  cairn_status st = OPTIONS_COPY(c, o, cairn_final_ops_hook_options, "hook_new_final_ops");
+  if (st != CAIRN_OK) return st;
+  const cairn_feed *feeds = c.feeds;
+  size_t n_feeds = c.n_feeds;
   if ((n_names && !names) || (n_feeds && !feeds))
-    return cairn__fail(CAIRN_E_NULL, "final_ops_hook_new: %s is NULL", n_names && !names ? "names" : "feeds");
+    return cairn__fail(CAIRN_E_NULL, "hook_new_final_ops: %s is NULL", n_names && !names ? "names" : "feeds");
   final_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "final_ops_hook_new: out of memory");
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new_final_ops: out of memory");
   h->names = calloc(n_names ? n_names : 1, sizeof *h->names);
   h->fetches = calloc(n_names ? n_names : 1, sizeof *h->fetches);
   h->feeds = calloc(n_feeds ? n_feeds : 1, sizeof *h->feeds);
@@ -499,7 +561,7 @@ cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *nam
   for (size_t i = 0; ok && i < n_names; i++) {
     if (!names[i]) {
       final_destroy(h);
-      return cairn__fail(CAIRN_E_NULL, "final_ops_hook_new: names[%zu] is NULL", i);
+      return cairn__fail(CAIRN_E_NULL, "hook_new_final_ops: names[%zu] is NULL", i);
     }
     ok = (h->names[i] = cairn__strdup(names[i])) != NULL;
     h->n_names = i + ok;
@@ -507,7 +569,7 @@ cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *nam
   for (size_t i = 0; ok && i < n_feeds; i++) {
     if (!feeds[i].name || !feeds[i].value) {
       final_destroy(h);
-      return cairn__fail(CAIRN_E_NULL, "final_ops_hook_new: feeds[%zu] has a NULL member", i);
+      return cairn__fail(CAIRN_E_NULL, "hook_new_final_ops: feeds[%zu] has a NULL member", i);
     }
     h->feeds[i].value = feeds[i].value;
     ok = (h->feeds[i].name = cairn__strdup(feeds[i].name)) != NULL;
@@ -515,7 +577,7 @@ cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *nam
   }
   if (!ok) {
     final_destroy(h);
-    return cairn__fail(CAIRN_E_NOMEM, "final_ops_hook_new: out of memory");
+    return cairn__fail(CAIRN_E_NOMEM, "hook_new_final_ops: out of memory");
   }
   h->op = final_op ? cairn_op_ref(final_op) : NULL;
   return cairn__hook_make(&final_vt, h, final_destroy, out);
@@ -582,13 +644,25 @@ static cairn_status waiter_before_run(void *self, cairn_run_context *ctx, cairn_
 
 static const cairn_hook_vtable waiter_vt = {.name = waiter_name, .begin = waiter_begin, .before_run = waiter_before_run, .destroy = free};
 
-cairn_status cairn_global_step_waiter_hook_new(int64_t wait_until_step, const cairn_env *env, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "global_step_waiter_hook_new: out is NULL");
+cairn_global_step_waiter_hook_options cairn_global_step_waiter_hook_options_default(void) {
+  cairn_global_step_waiter_hook_options o;
+  memset(&o, 0, sizeof o);
+  return o;
+}
+
+cairn_status cairn_hook_new_global_step_waiter(int64_t wait_until_step, const cairn_global_step_waiter_hook_options *o,
+                                               cairn_hook **out) {
+  static const char fn[] = "hook_new_global_step_waiter";
+  if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   *out = NULL;
+  cairn_global_step_waiter_hook_options c;
+  cairn_status st = OPTIONS_COPY(c, o, cairn_global_step_waiter_hook_options, fn);
+  if (st == CAIRN_OK && c.env) st = cairn__env_check(c.env, fn);
+  if (st != CAIRN_OK) return st;
   waiter_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "global_step_waiter_hook_new: out of memory");
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "%s: out of memory", fn);
   h->wait_until = wait_until_step;
-  h->env = env;
+  h->env = c.env;
   return cairn__hook_make(&waiter_vt, h, free, out);
 }
 
@@ -607,11 +681,11 @@ static cairn_status feed_before_run(void *self, cairn_run_context *ctx, cairn_ru
 
 static const cairn_hook_vtable feed_vt = {.name = "FeedFnHook", .before_run = feed_before_run, .destroy = free};
 
-cairn_status cairn_feed_fn_hook_new(cairn_feed_fn fn, void *user, cairn_hook **out) {
-  if (!out || !fn) return cairn__fail(CAIRN_E_NULL, "feed_fn_hook_new: %s is NULL", out ? "fn" : "out");
+cairn_status cairn_hook_new_feed_fn(cairn_feed_fn fn, void *user, cairn_hook **out) {
+  if (!out || !fn) return cairn__fail(CAIRN_E_NULL, "hook_new_feed_fn: %s is NULL", out ? "fn" : "out");
   *out = NULL;
   feed_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "feed_fn_hook_new: out of memory");
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new_feed_fn: out of memory");
   h->fn = fn;
   h->user = user;
   return cairn__hook_make(&feed_vt, h, free, out);

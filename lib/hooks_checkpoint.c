@@ -409,12 +409,12 @@ static cairn_status copy_listeners(cairn_checkpoint_listener *dst, const cairn_c
     char what[40];
     snprintf(what, sizeof what, "listeners[%zu]", i);
     cairn_status st = cairn__table_copy(&dst[i], sizeof dst[i], at, offsetof(cairn_checkpoint_listener, struct_size),
-                                        "checkpoint_saver_hook_new", what, "cairn_checkpoint_listener", &size);
+                                        "hook_new_checkpoint_saver", what, "cairn_checkpoint_listener", &size);
     if (st != CAIRN_OK) return st;
     if (i == 0) stride = size;
     if (size != stride)
       return cairn__fail(CAIRN_E_INVALID,
-                         "checkpoint_saver_hook_new: listeners[%zu].struct_size is %zu but listeners[0]'s is %zu: "
+                         "hook_new_checkpoint_saver: listeners[%zu].struct_size is %zu but listeners[0]'s is %zu: "
                          "every element of the array must have the same size",
                          i, size, stride);
     at += stride;
@@ -422,12 +422,12 @@ static cairn_status copy_listeners(cairn_checkpoint_listener *dst, const cairn_c
   return CAIRN_OK;
 }
 
-cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: out is NULL");
+cairn_status cairn_hook_new_checkpoint_saver(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: out is NULL");
   *out = NULL;
   if (!o || !o->checkpoint_dir)
-    return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: %s is NULL", o ? "checkpoint_dir" : "options");
-  if (o->n_listeners && !o->listeners) return cairn__fail(CAIRN_E_NULL, "checkpoint_saver_hook_new: listeners is NULL");
+    return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: %s is NULL", o ? "checkpoint_dir" : "options");
+  if (o->n_listeners && !o->listeners) return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: listeners is NULL");
   if (o->saver && o->scaffold) return cairn__fail(CAIRN_E_INVALID, "You cannot provide both saver and scaffold.");
   cairn_timer *timer = NULL;
   cairn_status st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &timer);
@@ -435,7 +435,7 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
   ckpt_hook *h = calloc(1, sizeof *h);
   if (!h) {
     cairn_timer_free(timer);
-    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
+    return cairn__fail(CAIRN_E_NOMEM, "hook_new_checkpoint_saver: out of memory");
   }
   h->timer = timer;
   h->saver = o->saver;
@@ -452,15 +452,15 @@ cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_o
   if (o->n_listeners) h->listeners = malloc(o->n_listeners * sizeof *h->listeners);
   if (!h->dir || !h->prefix || (o->n_listeners && !h->listeners)) {
     ckpt_destroy(h);
-    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
+    return cairn__fail(CAIRN_E_NOMEM, "hook_new_checkpoint_saver: out of memory");
   }
   snprintf(h->prefix, len, "%s/%s", o->checkpoint_dir, base);
   if (!(h->prefix_dir = cairn__path_dir(h->prefix))) {
     ckpt_destroy(h);
-    return cairn__fail(CAIRN_E_NOMEM, "checkpoint_saver_hook_new: out of memory");
+    return cairn__fail(CAIRN_E_NOMEM, "hook_new_checkpoint_saver: out of memory");
   }
   h->n_listeners = o->n_listeners;
-  if ((st = cairn__summary_writer_copy(o->summary_writer, &h->writer_copy, &h->writer, "checkpoint_saver_hook_new")) !=
+  if ((st = cairn__summary_writer_copy(o->summary_writer, &h->writer_copy, &h->writer, "hook_new_checkpoint_saver")) !=
           CAIRN_OK ||
       (st = copy_listeners(h->listeners, o->listeners, o->n_listeners)) != CAIRN_OK) {
     ckpt_destroy(h);

@@ -180,21 +180,21 @@ static const cairn_hook_vtable progress_vt = {
     .destroy = progress_destroy,
 };
 
-cairn_status cairn_progress_hook_new(const cairn_progress_hook_options *o, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "progress_hook_new: out is NULL");
+cairn_status cairn_hook_new_progress(const cairn_progress_hook_options *o, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_progress: out is NULL");
   *out = NULL;
-  if (!o) return cairn__fail(CAIRN_E_NULL, "progress_hook_new: options are NULL");
-  if (cairn__env_check(o->env, "progress_hook_new") != CAIRN_OK) return CAIRN_E_INVALID;
+  if (!o) return cairn__fail(CAIRN_E_NULL, "hook_new_progress: options are NULL");
+  if (cairn__env_check(o->env, "hook_new_progress") != CAIRN_OK) return CAIRN_E_INVALID;
   if (o->every_n_steps < 0 || o->every_n_secs < 0 || (o->every_n_steps > 0) == (o->every_n_secs > 0))
     return cairn__fail(CAIRN_E_INVALID,
-                       "progress_hook_new: exactly one of every_n_steps and every_n_secs must be > 0 "
+                       "hook_new_progress: exactly one of every_n_steps and every_n_secs must be > 0 "
                        "(got %" PRId64 " and %g)",
                        o->every_n_steps, o->every_n_secs);
   progress_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "progress_hook_new: out of memory");
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new_progress: out of memory");
   if (o->loss_name && !(h->loss_name = cairn__strdup(o->loss_name))) {
     free(h);
-    return cairn__fail(CAIRN_E_NOMEM, "progress_hook_new: out of memory");
+    return cairn__fail(CAIRN_E_NOMEM, "hook_new_progress: out of memory");
   }
   cairn_status st = cairn_timer_new(o->every_n_secs, o->every_n_steps, o->env, &h->timer);
   if (st != CAIRN_OK) {

@@ -107,15 +107,15 @@ cairn_summary_saver_hook_options cairn_summary_saver_hook_options_default(void) 
   return o;
 }
 
-cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "summary_saver_hook_new: out is NULL");
+cairn_status cairn_hook_new_summary_saver(const cairn_summary_saver_hook_options *o, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_summary_saver: out is NULL");
   *out = NULL;
-  if (!o) return cairn__fail(CAIRN_E_NULL, "summary_saver_hook_new: options are NULL");
+  if (!o) return cairn__fail(CAIRN_E_NULL, "hook_new_summary_saver: options are NULL");
   if ((o->scaffold == NULL) == (o->summary_op == NULL))
     return cairn__fail(CAIRN_E_INVALID, "Exactly one of scaffold or summary_op must be provided.");
   summary_hook *h = calloc(1, sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "summary_saver_hook_new: out of memory");
-  cairn_status st = cairn__summary_writer_copy(o->writer, &h->writer_copy, &h->writer, "summary_saver_hook_new");
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new_summary_saver: out of memory");
+  cairn_status st = cairn__summary_writer_copy(o->writer, &h->writer_copy, &h->writer, "hook_new_summary_saver");
   if (st == CAIRN_OK) st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &h->timer);
   if (st != CAIRN_OK) {
     free(h);

@@ -211,8 +211,11 @@ static cairn_status summary_hooks(const cairn_monitored_training_session_options
   cairn_status st;
   cairn_hook *h = NULL;
   if (o->log_step_count_steps > 0) {
-    if ((st = cairn_step_counter_hook_new(o->log_step_count_steps, 0, o->summary_writer, o->env, &h)) != CAIRN_OK)
-      return st;
+    cairn_step_counter_hook_options co = cairn_step_counter_hook_options_default();
+    co.every_n_steps = o->log_step_count_steps;
+    co.summary_writer = o->summary_writer;
+    co.env = o->env;
+    if ((st = cairn_hook_new_step_counter(&co, &h)) != CAIRN_OK) return st;
     all[(*n)++] = cfg->owned_hooks[cfg->n_owned_hooks++] = h;
   }
   if (sum_steps > 0 || sum_secs > 0) {
@@ -223,7 +226,7 @@ static cairn_status summary_hooks(const cairn_monitored_training_session_options
     so.writer = o->summary_writer;
     so.scaffold = sc;
     so.env = o->env;
-    if ((st = cairn_summary_saver_hook_new(&so, &h)) != CAIRN_OK) return st;
+    if ((st = cairn_hook_new_summary_saver(&so, &h)) != CAIRN_OK) return st;
     all[(*n)++] = cfg->owned_hooks[cfg->n_owned_hooks++] = h;
   }
   return CAIRN_OK;
@@ -251,7 +254,7 @@ static cairn_status checkpoint_hook(const cairn_monitored_training_session_optio
   ko.async = o->async_checkpoints;
   ko.async_skip_busy = o->async_checkpoints_skip_busy;
   cairn_hook *h = NULL;
-  cairn_status st = cairn_checkpoint_saver_hook_new(&ko, &h);
+  cairn_status st = cairn_hook_new_checkpoint_saver(&ko, &h);
   if (st != CAIRN_OK) return st;
   all[(*n)++] = cfg->owned_hooks[cfg->n_owned_hooks++] = h;
   return CAIRN_OK;

@@ -683,19 +683,24 @@ static const cairn_hook_vtable bcast_vt = {
     .destroy = bcast_destroy,
 };
 
-cairn_status cairn_mpi_broadcast_hook_new(cairn_mpi *c, int root, cairn_hook **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "mpi_broadcast_hook_new: out is NULL");
+cairn_status cairn_hook_new_mpi_broadcast(cairn_mpi *c, int root, cairn_hook **out) {
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_mpi_broadcast: out is NULL");
   *out = NULL;
-  if (!c) return cairn__fail(CAIRN_E_NULL, "mpi_broadcast_hook_new: context is NULL");
+  if (!c) return cairn__fail(CAIRN_E_NULL, "hook_new_mpi_broadcast: context is NULL");
   if (root < 0 || root >= c->size)
-    return cairn__fail(CAIRN_E_INVALID, "mpi_broadcast_hook_new: root %d; need 0..%d", root, c->size - 1);
+    return cairn__fail(CAIRN_E_INVALID, "hook_new_mpi_broadcast: root %d; need 0..%d", root, c->size - 1);
   bcast_hook *h = malloc(sizeof *h);
-  if (!h) return cairn__fail(CAIRN_E_NOMEM, "mpi_broadcast_hook_new: out of memory");
+  if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new_mpi_broadcast: out of memory");
   h->c = c;
   h->root = root;
   cairn_status s = cairn_hook_new(&bcast_vt, h, out);
   if (s) free(h);
   return s;
+}
+
+/* Deprecated name (cairn/mpi.h). */
+cairn_status cairn_mpi_broadcast_hook_new(cairn_mpi *c, int root, cairn_hook **out) {
+  return cairn_hook_new_mpi_broadcast(c, root, out);
 }
 
 /* ---- helpers --------------------------------------------------------------- */

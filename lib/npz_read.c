@@ -31,6 +31,7 @@
 #include "ckpt_write_impl.h"
 #include "internal.h"
 #include "interop_impl.h"
+#include "npz_impl.h"
 
 #define NPZ_MAX_RANK 32           /* NumPy's limit is 64; more is refused as cairn's 8 is */
 #define NPY_MAX_HEADER 10000u     /* NumPy writes far less; its own reader's limit is 10,000 */
@@ -47,19 +48,6 @@
 #define SIG_EOCD 0x06054b50u
 #define SIG_EOCD64 0x06064b50u
 #define SIG_LOC64 0x07064b50u
-
-typedef struct npz_member {
-  char *name;
-  zip_uint64_t usize, csize;
-  uint32_t crc;
-} npz_member;
-
-struct cairn_npz_reader {
-  char *path;
-  zip_t *za;
-  npz_member *m;
-  size_t n;
-};
 
 static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t rd32(const unsigned char *p) {
@@ -120,25 +108,26 @@ static int cmp_extent(const void *a, const void *b) {
  * data) before the next starts. The same walk refuses names with a NUL
  * inside. Memory: the directory (at most NPZ_CD_MAX_BYTES, part of the
  * file) and 16 bytes per member. */
-static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint64_t cd_off, uint64_t cd_size) {
+static cairn_status check_no_overlap(int fd, const char *fn, const char *path, uint64_t n, uint64_t cd_off,
+                                     uint64_t cd_size) {
   if (n == 0) return CAIRN_OK;
   unsigned char *cd = malloc((size_t)cd_size);
   extent *x = malloc((size_t)n * sizeof *x);
   cairn_status s = CAIRN_OK;
   if (!cd || !x) {
-    s = cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory for a %llu-byte central directory", path,
+    s = cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory for a %llu-byte central directory", fn, path,
                     (unsigned long long)cd_size);
     goto done;
   }
   if (pread_all(fd, cd, (size_t)cd_size, cd_off) != 0) {
-    s = cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(errno));
+    s = cairn__fail(CAIRN_E_IO, "%s: %s: read error: %s", fn, path, strerror(errno));
     goto done;
   }
   uint64_t p = 0;
   for (uint64_t i = 0; i < n; i++) {
     const unsigned char *C = cd + p;
     if (cd_size - p < 46 || rd32(C) != 0x02014b50u || cd_size - p - 46 < (uint64_t)rd16(C + 28) + rd16(C + 30) + rd16(C + 32)) {
-      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: central directory entry %llu is malformed (offset %llu)", path,
+      s = cairn__fail(CAIRN_E_FORMAT, "%s: %s: central directory entry %llu is malformed (offset %llu)", fn, path,
                       (unsigned long long)i, (unsigned long long)(cd_off + p));
       goto done;
     }
@@ -146,7 +135,7 @@ static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint6
     /* libzip hands names out as C strings: one with a NUL inside would
      * reach cairn cut short. */
     if (memchr(C + 46, 0, (size_t)nlen)) {
-      s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %llu has an unsafe name (a NUL byte inside)", path,
+      s = cairn__fail(CAIRN_E_FORMAT, "%s: %s: member %llu has an unsafe name (a NUL byte inside)", fn, path,
                       (unsigned long long)i);
       goto done;
     }
@@ -170,9 +159,9 @@ static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint6
     x[i].end = off + 30 + nlen + csize; /* no overflow: each term < 2^62 or checked below */
     if (off > cd_off || csize > cd_off || x[i].end > cd_off) {
       s = cairn__fail(CAIRN_E_FORMAT,
-                      "npz_reader_open: %s: member %llu (local header at %llu, %llu compressed bytes) runs into the "
+                      "%s: %s: member %llu (local header at %llu, %llu compressed bytes) runs into the "
                       "central directory at %llu",
-                      path, (unsigned long long)i, (unsigned long long)off, (unsigned long long)csize,
+                      fn, path, (unsigned long long)i, (unsigned long long)off, (unsigned long long)csize,
                       (unsigned long long)cd_off);
       goto done;
     }
@@ -182,9 +171,9 @@ static cairn_status check_no_overlap(int fd, const char *path, uint64_t n, uint6
   for (uint64_t i = 0; i + 1 < n; i++)
     if (x[i].end > x[i + 1].start) {
       s = cairn__fail(CAIRN_E_FORMAT,
-                      "npz_reader_open: %s: members overlap (the one at offset %llu runs to %llu, past the next at "
+                      "%s: %s: members overlap (the one at offset %llu runs to %llu, past the next at "
                       "%llu): refused, as a ZIP bomb would be",
-                      path, (unsigned long long)x[i].start, (unsigned long long)x[i].end,
+                      fn, path, (unsigned long long)x[i].start, (unsigned long long)x[i].end,
                       (unsigned long long)x[i + 1].start);
       goto done;
     }
@@ -200,18 +189,18 @@ done:
  * record (plus its comment) ends the file, the central directory ends where
  * the end record (or the ZIP64 one) starts, at most NPZ_MAX_MEMBERS entries
  * of at least 46 bytes each, at most NPZ_CD_MAX_BYTES of directory. */
-static cairn_status check_end_records(int fd, const char *path, uint64_t fsize) {
+static cairn_status check_end_records(int fd, const char *fn, const char *path, uint64_t fsize) {
   if (fsize < 22)
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a ZIP (.npz) file: only %llu bytes", path,
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: not a ZIP (.npz) file: only %llu bytes", fn, path,
                        (unsigned long long)fsize);
   size_t tail_len = fsize < 65535 + 22 ? (size_t)fsize : 65535 + 22;
   uint64_t tail_off = fsize - tail_len;
   unsigned char *tail = malloc(tail_len);
-  if (!tail) return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+  if (!tail) return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, path);
   if (pread_all(fd, tail, tail_len, tail_off) != 0) {
     int e = errno;
     free(tail);
-    return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(e));
+    return cairn__fail(CAIRN_E_IO, "%s: %s: read error: %s", fn, path, strerror(e));
   }
   long e = -1;
   for (long p = (long)tail_len - 22; p >= 0; p--)
@@ -221,33 +210,33 @@ static cairn_status check_end_records(int fd, const char *path, uint64_t fsize) 
     }
   if (e < 0) {
     free(tail);
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a ZIP (.npz) file: no end-of-central-directory record",
-                       path);
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: not a ZIP (.npz) file: no end-of-central-directory record",
+                       fn, path);
   }
   const unsigned char *E = tail + e;
   uint64_t eocd_off = tail_off + (uint64_t)e, cd_end = eocd_off;
   uint64_t n_disk = rd16(E + 8), n_total = rd16(E + 10), cd_size = rd32(E + 12), cd_off = rd32(E + 16);
   int multi = rd16(E + 4) != 0 || rd16(E + 6) != 0;
   free(tail);
-  if (multi) return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: multi-disk ZIP archives are not supported", path);
+  if (multi) return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: multi-disk ZIP archives are not supported", fn, path);
   unsigned char L[20], Z[56];
   if (eocd_off >= 20) {
     if (pread_all(fd, L, 20, eocd_off - 20) != 0)
-      return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(errno));
+      return cairn__fail(CAIRN_E_IO, "%s: %s: read error: %s", fn, path, strerror(errno));
     if (rd32(L) == SIG_LOC64) {
       uint64_t z_off = rd64(L + 8);
       if (rd32(L + 4) != 0 || rd32(L + 16) > 1)
-        return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: multi-disk ZIP64 archives are not supported", path);
+        return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: multi-disk ZIP64 archives are not supported", fn, path);
       if (z_off > eocd_off - 20 || eocd_off - 20 - z_off < 56)
-        return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: ZIP64 end record offset %llu is out of bounds", path,
+        return cairn__fail(CAIRN_E_FORMAT, "%s: %s: ZIP64 end record offset %llu is out of bounds", fn, path,
                            (unsigned long long)z_off);
       if (pread_all(fd, Z, 56, z_off) != 0)
-        return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: read error: %s", path, strerror(errno));
+        return cairn__fail(CAIRN_E_IO, "%s: %s: read error: %s", fn, path, strerror(errno));
       if (rd32(Z) != SIG_EOCD64 || rd64(Z + 4) != eocd_off - 20 - z_off - 12)
-        return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: bad ZIP64 end-of-central-directory record at offset %llu",
-                           path, (unsigned long long)z_off);
+        return cairn__fail(CAIRN_E_FORMAT, "%s: %s: bad ZIP64 end-of-central-directory record at offset %llu",
+                           fn, path, (unsigned long long)z_off);
       if (rd32(Z + 16) != 0 || rd32(Z + 20) != 0)
-        return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: multi-disk ZIP64 archives are not supported", path);
+        return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: multi-disk ZIP64 archives are not supported", fn, path);
       n_disk = rd64(Z + 24);
       n_total = rd64(Z + 32);
       cd_size = rd64(Z + 40);
@@ -256,24 +245,24 @@ static cairn_status check_end_records(int fd, const char *path, uint64_t fsize) 
     }
   }
   if (n_disk != n_total)
-    return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: multi-disk ZIP archives are not supported", path);
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: multi-disk ZIP archives are not supported", fn, path);
   if (n_total > NPZ_MAX_MEMBERS)
-    return cairn__fail(CAIRN_E_LIMIT, "npz_reader_open: %s: the end record claims %llu members, over the limit of %u",
-                       path, (unsigned long long)n_total, NPZ_MAX_MEMBERS);
+    return cairn__fail(CAIRN_E_LIMIT, "%s: %s: the end record claims %llu members, over the limit of %u",
+                       fn, path, (unsigned long long)n_total, NPZ_MAX_MEMBERS);
   if (cd_size > NPZ_CD_MAX_BYTES)
     return cairn__fail(CAIRN_E_LIMIT,
-                       "npz_reader_open: %s: the end record claims a central directory of %llu bytes, over the limit "
+                       "%s: %s: the end record claims a central directory of %llu bytes, over the limit "
                        "of %u",
-                       path, (unsigned long long)cd_size, NPZ_CD_MAX_BYTES);
+                       fn, path, (unsigned long long)cd_size, NPZ_CD_MAX_BYTES);
   if (cd_off > cd_end || cd_size != cd_end - cd_off)
     return cairn__fail(CAIRN_E_FORMAT,
-                       "npz_reader_open: %s: central directory (offset %llu, %llu bytes) does not end where the end "
+                       "%s: %s: central directory (offset %llu, %llu bytes) does not end where the end "
                        "record starts (%llu): a truncated or damaged ZIP",
-                       path, (unsigned long long)cd_off, (unsigned long long)cd_size, (unsigned long long)cd_end);
+                       fn, path, (unsigned long long)cd_off, (unsigned long long)cd_size, (unsigned long long)cd_end);
   if (n_total > cd_size / 46)
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: %llu members cannot fit in a %llu-byte central directory",
-                       path, (unsigned long long)n_total, (unsigned long long)cd_size);
-  return check_no_overlap(fd, path, n_total, cd_off, cd_size);
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: %llu members cannot fit in a %llu-byte central directory",
+                       fn, path, (unsigned long long)n_total, (unsigned long long)cd_size);
+  return check_no_overlap(fd, fn, path, n_total, cd_off, cd_size);
 }
 
 /* ---- open ------------------------------------------------------------------------- */
@@ -311,7 +300,7 @@ static char *find_duplicate(zip_t *za, zip_int64_t n) {
   return dup;
 }
 
-static cairn_status zip_open_error(const char *path, int zerr, int fd_dup) {
+static cairn_status zip_open_error(const char *fn, const char *path, int zerr, int fd_dup) {
   zip_error_t ze;
   zip_error_init_with_code(&ze, zerr);
   const char *what = zip_error_strerror(&ze);
@@ -325,146 +314,106 @@ static cairn_status zip_open_error(const char *path, int zerr, int fd_dup) {
     if (za) zip_discard(za);
     else close(fd_dup);
     fd_dup = -1;
-    s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member name '%s' appears twice", path, dup ? dup : "?");
+    s = cairn__fail(CAIRN_E_FORMAT, "%s: %s: member name '%s' appears twice", fn, path, dup ? dup : "?");
     free(dup);
   } else if (zerr == ZIP_ER_NOZIP) {
-    s = cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a ZIP (.npz) file (%s)", path, what);
+    s = cairn__fail(CAIRN_E_FORMAT, "%s: %s: not a ZIP (.npz) file (%s)", fn, path, what);
   } else if (zerr == ZIP_ER_MEMORY) {
-    s = cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: %s", path, what);
+    s = cairn__fail(CAIRN_E_NOMEM, "%s: %s: %s", fn, path, what);
   } else if (zerr == ZIP_ER_READ || zerr == ZIP_ER_SEEK || zerr == ZIP_ER_OPEN) {
-    s = cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: %s", path, what);
+    s = cairn__fail(CAIRN_E_IO, "%s: %s: %s", fn, path, what);
   } else {
     s = cairn__fail(CAIRN_E_FORMAT,
-                    "npz_reader_open: %s: a damaged ZIP (%s: the central directory and the members' local headers "
+                    "%s: %s: a damaged ZIP (%s: the central directory and the members' local headers "
                     "disagree, or the file is cut short)",
-                    path, what);
+                    fn, path, what);
   }
   if (fd_dup >= 0) close(fd_dup);
   zip_error_fini(&ze);
   return s;
 }
 
-/* A file that is not a ZIP may be a checkpoint of another format given to
- * the .npz reader (ckpt-inspect import tries it last): name the format
- * found, and for a foreign checkpoint that does not open (a safetensors
- * file cut short), its own reader's error, so that a truncated file is
- * reported as truncated, not as "not a ZIP". `zip_st` is the ZIP check's
- * error, returned as it was otherwise. */
-static cairn_status other_format(int fd, const char *path, cairn_status zip_st) {
-  unsigned char head[4];
-  if (pread_all(fd, head, sizeof head, 0) == 0 && head[0] == 0x89 && head[1] == 'C' && head[2] == 'R' &&
-      head[3] == 'N') {
-    char zip_msg[600];
-    snprintf(zip_msg, sizeof zip_msg, "%s", cairn_errmsg());
-    return cairn__fail(zip_st, "npz_reader_open: %s: a cairn checkpoint, not a ZIP (.npz) file (%s)", path, zip_msg);
-  }
-  const ck_backend *b = cairn__ck_detect(NULL, path, -1);
-  if (!b) return zip_st;
-  cairn_ckpt *c = NULL;
-  cairn_status st = cairn_ckpt_open(path, NULL, &c);
-  const char *what = strcmp(b->name, "tf") == 0 ? "a TensorFlow checkpoint" : "a safetensors file";
-  if (st)
-    return cairn__fail_wrap(st, "npz_reader_open: %s: %s, not a ZIP (.npz) file, and it %s: ", path, what,
-                            st == CAIRN_E_TRUNCATED ? "is truncated (cut short)" : "does not open");
-  cairn_ckpt_close(c);
-  return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: %s, not a ZIP (.npz) file: open it with cairn_ckpt_open "
-                     "(ckpt-inspect import reads it as such)", path, what);
-}
-
 /* Directory entry i of the archive: its name (safe), sizes and CRC into
  * r->m[r->n] (r->n advanced once the name is kept), and the checks of its
  * encryption, method and sizes. */
-static cairn_status read_member_entry(cairn_npz_reader *r, const char *path, zip_int64_t i) {
+static cairn_status read_member_entry(cairn_npz_reader *r, const char *fn, const char *path, zip_int64_t i) {
   zip_stat_t zs;
   const char *name = zip_get_name(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
   if (!name || zip_stat_index(r->za, (zip_uint64_t)i, ZIP_FL_ENC_RAW, &zs) != 0)
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member %lld: %s", path, (long long)i, zip_strerror(r->za));
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: member %lld: %s", fn, path, (long long)i, zip_strerror(r->za));
   npz_member *m = &r->m[r->n];
-  if (!(m->name = strdup(name))) return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+  if (!(m->name = strdup(name))) return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, path);
   r->n++;
   m->usize = zs.size;
   m->csize = zs.comp_size;
   m->crc = zs.crc;
   if (!cairn__npz_name_safe(name, strlen(name)))
     return cairn__fail(CAIRN_E_FORMAT,
-                       "npz_reader_open: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
+                       "%s: %s: member %lld has an unsafe name (absolute path, '..', backslash, control "
                        "character or invalid UTF-8)",
-                       path, (long long)i);
+                       fn, path, (long long)i);
   if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE)
-    return cairn__fail(CAIRN_E_UNSUPPORTED, "npz_reader_open: %s: member '%s' is encrypted", path, name);
+    return cairn__fail(CAIRN_E_UNSUPPORTED, "%s: %s: member '%s' is encrypted", fn, path, name);
   if (zs.comp_method != ZIP_CM_STORE && zs.comp_method != ZIP_CM_DEFLATE)
     return cairn__fail(CAIRN_E_UNSUPPORTED,
-                       "npz_reader_open: %s: member '%s' uses compression method %u (only stored and deflate are "
+                       "%s: %s: member '%s' uses compression method %u (only stored and deflate are "
                        "supported, as numpy.savez and savez_compressed write)",
-                       path, name, (unsigned)zs.comp_method);
+                       fn, path, name, (unsigned)zs.comp_method);
   if (zs.comp_method == ZIP_CM_STORE ? zs.comp_size != zs.size
                                      : (zs.comp_size == 0 || zs.size / DEFLATE_MAX_RATIO > zs.comp_size))
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: member '%s' claims %llu bytes from %llu %s bytes: impossible",
-                       path, name, (unsigned long long)zs.size, (unsigned long long)zs.comp_size,
+    return cairn__fail(CAIRN_E_FORMAT, "%s: %s: member '%s' claims %llu bytes from %llu %s bytes: impossible",
+                       fn, path, name, (unsigned long long)zs.size, (unsigned long long)zs.comp_size,
                        zs.comp_method == ZIP_CM_STORE ? "stored" : "deflated");
   return CAIRN_OK;
 }
 
-cairn_status cairn_npz_reader_open(const char *path, cairn_npz_reader **out) {
-  if (!out) return cairn__fail(CAIRN_E_NULL, "npz_reader_open: out is NULL");
+cairn_status cairn__npz_reader_open_fd(int fd, const char *fn, const char *path, cairn_npz_reader **out,
+                                      int *not_zip) {
   *out = NULL;
-  if (!path) return cairn__fail(CAIRN_E_NULL, "npz_reader_open: path is NULL");
-  /* O_NONBLOCK: a FIFO must not block the open; it is refused below. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    int e = errno;
-    return cairn__fail(e == ENOENT ? CAIRN_E_NOT_FOUND : CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(e));
-  }
+  if (not_zip) *not_zip = 0;
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return cairn__fail(CAIRN_E_IO, "npz_reader_open: %s: %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_open: %s: not a regular file", path);
-  }
-  cairn_status s = check_end_records(fd, path, (uint64_t)st.st_size);
+  if (fstat(fd, &st) != 0) return cairn__fail(CAIRN_E_IO, "%s: %s: %s", fn, path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return cairn__fail(CAIRN_E_FORMAT, "%s: %s: not a regular file", fn, path);
+  cairn_status s = check_end_records(fd, fn, path, (uint64_t)st.st_size);
   if (s) {
-    s = other_format(fd, path, s);
-    close(fd);
+    if (not_zip) *not_zip = 1;
     return s;
   }
   cairn_npz_reader *r = calloc(1, sizeof *r);
   if (!r || !(r->path = strdup(path))) {
     free(r);
-    close(fd);
-    return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, path);
   }
   /* ZIP_CHECKCONS: the end record must end the file, the directory must
    * end where the end record starts, and every local header must agree
-   * with its directory entry (name, method, CRC, sizes). */
-  int fd_dup = dup(fd), zerr = 0;
-  r->za = zip_fdopen(fd, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+   * with its directory entry (name, method, CRC, sizes). libzip owns the
+   * descriptor it is given: a duplicate of the caller's. */
+  int zfd = dup(fd), fd_dup = dup(fd), zerr = 0;
+  r->za = zfd >= 0 ? zip_fdopen(zfd, ZIP_RDONLY | ZIP_CHECKCONS, &zerr) : NULL;
   if (!r->za) {
-    close(fd);
+    if (zfd >= 0) close(zfd);
+    else zerr = ZIP_ER_OPEN;
     cairn_npz_reader_close(r);
-    return zip_open_error(path, zerr, fd_dup);
+    return zip_open_error(fn, path, zerr, fd_dup);
   }
   if (fd_dup >= 0) close(fd_dup);
   zip_int64_t n = zip_get_num_entries(r->za, 0);
   if (n < 0 || (uint64_t)n > NPZ_MAX_MEMBERS) {
     cairn_npz_reader_close(r);
-    return cairn__fail(CAIRN_E_LIMIT, "npz_reader_open: %s: %lld members", path, (long long)n);
+    return cairn__fail(CAIRN_E_LIMIT, "%s: %s: %lld members", fn, path, (long long)n);
   }
   r->m = calloc((size_t)(n ? n : 1), sizeof *r->m);
   if (!r->m) {
     cairn_npz_reader_close(r);
-    return cairn__fail(CAIRN_E_NOMEM, "npz_reader_open: %s: out of memory", path);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, path);
   }
   for (zip_int64_t i = 0; i < n; i++)
-    if ((s = read_member_entry(r, path, i)) != CAIRN_OK) goto fail;
+    if ((s = read_member_entry(r, fn, path, i)) != CAIRN_OK) {
+      cairn_npz_reader_close(r);
+      return s;
+    }
   *out = r;
   return CAIRN_OK;
-fail:
-  cairn_npz_reader_close(r);
-  return s;
 }
 
 /* ---- .npy header ------------------------------------------------------------------- */
@@ -650,6 +599,7 @@ static void fix_items(unsigned char *p, size_t n, size_t es, int swap, int is_bo
 /* ---- one member, streamed --------------------------------------------------------- */
 
 typedef struct mstream {
+  const char *fn; /* the call, in messages */
   const char *path;
   const npz_member *m;
   zip_file_t *zf;
@@ -671,8 +621,8 @@ static int64_t ms_read(mstream *ms, void *buf, size_t len) {
     ms->crc = (uint32_t)crc32(ms->crc, buf, (uInt)n);
     ms->got += (uint64_t)n;
     if (ms->got > m->usize) {
-      ms->st = cairn__fail(CAIRN_E_FORMAT, "npz_reader_import: %s: member '%s' inflates to more than its declared %llu bytes",
-                  ms->path, m->name, (unsigned long long)m->usize);
+      ms->st = cairn__fail(CAIRN_E_FORMAT, "%s: %s: member '%s' inflates to more than its declared %llu bytes",
+                  ms->fn, ms->path, m->name, (unsigned long long)m->usize);
       return -1;
     }
     return n;
@@ -682,8 +632,8 @@ static int64_t ms_read(mstream *ms, void *buf, size_t len) {
      * header declares (it compares with what it inflated itself). */
     if (ms->got != m->usize) {
       ms->st = cairn__fail(CAIRN_E_FORMAT,
-                           "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
-                           ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
+                           "%s: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
+                           ms->fn, ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
       return -1;
     }
     return 0;
@@ -692,19 +642,19 @@ static int64_t ms_read(mstream *ms, void *buf, size_t len) {
    * computes the CRC-32 as well). */
   int ze = zip_error_code_zip(zip_file_get_error(ms->zf));
   if (ze == ZIP_ER_INCONS && ms->got != m->usize)
-    ms->st = cairn__fail(CAIRN_E_FORMAT, "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
-                ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
+    ms->st = cairn__fail(CAIRN_E_FORMAT, "%s: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
+                ms->fn, ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
   else if (ze == ZIP_ER_CRC)
-    ms->st = cairn__fail(CAIRN_E_CORRUPT, "npz_reader_import: %s: member '%s': CRC-32 %08x does not match the stored %08x (corrupt)",
-                ms->path, m->name, ms->crc, m->crc);
+    ms->st = cairn__fail(CAIRN_E_CORRUPT, "%s: %s: member '%s': CRC-32 %08x does not match the stored %08x (corrupt)",
+                ms->fn, ms->path, m->name, ms->crc, m->crc);
   else if (ze == ZIP_ER_READ || ze == ZIP_ER_SEEK)
-    ms->st = cairn__fail(CAIRN_E_IO, "npz_reader_import: %s: member '%s': %s", ms->path, m->name,
+    ms->st = cairn__fail(CAIRN_E_IO, "%s: %s: member '%s': %s", ms->fn, ms->path, m->name,
                 zip_file_strerror(ms->zf));
   else
     ms->st = cairn__fail(CAIRN_E_FORMAT,
-                "npz_reader_import: %s: member '%s': %s after %llu of its declared %llu bytes (invalid or cut-short "
+                "%s: %s: member '%s': %s after %llu of its declared %llu bytes (invalid or cut-short "
                 "deflate data)",
-                ms->path, m->name, zip_file_strerror(ms->zf), (unsigned long long)ms->got,
+                ms->fn, ms->path, m->name, zip_file_strerror(ms->zf), (unsigned long long)ms->got,
                 (unsigned long long)m->usize);
   return -1;
 }
@@ -739,9 +689,9 @@ static int ms_drain(mstream *ms, unsigned char *buf, size_t cap) {
   }
 }
 
-/* Fortran order → C order for count items of es bytes in src, appended to
- * w through buf (cap bytes, a multiple of es). */
-static cairn_status append_transposed(cairn_ckpt_writer *w, const unsigned char *src, int rank, const int64_t *shape,
+/* Fortran order → C order for count items of es bytes in src, handed to
+ * sink through buf (cap bytes, a multiple of es). */
+static cairn_status append_transposed(const npz_sink *sink, const unsigned char *src, int rank, const int64_t *shape,
                                       uint64_t count, size_t es, unsigned char *buf, size_t cap) {
   int64_t idx[NPZ_MAX_RANK] = {0};
   uint64_t fstride[NPZ_MAX_RANK], s = 1, off = 0;
@@ -754,7 +704,7 @@ static cairn_status append_transposed(cairn_ckpt_writer *w, const unsigned char 
     memcpy(buf + fill, src + off * es, es);
     fill += es;
     if (fill + es > cap || i + 1 == count) {
-      cairn_status st = cairn_ckpt_writer_append(w, buf, fill);
+      cairn_status st = sink->data(sink->u, buf, fill);
       if (st) return st;
       fill = 0;
     }
@@ -770,8 +720,6 @@ static cairn_status append_transposed(cairn_ckpt_writer *w, const unsigned char 
   return CAIRN_OK;
 }
 
-/* The body of cairn_npz_reader_import once the member is open; buf holds
- * NPZ_IO_CHUNK bytes. *begun is set once the tensor is begun in w. */
 /* A member's .npy header, as read and checked. */
 typedef struct npy_info {
   npy_header h;
@@ -860,11 +808,11 @@ static int read_npy_header(mstream *ms, unsigned char *buf, const char *what, np
   return 0;
 }
 
-/* The record after the header: the array's data, streamed into the
- * writer's tensor tname (byte order and bool values fixed; a Fortran-order
- * array, read whole and bounded, transposed to C order). */
-static cairn_status write_npy_data(mstream *ms, cairn_ckpt_writer *w, const char *tname, unsigned char *buf,
-                                   const char *what, const npy_info *ni, int *begun) {
+/* The record after the header: the array's data, streamed to k (byte
+ * order and bool values fixed; a Fortran-order array, read whole and
+ * bounded, transposed to C order), after k's header. */
+static cairn_status write_npy_data(mstream *ms, const npz_sink *k, unsigned char *buf, const char *what,
+                                   const npy_info *ni) {
   const npz_member *m = ms->m;
   int shortr = 0;
   int fortran = ni->h.fortran && ni->h.rank > 1 && ni->count > 1;
@@ -887,38 +835,39 @@ static cairn_status write_npy_data(mstream *ms, cairn_ckpt_writer *w, const char
     }
     fix_items(whole, (size_t)ni->nbytes, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
   }
-  if ((s = cairn_ckpt_writer_begin(w, tname, ni->dt, ni->h.rank, ni->h.shape))) {
+  if ((s = k->header(k->u, ni->dt, ni->h.rank, ni->h.shape, ni->nbytes))) {
     free(whole);
     return s;
   }
-  *begun = 1;
   if (fortran) {
-    s = append_transposed(w, whole, ni->h.rank, ni->h.shape, ni->count, ni->es, buf, NPZ_IO_CHUNK);
+    s = append_transposed(k, whole, ni->h.rank, ni->h.shape, ni->count, ni->es, buf, NPZ_IO_CHUNK);
     free(whole);
     return s;
   }
   uint64_t left = ni->nbytes;
   while (left > 0) {
-    size_t k = left < NPZ_IO_CHUNK ? (size_t)left : NPZ_IO_CHUNK;
-    if (ms_read_full(ms, buf, k, &shortr) != 0) {
+    size_t len = left < NPZ_IO_CHUNK ? (size_t)left : NPZ_IO_CHUNK;
+    if (ms_read_full(ms, buf, len, &shortr) != 0) {
       if (shortr)
         return cairn__fail(CAIRN_E_FORMAT,
-                           "npz_reader_import: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
-                           ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
+                           "%s: %s: member '%s' inflates to %llu bytes, but its header declares %llu",
+                           ms->fn, ms->path, m->name, (unsigned long long)ms->got, (unsigned long long)m->usize);
       return ms->st;
     }
-    fix_items(buf, k, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
-    if ((s = cairn_ckpt_writer_append(w, buf, k))) return s;
-    left -= k;
+    fix_items(buf, len, ni->es, ni->swap, ni->dt == CAIRN_DTYPE_BOOL);
+    if ((s = k->data(k->u, buf, len))) return s;
+    left -= len;
   }
   return CAIRN_OK;
 }
 
-static cairn_status import_member(mstream *ms, cairn_ckpt_writer *w, const char *tname, unsigned char *buf,
-                                  int *begun) {
+/* The member, open in ms, record by record: its .npy header, then (with
+ * k->data) its data and its end (libzip's CRC and size checks). buf holds
+ * NPZ_IO_CHUNK bytes. */
+static cairn_status stream_member(mstream *ms, const npz_sink *k, unsigned char *buf) {
   const npz_member *m = ms->m;
   char what[1024];
-  snprintf(what, sizeof what, "npz_reader_import: %s: member '%s'", ms->path, m->name);
+  snprintf(what, sizeof what, "%s: %s: member '%s'", ms->fn, ms->path, m->name);
   char err[2048] = "";
   cairn_status code = CAIRN_E_FORMAT;
   npy_info ni;
@@ -942,32 +891,58 @@ static cairn_status import_member(mstream *ms, cairn_ckpt_writer *w, const char 
   if (ni.nbytes > NPZ_MAX_MEMBER_BYTES)
     return cairn__fail(CAIRN_E_LIMIT, "%s: %llu bytes of data exceed the limit of %llu bytes per member", what,
                        (unsigned long long)ni.nbytes, (unsigned long long)NPZ_MAX_MEMBER_BYTES);
-  cairn_status s = write_npy_data(ms, w, tname, buf, what, &ni, begun);
+  if (!k->data) return k->header(k->u, ni.dt, ni.h.rank, ni.h.shape, ni.nbytes);
+  cairn_status s = write_npy_data(ms, k, buf, what, &ni);
   if (s) return s;
   /* The end of the member: libzip's CRC and size checks. */
   int64_t n = ms_read(ms, buf, 1);
-  if (n != 0) return ms->st; /* n > 0 cannot pass ms_read: sizes were checked */
-  return cairn_ckpt_writer_end(w);
+  return n != 0 ? ms->st : CAIRN_OK; /* n > 0 cannot pass ms_read: sizes were checked */
+}
+
+cairn_status cairn__npz_member_stream(cairn_npz_reader *r, size_t i, const npz_sink *k) {
+  const npz_member *m = &r->m[i];
+  const char *fn = k->fn ? k->fn : "npz_reader_import";
+  zip_file_t *zf = zip_fopen_index(r->za, i, 0);
+  if (!zf) return cairn__fail(CAIRN_E_FORMAT, "%s: %s: member '%s': %s", fn, r->path, m->name, zip_strerror(r->za));
+  unsigned char *buf = malloc(NPZ_IO_CHUNK > NPY_MAX_HEADER ? NPZ_IO_CHUNK : NPY_MAX_HEADER);
+  if (!buf) {
+    zip_fclose(zf);
+    return cairn__fail(CAIRN_E_NOMEM, "%s: %s: out of memory", fn, r->path);
+  }
+  mstream ms = {.fn = fn, .path = r->path, .m = m, .zf = zf, .got = 0, .crc = (uint32_t)crc32(0, Z_NULL, 0), .st = CAIRN_E_FORMAT};
+  cairn_status s = stream_member(&ms, k, buf);
+  free(buf);
+  zip_fclose(zf);
+  return s;
+}
+
+/* cairn_npz_reader_import's sink: the checkpoint writer's streamed tensor. */
+typedef struct import_sink {
+  cairn_ckpt_writer *w;
+  const char *name;
+  int begun; /* the tensor is begun in w */
+} import_sink;
+
+static cairn_status import_header(void *u, cairn_dtype dt, int rank, const int64_t *shape, uint64_t nbytes) {
+  (void)nbytes;
+  import_sink *k = u;
+  cairn_status s = cairn_ckpt_writer_begin(k->w, k->name, dt, rank, shape);
+  k->begun = s == CAIRN_OK;
+  return s;
+}
+
+static cairn_status import_data(void *u, const unsigned char *p, size_t n) {
+  return cairn_ckpt_writer_append(((import_sink *)u)->w, p, n);
 }
 
 cairn_status cairn_npz_reader_import(cairn_npz_reader *r, size_t i, cairn_ckpt_writer *w, const char *name) {
   if (!r || !w || !name) return cairn__fail(CAIRN_E_NULL, "npz_reader_import: reader, writer or name is NULL");
   if (i >= r->n)
     return cairn__fail(CAIRN_E_INVALID, "npz_reader_import: %s: no member %zu (the archive has %zu)", r->path, i, r->n);
-  const npz_member *m = &r->m[i];
-  zip_file_t *zf = zip_fopen_index(r->za, i, 0);
-  if (!zf)
-    return cairn__fail(CAIRN_E_FORMAT, "npz_reader_import: %s: member '%s': %s", r->path, m->name, zip_strerror(r->za));
-  unsigned char *buf = malloc(NPZ_IO_CHUNK > NPY_MAX_HEADER ? NPZ_IO_CHUNK : NPY_MAX_HEADER);
-  if (!buf) {
-    zip_fclose(zf);
-    return cairn__fail(CAIRN_E_NOMEM, "npz_reader_import: %s: out of memory", r->path);
-  }
-  mstream ms = {.path = r->path, .m = m, .zf = zf, .got = 0, .crc = (uint32_t)crc32(0, Z_NULL, 0), .st = CAIRN_E_FORMAT};
-  int begun = 0;
-  cairn_status s = import_member(&ms, w, name, buf, &begun);
-  if (s && begun && w->cur) cairn__ckw_set_failed(w, s); /* a partial record is in the file */
-  free(buf);
-  zip_fclose(zf);
+  import_sink is = {.w = w, .name = name};
+  npz_sink k = {.header = import_header, .data = import_data, .u = &is};
+  cairn_status s = cairn__npz_member_stream(r, i, &k);
+  if (!s) s = cairn_ckpt_writer_end(w);
+  if (s && is.begun && w->cur) cairn__ckw_set_failed(w, s); /* a partial record is in the file */
   return s;
 }

@@ -4,7 +4,8 @@
  *     (the state file, then a scan; files marked corrupt skipped);
  *   - else a TensorFlow bundle in it: "DIR/variables.index" (the prefix
  *     "DIR/variables") or a SavedModel's "DIR/variables/variables.index";
- *   - else its one ".safetensors" file (two or more: refused, naming them).
+ *   - else its one ".safetensors" or ".npz" file (two or more: refused,
+ *     naming them).
  * The lookup is one function, cairn__checkpoint_in_dir, so that it can be
  * pointed at the checkpoint directory object later. */
 #define _POSIX_C_SOURCE 200809L
@@ -78,7 +79,7 @@ cairn_status cairn__restore_source(const char *fn, const char *path, char *out, 
   size_t n = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (!ends_with(e->d_name, ".safetensors")) continue;
+    if (!ends_with(e->d_name, ".safetensors") && !ends_with(e->d_name, ".npz")) continue;
     snprintf(cand, sizeof cand, "%s%s%s", path, sep, e->d_name);
     if (!is_file(cand)) continue;
     if (n == 0) snprintf(first, sizeof first, "%s", e->d_name);
@@ -93,10 +94,10 @@ cairn_status cairn__restore_source(const char *fn, const char *path, char *out, 
   }
   if (n > 1)
     return cairn__fail(CAIRN_E_INVALID, "%s: '%s' is a directory with no checkpoint state and %zu .safetensors "
-                       "files ('%s', '%s'%s): name the file to restore", fn, path, n, first, second,
+                       "or .npz files ('%s', '%s'%s): name the file to restore", fn, path, n, first, second,
                        n > 2 ? ", ..." : "");
   return cairn__fail(CAIRN_E_NOT_FOUND, "%s: '%s' is a directory with nothing to restore: no checkpoint (%.1199s), no "
-                     "TensorFlow bundle 'variables.index' and no .safetensors file in it",
+                     "TensorFlow bundle 'variables.index' and no .safetensors file in it (nor an .npz file)",
                      fn, path, why);
 }
 

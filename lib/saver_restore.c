@@ -886,7 +886,7 @@ static cairn_status restore_impl(const char *fn, cairn_saver *s, const cairn__di
   cairn_status st = check_options(fn, &o);
   if (st) return st;
   /* A directory: its newest checkpoint, or the TF bundle or the one
-     safetensors file in it (restore_source.c). */
+     safetensors or .npz file in it (restore_source.c). */
   char src[4096];
   if (!dir) {
     if ((st = cairn__restore_source(fn, path, src, sizeof src, NULL))) return st;

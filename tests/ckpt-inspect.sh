@@ -115,7 +115,7 @@ run "$TOOL" list --json "$A"
 check "the deflated and stored .npz import to the same tensors (CRC32C)" sh -c 'grep -o "\"crc32c\": \"[0-9a-f]*\"" "$1" >"$1.c"; grep -o "\"crc32c\": \"[0-9a-f]*\"" "$2" >"$2.c"; cmp -s "$1.c" "$2.c"' sh "$T/out" "$T/list-deflate.json"
 expect 2 "list of a missing file: exit 2" "$TOOL" list "$T/missing.ckpt"
 check "... names the file" err_has "missing.ckpt"
-expect 2 "list of a non-checkpoint: exit 2" "$TOOL" list "$DATA/inspect-a.npz"
+expect 2 "list of a non-checkpoint: exit 2" "$TOOL" list "$T/text.npz"
 check "... gives the cairn status text" err_has "malformed or unsupported file"
 
 # Directories and prefixes
@@ -194,7 +194,7 @@ check "... only big" sh -c 'grep -q "^values: *big" "$1" && grep -q "^close: *de
 expect 0 "diff --json --atol 1 --rtol 0 a c: exit 0" "$TOOL" diff --json --atol 1 --rtol 0 "$A" "$T/c.ckpt"
 check "... valid JSON, same" json_ok "$T/out" 'd["same"] and d["n_different"] == 0 and len(d["close"]) == 2'
 expect 2 "diff with a missing file: exit 2" "$TOOL" diff "$A" "$T/missing.ckpt"
-expect 2 "diff with a non-checkpoint: exit 2" "$TOOL" diff "$A" "$DATA/inspect-a.npz"
+expect 2 "diff with a non-checkpoint: exit 2" "$TOOL" diff "$A" "$T/text.npz"
 
 # ---- verify ------------------------------------------------------------------
 
@@ -229,7 +229,25 @@ check "... valid JSON, incomplete" json_ok "$T/out" 'd["incomplete"] and not d["
 expect 2 "list of a truncated file: exit 2" "$TOOL" list "$T/trunc.ckpt"
 check "... explains it is incomplete and suggests recover" sh -c 'grep -q "incomplete" "$1" && grep -q "recover" "$1"' sh "$T/err"
 expect 2 "verify of a missing file: exit 2" "$TOOL" verify "$T/missing.ckpt"
-expect 1 "verify of a file that is not a checkpoint: exit 1" "$TOOL" verify "$DATA/inspect-a.npz"
+expect 1 "verify of a file that is not a checkpoint: exit 1" "$TOOL" verify "$T/text.npz"
+
+# ---- an .npz read as a checkpoint (cairn_ckpt_open's npz backend) ----------------
+expect 0 "list of an .npz: exit 0" "$TOOL" list "$DATA/inspect-a.npz"
+check "... says NumPy .npz and counts its 21 tensors" out_has "NumPy .npz, 21 tensors"
+check "... names its tensors without .npy" sh -c 'grep -q "^dense/kernel  *f32  *(4, 3) " "$1" && grep -q "^fortran  *f64  *(2, 3) " "$1" && ! grep -q "\.npy" "$1"' sh "$T/out"
+expect 0 "verify of an .npz: exit 0" "$TOOL" verify "$DATA/inspect-a.npz"
+check "... every member's CRC-32 checked" out_has "OK (NumPy .npz, 21 tensors; every checksum and rule verified)"
+run "$TOOL" show "$A" fortran
+cp "$T/out" "$T/show-ckpt"
+expect 0 "show of a Fortran-order .npz tensor: exit 0" "$TOOL" show "$DATA/inspect-a.npz" fortran
+check "... the same values as the imported checkpoint's" sh -c 'tail -n +2 "$1" >"$1.v"; tail -n +2 "$2" >"$2.v"; cmp -s "$1.v" "$2.v"' sh "$T/show-ckpt" "$T/out"
+expect 0 "diff of the .npz with its import: exit 0 (same)" "$TOOL" diff "$A" "$DATA/inspect-a.npz"
+check "... 21 same" out_has "21 same, 0 different"
+expect 0 "diff of the deflated .npz with its import: exit 0 (same)" "$TOOL" diff "$A" "$DATA/inspect-a-deflate.npz"
+expect 1 "verify of an .npz with a corrupt member: exit 1" "$TOOL" verify "$T/flip.npz"
+check "... BAD, naming the CRC-32 mismatch and the member" sh -c 'grep -q "BAD" "$1" && grep -q "CRC-32" "$1" && grep -q "dense/kernel.npy" "$1"' sh "$T/out"
+expect 2 "list of a truncated .npz: exit 2" "$TOOL" list "$T/cut.npz"
+check "... names the file and says it is not a whole ZIP" sh -c 'grep -q "cut.npz" "$1" && grep -q "ZIP" "$1"' sh "$T/err"
 
 # latest checkpoint with a newest that is cut short: falls back, says why
 mkdir "$T/run2"

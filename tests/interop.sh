@@ -8,9 +8,9 @@
 #     diff across formats, --dtype conversion;
 #   - safetensors has no checksum: a flipped data bit shows in diff, a
 #     flipped header bit is refused;
-#   - cairn-fmnist warm-start --from a TensorFlow checkpoint prefix or a
-#     safetensors file trains exactly as from cairn's own checkpoint (same
-#     accuracy, same bits);
+#   - cairn-fmnist warm-start --from a TensorFlow checkpoint prefix, a
+#     safetensors file or an .npz trains exactly as from cairn's own
+#     checkpoint (same accuracy, same bits);
 #   - a safetensors file cut short is reported as such, with no advice
 #     about interrupted saves or recover (which are about cairn's files);
 #   - export whose writer fails frees what it opened (under valgrind, when
@@ -24,7 +24,7 @@ PROG="$top_builddir/tools/cairn-fmnist/cairn-fmnist"
 PY=/usr/bin/python3
 
 tap_tmpdir interop
-echo "1..14"
+echo "1..15"
 
 have_numpy=0
 [ -x "$PY" ] && "$PY" -c 'import numpy' 2>/dev/null && have_numpy=1
@@ -141,7 +141,7 @@ run "$TOOL" verify "$T/flip.safetensors"
 if [ "$rc" -ne 0 ] && grep -q 'safetensors header: .* has dtype "F22"' "$T/out"; then ok "a damaged safetensors header is refused, naming the file"
 else not_ok "a damaged safetensors header (verify exit $rc)"; fi
 
-# ---- 9-10. warm start from a TensorFlow checkpoint ---------------------------------------------
+# ---- 9-12. warm start from a TF checkpoint, safetensors, .npz ----------------------------------------
 WARM="--data-dir $S --seed 7 --batch-size 8 --log-every 0 --threads 1 --max-steps 40 --eval-every 40 --method init_fn"
 run "$PROG" warm-start --from "$C" --checkpoint-dir "$T/w-own" $WARM
 cp "$T/out" "$T/own.out"
@@ -163,7 +163,14 @@ run2 "$TOOL" diff "$T/w-own/model.ckpt-40" "$T/w-st/model.ckpt-40"
 if [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ]; then ok "warm-start --from a safetensors file: the same bits as from cairn's own"
 else not_ok "warm-start --from a safetensors file (exit $rc, diff $rc2)" "$T/err" "$T/out2"; fi
 
-# ---- 12-13. a foreign file cut short: no interrupted-save advice -------------------------------
+# an .npz is read through cairn_ckpt_open too (the npz backend), no import needed
+run "$TOOL" export "$C" "$T/s.npz"
+run "$PROG" warm-start --from "$T/s.npz" --checkpoint-dir "$T/w-npz" $WARM
+run2 "$TOOL" diff "$T/w-own/model.ckpt-40" "$T/w-npz/model.ckpt-40"
+if [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ]; then ok "warm-start --from an .npz: the same bits as from cairn's own"
+else not_ok "warm-start --from an .npz (exit $rc, diff $rc2)" "$T/err" "$T/out2"; fi
+
+# ---- 13-14. a foreign file cut short: no interrupted-save advice -------------------------------
 head -c $(($(wc -c <"$T/s.safetensors") - 4)) "$T/s.safetensors" >"$T/short.safetensors"
 run "$TOOL" verify "$T/short.safetensors"
 if [ "$rc" -eq 1 ] && grep -q 'past the end of the file' "$T/out" && grep -q 'recover does not apply' "$T/out" &&
@@ -176,7 +183,7 @@ if [ "$rc" -ne 0 ] && grep -q 'recover does not apply' "$T/err" && ! grep -q 'wa
 else not_ok "list of a safetensors file cut short: no interrupted-save hint (exit $rc)"; fi
 
 
-# ---- 14. export whose writer fails frees the source checkpoint (valgrind) ---------------------
+# ---- 15. export whose writer fails frees the source checkpoint (valgrind) ---------------------
 if command -v valgrind >/dev/null 2>&1 && [ -x "$top_builddir/libtool" ]; then
   leaks=
   for fmt in safetensors tf; do # tf fails at open, safetensors at commit

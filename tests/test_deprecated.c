@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include <cairn.h>
@@ -157,3 +158,257 @@ Test(deprecated, mpi_init_is_exported) {
   cr_assert_neq((void *)fn, (void *)cairn_mpi_new);
 }
 #endif
+
+/* ==== The built-in hooks' names of 0.1 (cairn_<kind>_hook_new) ==================== */
+
+/* A registry with a global step and an op that adds 1 (and outputs "loss"
+ * = g_loss), driven by a SingularMonitoredSession with the given hooks. */
+typedef struct stepper {
+  cairn_registry *r;
+  cairn_var *gs;
+  cairn_op *train;
+  double loss;
+  double clock;
+} stepper;
+
+static cairn_status bump(cairn_session *s, void *user) {
+  stepper *p = user;
+  *(int64_t *)cairn_var_tensor(p->gs)->data += 1;
+  return cairn_session_output_f64(s, "loss", p->loss);
+}
+
+static double fake_now(void *self) {
+  stepper *p = self;
+  return p->clock += 0.5;
+}
+
+static void quiet(void *self, cairn_log_level level, const char *msg) {
+  (void)self;
+  (void)level;
+  (void)msg;
+}
+
+/* Runs the op until a hook asks to stop (at most `max` runs): the status
+ * of the last run, the global step at the end in *step. */
+static cairn_status run_hooks(cairn_hook **hooks, size_t n, double loss, int max, int64_t *step) {
+  stepper p = {.loss = loss};
+  OK(cairn_registry_new(1, &p.r));
+  OK(cairn_registry_global_step(p.r, &p.gs));
+  OK(cairn_op_new("train", bump, &p, NULL, &p.train));
+  cairn_singular_monitored_session_options o = cairn_singular_monitored_session_options_default();
+  o.registry = p.r;
+  o.hooks = hooks;
+  o.n_hooks = n;
+  cairn_monitored_session *ms;
+  OK(cairn_singular_monitored_session_new(&o, &ms));
+  cairn_run_args a = cairn_run_args_one(&p.train);
+  cairn_status st = CAIRN_OK;
+  for (int i = 0; st == CAIRN_OK && i < max && !cairn_monitored_session_should_stop(ms); i++)
+    st = cairn_monitored_session_run(ms, &a);
+  *step = *(int64_t *)cairn_var_tensor(p.gs)->data;
+  cairn_status closed = cairn_monitored_session_close_with(ms, st);
+  if (st == CAIRN_OK) st = closed;
+  cairn_monitored_session_free(ms);
+  cairn_op_free(p.train);
+  cairn_registry_free(p.r);
+  return st;
+}
+
+/* cairn_stop_at_step_hook_new(num_steps, last_step): < 0 is None, as
+ * cairn_hook_new_stop_at_step(step, {.relative}) stops at the same step;
+ * TF's two constructor errors are kept. */
+Test(deprecated, stop_at_step_hook_new_is_hook_new_stop_at_step) {
+  cairn_hook *a, *b;
+  int64_t sa, sb;
+  OK(cairn_stop_at_step_hook_new(-1, 4, &a));
+  OK(cairn_hook_new_stop_at_step(4, NULL, &b));
+  cr_assert_str_eq(cairn_hook_name(a), cairn_hook_name(b));
+  OK(run_hooks(&a, 1, 0, 50, &sa));
+  OK(run_hooks(&b, 1, 0, 50, &sb));
+  cr_assert_eq(sa, 4);
+  cr_assert_eq(sb, 4);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  OK(cairn_stop_at_step_hook_new(3, -1, &a));
+  OK(cairn_hook_new_stop_at_step(3, &(cairn_stop_at_step_hook_options){.relative = 1}, &b));
+  OK(run_hooks(&a, 1, 0, 50, &sa));
+  OK(run_hooks(&b, 1, 0, 50, &sb));
+  cr_assert_eq(sa, 3);
+  cr_assert_eq(sb, 3);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  OK(cairn_stop_at_step_hook_new(-1, 0, &a)); /* last_step 0: still one run */
+  OK(cairn_hook_new_stop_at_step(0, NULL, &b));
+  OK(run_hooks(&a, 1, 0, 50, &sa));
+  OK(run_hooks(&b, 1, 0, 50, &sb));
+  cr_assert_eq(sa, 1);
+  cr_assert_eq(sb, 1);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  cr_assert_eq(cairn_stop_at_step_hook_new(-1, -1, &a), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "One of num_steps or last_step must be specified."), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_stop_at_step_hook_new(2, 2, &a), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "Only one of num_steps or last_step can be specified."), "%s", cairn_errmsg());
+}
+
+typedef struct rates {
+  int n;
+  int64_t steps[8];
+} rates;
+
+static cairn_status on_scalar(void *self, const char *tag, double value, int64_t step) {
+  (void)tag;
+  (void)value;
+  rates *r = self;
+  if (r->n < 8) r->steps[r->n++] = step;
+  return CAIRN_OK;
+}
+
+/* cairn_step_counter_hook_new(n, secs, writer, env) writes at the steps
+ * cairn_hook_new_step_counter does with the same values as options, and
+ * still refuses "neither" (0.1 had no default; the options' zero is TF's
+ * every 100 steps). */
+Test(deprecated, step_counter_hook_new_is_hook_new_step_counter) {
+  stepper clock = {0};
+  cairn_env env = {.now = fake_now, .log = quiet, .self = &clock};
+  rates ra = {0}, rb = {0};
+  cairn_summary_writer wa = {.scalar = on_scalar, .self = &ra}, wb = {.scalar = on_scalar, .self = &rb};
+  cairn_hook *a, *b;
+  OK(cairn_step_counter_hook_new(3, 0, &wa, &env, &a));
+  OK(cairn_hook_new_step_counter(
+      &(cairn_step_counter_hook_options){.every_n_steps = 3, .summary_writer = &wb, .env = &env}, &b));
+  cr_assert_str_eq(cairn_hook_name(a), cairn_hook_name(b));
+  int64_t s;
+  OK(run_hooks(&a, 1, 0, 10, &s));
+  OK(run_hooks(&b, 1, 0, 10, &s));
+  cr_assert_gt(ra.n, 0);
+  cr_assert_eq(ra.n, rb.n);
+  for (int i = 0; i < ra.n; i++) cr_assert_eq(ra.steps[i], rb.steps[i], "write %d", i);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  cr_assert_eq(cairn_step_counter_hook_new(0, 0, NULL, &env, &a), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "exactly one of every_n_steps and every_n_secs should be provided."), "%s",
+            cairn_errmsg());
+  cr_assert_eq(cairn_step_counter_hook_new(10, 1.0, NULL, &env, &a), CAIRN_E_INVALID);
+}
+
+/* cairn_nan_tensor_hook_new(loss, fail_on_nan_loss): 1 fails the run as
+ * the new call's default does, 0 stops as its warn_only does. */
+Test(deprecated, nan_tensor_hook_new_is_hook_new_nan_tensor) {
+  cairn_hook *a, *b;
+  int64_t s;
+  OK(cairn_nan_tensor_hook_new("loss", 1, &a));
+  OK(cairn_hook_new_nan_tensor("loss", NULL, &b));
+  cr_assert_eq(run_hooks(&a, 1, NAN, 5, &s), CAIRN_E_NAN_LOSS);
+  cr_assert_eq(run_hooks(&b, 1, NAN, 5, &s), CAIRN_E_NAN_LOSS);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  OK(cairn_nan_tensor_hook_new("loss", 0, &a));
+  OK(cairn_hook_new_nan_tensor("loss", &(cairn_nan_tensor_hook_options){.warn_only = 1}, &b));
+  int64_t sa, sb;
+  OK(run_hooks(&a, 1, NAN, 5, &sa));
+  OK(run_hooks(&b, 1, NAN, 5, &sb));
+  cr_assert_eq(sa, 1, "a stop request after the first run");
+  cr_assert_eq(sb, 1);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  cr_assert_eq(cairn_nan_tensor_hook_new(NULL, 1, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_nan_tensor: loss_name is NULL"), "%s", cairn_errmsg());
+}
+
+/* cairn_final_ops_hook_new(op, names, n, feeds, n_feeds) fetches at end()
+ * what cairn_hook_new_final_ops does with the feeds as options. */
+Test(deprecated, final_ops_hook_new_is_hook_new_final_ops) {
+  const char *names[1] = {"loss"};
+  cairn_hook *a, *b;
+  int64_t s;
+  stepper p = {.loss = 2.5};
+  cairn_op *op;
+  OK(cairn_registry_new(1, &p.r));
+  OK(cairn_registry_global_step(p.r, &p.gs));
+  OK(cairn_var_initialize(p.gs));
+  OK(cairn_op_new("final", bump, &p, NULL, &op));
+  OK(cairn_final_ops_hook_new(op, names, 1, NULL, 0, &a));
+  OK(cairn_hook_new_final_ops(op, names, 1, NULL, &b));
+  cairn_hook *both[2] = {a, b};
+  OK(run_hooks(both, 2, 0, 2, &s));
+  cairn_value va, vb;
+  OK(cairn_final_ops_hook_value(a, "loss", &va));
+  OK(cairn_final_ops_hook_value(b, "loss", &vb));
+  cr_assert_eq(va.f64, 2.5);
+  cr_assert_eq(vb.f64, 2.5);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  cairn_feed bad = {NULL, NULL};
+  cr_assert_eq(cairn_final_ops_hook_new(NULL, names, 1, &bad, 1, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_final_ops: feeds[0] has a NULL member"), "%s", cairn_errmsg());
+  cairn_op_free(op);
+  cairn_registry_free(p.r);
+}
+
+/* cairn_global_step_waiter_hook_new(step, env): a step already reached
+ * does not wait, as cairn_hook_new_global_step_waiter's. */
+Test(deprecated, global_step_waiter_hook_new_is_hook_new_global_step_waiter) {
+  stepper clock = {0};
+  cairn_env env = {.now = fake_now, .log = quiet, .self = &clock};
+  cairn_hook *a, *b;
+  int64_t sa, sb;
+  OK(cairn_global_step_waiter_hook_new(0, &env, &a));
+  OK(cairn_hook_new_global_step_waiter(0, &(cairn_global_step_waiter_hook_options){.env = &env}, &b));
+  cr_assert_str_eq(cairn_hook_name(a), cairn_hook_name(b));
+  OK(run_hooks(&a, 1, 0, 3, &sa));
+  OK(run_hooks(&b, 1, 0, 3, &sb));
+  cr_assert_eq(sa, 3);
+  cr_assert_eq(sb, 3);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  cr_assert_eq(cairn_global_step_waiter_hook_new(0, &env, NULL), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_global_step_waiter: out is NULL"), "%s", cairn_errmsg());
+}
+
+static cairn_status count_feed(void *user, cairn_run_request *req) {
+  (void)req;
+  ++*(int *)user;
+  return CAIRN_OK;
+}
+
+/* The names that kept their arguments call the new ones: the same hook
+ * kind, the same errors (messages naming the new call). */
+Test(deprecated, renamed_hook_constructors_are_hook_new_kind) {
+  cairn_hook *a, *b;
+  int64_t s;
+  int ca = 0, cb = 0;
+  OK(cairn_feed_fn_hook_new(count_feed, &ca, &a));
+  OK(cairn_hook_new_feed_fn(count_feed, &cb, &b));
+  cr_assert_str_eq(cairn_hook_name(a), cairn_hook_name(b));
+  OK(run_hooks(&a, 1, 0, 3, &s));
+  OK(run_hooks(&b, 1, 0, 3, &s));
+  cr_assert_eq(ca, 3);
+  cr_assert_eq(cb, 3);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  cr_assert_eq(cairn_feed_fn_hook_new(NULL, NULL, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_feed_fn: fn is NULL"), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_checkpoint_saver_hook_new(NULL, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_checkpoint_saver: options is NULL"), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_logging_tensor_hook_new(NULL, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_logging_tensor: options are NULL"), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_summary_saver_hook_new(NULL, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_summary_saver: options are NULL"), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_progress_hook_new(NULL, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_progress: options are NULL"), "%s", cairn_errmsg());
+  const char *names[1] = {"loss"};
+  cairn_logging_tensor_hook_options lo = cairn_logging_tensor_hook_options_default();
+  lo.names = names;
+  lo.n_names = 1;
+  lo.at_end = 1;
+  OK(cairn_logging_tensor_hook_new(&lo, &a));
+  OK(cairn_hook_new_logging_tensor(&lo, &b));
+  cr_assert_str_eq(cairn_hook_name(a), cairn_hook_name(b));
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+#if CAIRN_WITH_MPI
+  cr_assert_eq(cairn_mpi_broadcast_hook_new(NULL, 0, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_mpi_broadcast: context is NULL"), "%s", cairn_errmsg());
+#endif
+}

@@ -355,7 +355,7 @@ static cairn_checkpoint_saver_hook_options ckpt_opts(void) {
 
 static cairn_hook *ckpt_hook(const cairn_checkpoint_saver_hook_options *o) {
   cairn_hook *h;
-  OK(cairn_checkpoint_saver_hook_new(o, &h));
+  OK(cairn_hook_new_checkpoint_saver(o, &h));
   return h;
 }
 
@@ -472,10 +472,10 @@ Test(second_or_step_timer, test_update_last_triggered_step) {
 
 Test(stop_at_step, test_raise_in_both_last_step_and_num_steps) {
   cairn_hook *h = (void *)1;
-  cr_assert_eq(cairn_stop_at_step_hook_new(10, 20, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn__hook_new_stop_at_step(10, 20, &h), CAIRN_E_INVALID);
   cr_assert_null(h);
   HAS(cairn_errmsg(), "Only one of num_steps or last_step can be specified.");
-  cr_assert_eq(cairn_stop_at_step_hook_new(-1, -1, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn__hook_new_stop_at_step(-1, -1, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "One of num_steps or last_step must be specified.");
 }
 
@@ -483,7 +483,7 @@ Test(stop_at_step, begin_needs_a_global_step) {
   cairn_registry *r;
   OK(cairn_registry_new(1, &r));
   cairn_hook *h;
-  OK(cairn_stop_at_step_hook_new(-1, 10, &h));
+  OK(cairn_hook_new_stop_at_step(10, NULL, &h));
   cr_assert_eq(cairn__hook_begin(h, r), CAIRN_E_STATE);
   HAS(cairn_errmsg(), "Global step should be created to use StopAtStepHook.");
   cairn_hook_free(h);
@@ -494,7 +494,8 @@ static void stop_case(int64_t num_steps, int64_t last_step, const int64_t *steps
   graph g;
   graph_new(&g);
   cairn_hook *h;
-  OK(cairn_stop_at_step_hook_new(num_steps, last_step, &h));
+  cairn_stop_at_step_hook_options o = {.relative = num_steps >= 0};
+  OK(cairn_hook_new_stop_at_step(num_steps >= 0 ? num_steps : last_step, &o, &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -553,7 +554,7 @@ static cairn_status logging_new(const char *name, int64_t every_n_iter, double e
   o.at_end = at_end;
   o.formatter = fmt;
   o.env = &ENV;
-  return cairn_logging_tensor_hook_new(&o, out);
+  return cairn_hook_new_logging_tensor(&o, out);
 }
 
 Test(logging_tensor_hook, test_illegal_args) {
@@ -691,7 +692,7 @@ Test(logging_tensor_hook, logs_several_names_in_order_and_counts_local_iteration
   o.every_n_iter = 2;
   o.env = &ENV;
   cairn_hook *h;
-  OK(cairn_logging_tensor_hook_new(&o, &h));
+  OK(cairn_hook_new_logging_tensor(&o, &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   assign_step(&g, 100); /* iterations are local, not global steps */
@@ -753,7 +754,7 @@ Test(checkpoint_saver_hook, test_raise_when_saver_and_scaffold_both_present) {
   o.saver = saver;
   o.scaffold = sc;
   cairn_hook *h = (void *)1;
-  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
   cr_assert_null(h);
   HAS(cairn_errmsg(), "You cannot provide both saver and scaffold.");
   cairn_saver_free(saver);
@@ -767,7 +768,7 @@ Test(checkpoint_saver_hook, test_raise_in_both_secs_and_steps) {
   o.save_secs = 10;
   o.save_steps = 20;
   cairn_hook *h;
-  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "Can not provide both every_secs and every_steps.");
 }
 
@@ -775,7 +776,7 @@ Test(checkpoint_saver_hook, test_raise_in_both_secs_and_steps) {
 Test(checkpoint_saver_hook, test_raise_in_none_secs_and_steps) {
   cairn_checkpoint_saver_hook_options o = ckpt_opts();
   cairn_hook *h;
-  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "Either every_secs or every_steps should be provided.");
 }
 
@@ -1063,12 +1064,15 @@ Test(checkpoint_saver_hook, checkpoint_session_logs_go_to_the_summary_writer) {
 
 /* ==== #99 StepCounterHook =========================================================== */
 
+/* StepCounterHook's options as an argument: SC(.every_n_steps = 10). */
+#define SC(...) (&(cairn_step_counter_hook_options){__VA_ARGS__})
+
 Test(step_counter_hook, test_step_counter_every_n_steps) {
   graph g;
   graph_new(&g);
   rec_writer *w = writer_new();
   cairn_hook *h;
-  OK(cairn_step_counter_hook_new(10, 0, &w->w, &ENV, &h));
+  OK(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .summary_writer = &w->w, .env = &ENV), &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1097,7 +1101,7 @@ Test(step_counter_hook, test_step_counter_every_n_secs) {
   graph_new(&g);
   rec_writer *w = writer_new();
   cairn_hook *h;
-  OK(cairn_step_counter_hook_new(0, 0.1, &w->w, &ENV, &h));
+  OK(cairn_hook_new_step_counter(SC(.every_n_secs = 0.1, .summary_writer = &w->w, .env = &ENV), &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1125,7 +1129,7 @@ Test(step_counter_hook, test_log_warning_if_global_step_not_increased) {
   graph_new(&g);
   g.increment = 0; /* keep the same */
   cairn_hook *h;
-  OK(cairn_step_counter_hook_new(1, 0, NULL, &ENV, &h));
+  OK(cairn_hook_new_step_counter(SC(.every_n_steps = 1, .env = &ENV), &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1145,9 +1149,88 @@ Test(step_counter_hook, test_log_warning_if_global_step_not_increased) {
 
 Test(step_counter_hook, constructor_errors) {
   cairn_hook *h;
-  cr_assert_eq(cairn_step_counter_hook_new(10, 1.0, NULL, &ENV, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .every_n_secs = 1.0, .env = &ENV), &h),
+               CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "exactly one of every_n_steps and every_n_secs should be provided.");
-  cr_assert_eq(cairn_step_counter_hook_new(0, 0, NULL, &ENV, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.every_n_steps = -1, .env = &ENV), &h), CAIRN_E_INVALID);
+}
+
+/* Options left zero (or NULL) are TF's default, every 100 steps: the
+ * baseline at step 1, then a rate at step 101 and 201. */
+Test(step_counter_hook, zero_options_mean_every_100_steps) {
+  graph g;
+  graph_new(&g);
+  rec_writer *w = writer_new();
+  cairn_hook *h;
+  OK(cairn_hook_new_step_counter(SC(.summary_writer = &w->w, .env = &ENV), &h));
+  OK(cairn__hook_begin(h, g.r));
+  graph_session(&g);
+  cairn_monitored_session *ms = hooked(&g, &h, 1);
+  for (int i = 0; i < 250; i++) {
+    F.now += 0.01;
+    run_op(ms, g.train_op);
+  }
+  OK(cairn__hook_end(h, g.raw));
+  cr_assert_eq(w->n, 2, "%s", summaries_str(w));
+  cr_assert_eq(w->s[0].step, 101);
+  cr_assert_eq(w->s[1].step, 201);
+  cairn_monitored_session_free(ms);
+  cairn_hook_free(h);
+  free(w);
+  graph_free(&g);
+  OK(cairn_hook_new_step_counter(NULL, &h));
+  cairn_hook_free(h);
+}
+
+/* The built-in hooks' options of 0.2 end with struct_size: 0 and the
+ * caller's sizeof are this layout, a larger (newer) size is read as far as
+ * this library knows, and one below the first layout is refused, naming
+ * the call and the type. */
+Test(hooks, builtin_options_size_zero_means_the_first_layout) {
+  cairn_hook *h;
+  struct {
+    cairn_stop_at_step_hook_options o;
+    char newer[16];
+  } big;
+  memset(&big, 0, sizeof big);
+  big.o.struct_size = sizeof big;
+  big.o.relative = 1;
+  OK(cairn_hook_new_stop_at_step(5, &big.o, &h));
+  cairn_hook_free(h);
+  cairn_stop_at_step_hook_options so = cairn_stop_at_step_hook_options_default();
+  so.struct_size = sizeof so;
+  OK(cairn_hook_new_stop_at_step(5, &so, &h));
+  cairn_hook_free(h);
+  so.struct_size = 4;
+  h = (void *)1;
+  cr_assert_eq(cairn_hook_new_stop_at_step(5, &so, &h), CAIRN_E_INVALID);
+  cr_assert_null(h);
+  HAS(cairn_errmsg(), "hook_new_stop_at_step: options->struct_size is 4");
+  HAS(cairn_errmsg(), "cairn_stop_at_step_hook_options");
+  cr_assert_eq(cairn_hook_new_stop_at_step(-3, NULL, &h), CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_stop_at_step: step is -3, must be >= 0");
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.struct_size = 1), &h),
+               CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_step_counter: options->struct_size is 1");
+  cr_assert_eq(cairn_hook_new_nan_tensor("loss", &(cairn_nan_tensor_hook_options){.struct_size = 2}, &h),
+               CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_nan_tensor: options->struct_size is 2");
+  cr_assert_eq(cairn_hook_new_final_ops(NULL, NULL, 0, &(cairn_final_ops_hook_options){.struct_size = 3}, &h),
+               CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_final_ops: options->struct_size is 3");
+  cr_assert_eq(cairn_hook_new_global_step_waiter(1, &(cairn_global_step_waiter_hook_options){.struct_size = 5}, &h),
+               CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_global_step_waiter: options->struct_size is 5");
+  /* The defaults are the zero struct. */
+  cairn_step_counter_hook_options sc = cairn_step_counter_hook_options_default(), zero_sc;
+  memset(&zero_sc, 0, sizeof zero_sc);
+  cr_assert(memcmp(&sc, &zero_sc, sizeof sc) == 0);
+  cairn_nan_tensor_hook_options no = cairn_nan_tensor_hook_options_default();
+  cr_assert_eq(no.warn_only, 0);
+  cairn_final_ops_hook_options fo = cairn_final_ops_hook_options_default();
+  cr_assert(fo.feeds == NULL && fo.n_feeds == 0 && fo.struct_size == 0);
+  cairn_global_step_waiter_hook_options wo = cairn_global_step_waiter_hook_options_default();
+  cr_assert(wo.env == NULL && wo.struct_size == 0);
 }
 
 /* ==== #100 SummarySaverHook =========================================================== */
@@ -1211,21 +1294,21 @@ Test(summary_saver_hook, constructor_errors) {
   cairn_hook *h;
   /* test_raise_when_scaffold_and_summary_op_both_missing */
   cairn_summary_saver_hook_options o = sum_opts(&f, 10, 0, NULL);
-  cr_assert_eq(cairn_summary_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_summary_saver(&o, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "Exactly one of scaffold or summary_op must be provided.");
   /* test_raise_when_scaffold_and_summary_op_both_present */
   cairn_scaffold *sc;
   OK(cairn_scaffold_new(f.g.r, NULL, &sc));
   o = sum_opts(&f, 10, 0, f.summary_op);
   o.scaffold = sc;
-  cr_assert_eq(cairn_summary_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_summary_saver(&o, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "Exactly one of scaffold or summary_op must be provided.");
   /* test_raise_in_both_secs_and_steps / test_raise_in_none_secs_and_steps */
   o = sum_opts(&f, 20, 10, f.summary_op);
-  cr_assert_eq(cairn_summary_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_summary_saver(&o, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "Can not provide both every_secs and every_steps.");
   o = sum_opts(&f, 0, 0, f.summary_op);
-  cr_assert_eq(cairn_summary_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_summary_saver(&o, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "Either every_secs or every_steps should be provided.");
   cairn_scaffold_free(sc);
   sum_fixture_free(&f);
@@ -1233,7 +1316,7 @@ Test(summary_saver_hook, constructor_errors) {
 
 static void run_summary_case(sum_fixture *f, cairn_summary_saver_hook_options *o, int runs, double dt) {
   cairn_hook *h;
-  OK(cairn_summary_saver_hook_new(o, &h));
+  OK(cairn_hook_new_summary_saver(o, &h));
   OK(cairn__hook_begin(h, f->g.r));
   graph_session(&f->g);
   cairn_monitored_session *ms = hooked(&f->g, &h, 1);
@@ -1298,7 +1381,7 @@ Test(summary_saver_hook, scaffold_summary_op_and_no_writer) {
   cairn_summary_saver_hook_options o = sum_opts(&f, 8, 0, NULL);
   o.scaffold = sc;
   cairn_hook *h;
-  OK(cairn_summary_saver_hook_new(&o, &h));
+  OK(cairn_hook_new_summary_saver(&o, &h));
   OK(cairn__hook_begin(h, f.g.r));
   OK(cairn_scaffold_finalize(sc));
   cr_assert_eq(cairn_scaffold_summary_op(sc), f.summary_op);
@@ -1311,7 +1394,7 @@ Test(summary_saver_hook, scaffold_summary_op_and_no_writer) {
   cairn_hook_free(h);
   /* Without a writer the hook does nothing at all. */
   o.writer = NULL;
-  OK(cairn_summary_saver_hook_new(&o, &h));
+  OK(cairn_hook_new_summary_saver(&o, &h));
   OK(cairn__hook_begin(h, f.g.r));
   ms = hooked(&f.g, &h, 1);
   for (int i = 0; i < 3; i++) run_op(ms, f.g.train_op);
@@ -1340,7 +1423,7 @@ Test(global_step_waiter_hook, test_not_wait_for_step_zero) {
   graph g;
   graph_new(&g);
   cairn_hook *h;
-  OK(cairn_global_step_waiter_hook_new(0, &ENV, &h));
+  OK(cairn_hook_new_global_step_waiter(0, &(cairn_global_step_waiter_hook_options){.env = &ENV}, &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1356,7 +1439,7 @@ Test(global_step_waiter_hook, test_wait_for_step) {
   graph_new(&g);
   g_waiter_graph = &g;
   cairn_hook *h;
-  OK(cairn_global_step_waiter_hook_new(1000, &ENV, &h));
+  OK(cairn_hook_new_global_step_waiter(1000, &(cairn_global_step_waiter_hook_options){.env = &ENV}, &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1376,7 +1459,7 @@ Test(global_step_waiter_hook, begin_needs_a_global_step) {
   cairn_registry *r;
   OK(cairn_registry_new(1, &r));
   cairn_hook *h;
-  OK(cairn_global_step_waiter_hook_new(10, &ENV, &h));
+  OK(cairn_hook_new_global_step_waiter(10, &(cairn_global_step_waiter_hook_options){.env = &ENV}, &h));
   cr_assert_eq(cairn__hook_begin(h, r), CAIRN_E_STATE);
   HAS(cairn_errmsg(), "Global step should be created to use _GlobalStepWaiterHook.");
   cairn_hook_free(h);
@@ -1394,7 +1477,7 @@ Test(final_ops_hook, test_final_ops_is_scalar_tensor) {
   OK(cairn_var_new(g.r, "final", CAIRN_DTYPE_I32, 0, NULL, cairn_init_constant(4), CAIRN_COLL_GLOBAL, &c));
   const char *names[1] = {"final"};
   cairn_hook *h;
-  OK(cairn_final_ops_hook_new(NULL, names, 1, NULL, 0, &h));
+  OK(cairn_hook_new_final_ops(NULL, names, 1, NULL, &h));
   OK(cairn__hook_begin(h, g.r));
   cairn_value v;
   cr_assert_eq(cairn_final_ops_hook_value(h, "final", &v), CAIRN_E_NOT_FOUND, "None before end()");
@@ -1415,7 +1498,7 @@ Test(final_ops_hook, test_final_ops_is_tensor) {
   f32_var(&g, "final", 6, expected);
   const char *names[1] = {"final"};
   cairn_hook *h;
-  OK(cairn_final_ops_hook_new(NULL, names, 1, NULL, 0, &h));
+  OK(cairn_hook_new_final_ops(NULL, names, 1, NULL, &h));
   graph_session(&g);
   OK(cairn__hook_end(h, g.raw));
   cairn_value v;
@@ -1447,7 +1530,7 @@ Test(final_ops_hook, test_final_ops_with_dictionary) {
   OK(cairn_op_new("final_ops", echo_fn, NULL, NULL, &echo));
   const char *names[1] = {"final"};
   cairn_hook *h;
-  OK(cairn_final_ops_hook_new(echo, names, 1, &feed, 1, &h));
+  OK(cairn_hook_new_final_ops(echo, names, 1, &(cairn_final_ops_hook_options){.feeds = &feed, .n_feeds = 1}, &h));
   cairn_op_free(echo); /* the hook keeps its reference */
   graph_session(&g);
   OK(cairn__hook_end(h, g.raw));
@@ -1474,7 +1557,7 @@ Test(final_ops_hook, test_final_ops_triggers_out_of_range_error) {
   OK(cairn_op_new("IteratorGetNext", read_next_fn, &next, NULL, &read_ops));
   const char *names[1] = {"final"};
   cairn_hook *h;
-  OK(cairn_final_ops_hook_new(read_ops, names, 1, NULL, 0, &h));
+  OK(cairn_hook_new_final_ops(read_ops, names, 1, NULL, &h));
   graph_session(&g);
   OK(cairn_session_run_op(g.raw, read_ops)); /* session.run(read_ops) */
   cr_assert_eq(cairn__hook_end(h, g.raw), CAIRN_E_OUT_OF_RANGE);
@@ -1511,7 +1594,7 @@ Test(feed_fn_hook, test_feeding_placeholder) {
   g_one = &t;
   int calls = 0;
   cairn_hook *h;
-  OK(cairn_feed_fn_hook_new(feed_x, &calls, &h));
+  OK(cairn_hook_new_feed_fn(feed_x, &calls, &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
@@ -1549,7 +1632,7 @@ static void nan_case(int fail_on_nan) {
   cairn_op *train;
   OK(cairn_op_new("train", loss_fn, NULL, NULL, &train));
   cairn_hook *h;
-  OK(cairn_nan_tensor_hook_new("loss", fail_on_nan, &h));
+  OK(cairn_hook_new_nan_tensor("loss", &(cairn_nan_tensor_hook_options){.warn_only = !fail_on_nan}, &h));
   graph_session(&g);
   cairn_monitored_session *ms = hooked(&g, &h, 1);
   g_loss = 0.5;
@@ -1584,7 +1667,7 @@ Test(nan_tensor_hook, nan_error_ends_a_monitored_session_without_end) {
   cairn_op *train;
   OK(cairn_op_new("train", loss_fn, NULL, NULL, &train));
   cairn_hook *hooks[2];
-  OK(cairn_nan_tensor_hook_new("loss", 1, &hooks[0]));
+  OK(cairn_hook_new_nan_tensor("loss", NULL, &hooks[0]));
   cairn_checkpoint_saver_hook_options o = ckpt_opts();
   o.save_steps = 100;
   hooks[1] = ckpt_hook(&o);
@@ -1705,7 +1788,7 @@ Test(step_counter_hook, summary_writer_size_zero_means_the_first_layout) {
     table.w = w->w;
     table.w.struct_size = i == 0 ? 0 : i == 1 ? CAIRN_SUMMARY_WRITER_SIZE : sizeof table;
     cairn_hook *h;
-    OK(cairn_step_counter_hook_new(10, 0, &table.w, &ENV, &h));
+    OK(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .summary_writer = &table.w, .env = &ENV), &h));
     memset(&table, 0xff, sizeof table); /* the hook reads its own copy */
     OK(cairn__hook_begin(h, g.r));
     graph_session(&g);
@@ -1726,17 +1809,18 @@ Test(step_counter_hook, summary_writer_size_zero_means_the_first_layout) {
 
   cairn_summary_writer bad = {.flush = w_flush, .struct_size = 8};
   cairn_hook *h = (cairn_hook *)&bad;
-  cr_assert_eq(cairn_step_counter_hook_new(10, 0, &bad, &ENV, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .summary_writer = &bad, .env = &ENV), &h),
+               CAIRN_E_INVALID);
   cr_assert_null(h);
-  cr_assert(strstr(cairn_errmsg(), "step_counter_hook_new: summary_writer->struct_size is 8") &&
+  cr_assert(strstr(cairn_errmsg(), "hook_new_step_counter: summary_writer->struct_size is 8") &&
                 strstr(cairn_errmsg(), "sizeof(cairn_summary_writer)"),
             "%s", cairn_errmsg());
   cairn_summary_saver_hook_options so = cairn_summary_saver_hook_options_default();
   so.save_steps = 1;
   so.summary_op = (cairn_op *)&bad; /* never read: the writer is refused first */
   so.writer = &bad;
-  cr_assert_eq(cairn_summary_saver_hook_new(&so, &h), CAIRN_E_INVALID);
-  cr_assert(strstr(cairn_errmsg(), "summary_saver_hook_new: summary_writer->struct_size is 8"), "%s",
+  cr_assert_eq(cairn_hook_new_summary_saver(&so, &h), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_summary_saver: summary_writer->struct_size is 8"), "%s",
             cairn_errmsg());
 }
 
@@ -1774,24 +1858,24 @@ Test(checkpoint_saver_hook, listener_array_is_read_at_the_callers_stride) {
   two[1].struct_size = 0;
   two[0].struct_size = 0;
   o.listeners = two;
-  OK(cairn_checkpoint_saver_hook_new(&o, &h));
+  OK(cairn_hook_new_checkpoint_saver(&o, &h));
   cairn_hook_free(h);
   two[0].struct_size = two[1].struct_size = CAIRN_CHECKPOINT_LISTENER_SIZE;
-  OK(cairn_checkpoint_saver_hook_new(&o, &h));
+  OK(cairn_hook_new_checkpoint_saver(&o, &h));
   cairn_hook_free(h);
 
   two[1].struct_size = 8;
   h = (cairn_hook *)&o;
-  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
   cr_assert_null(h);
-  cr_assert(strstr(cairn_errmsg(), "checkpoint_saver_hook_new: listeners[1]->struct_size is 8"), "%s",
+  cr_assert(strstr(cairn_errmsg(), "hook_new_checkpoint_saver: listeners[1]->struct_size is 8"), "%s",
             cairn_errmsg());
   cl[0].l = listener_of(&l1);
   cl[1].l = listener_of(&l2);
   cl[0].l.struct_size = sizeof cl[0];
   cl[1].l.struct_size = CAIRN_CHECKPOINT_LISTENER_SIZE;
   o.listeners = &cl[0].l;
-  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
   cr_assert(strstr(cairn_errmsg(), "every element of the array must have the same size"), "%s", cairn_errmsg());
 }
 
@@ -1801,11 +1885,11 @@ Test(step_counter_hook, env_with_a_bad_size_is_refused) {
   cairn_env bad = ENV;
   bad.struct_size = 4;
   cairn_hook *h = (cairn_hook *)&bad;
-  cr_assert_eq(cairn_step_counter_hook_new(10, 0, NULL, &bad, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .env = &bad), &h), CAIRN_E_INVALID);
   cr_assert_null(h);
   cr_assert(strstr(cairn_errmsg(), "timer_new: env->struct_size is 4"), "%s", cairn_errmsg());
   cairn_env zero;
   memset(&zero, 0, sizeof zero);
-  OK(cairn_step_counter_hook_new(10, 0, NULL, &zero, &h));
+  OK(cairn_hook_new_step_counter(SC(.every_n_steps = 10, .env = &zero), &h));
   cairn_hook_free(h);
 }

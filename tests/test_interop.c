@@ -1441,3 +1441,192 @@ Test(npz_writer, errors_name_the_file_and_leave_nothing) {
   cr_assert_eq(count_entries(P("lim")), before, "no archive and no temporary file left");
   cairn_tensor_free(t);
 }
+
+/* ---- NumPy .npz as a checkpoint (cairn_ckpt_open, cairn_ckpt_out) ------------------- */
+
+TestSuite(npz_backend, .init = setup, .fini = teardown);
+
+/* Every tensor of s written through cairn_ckpt_out as an .npz. */
+static void write_npz_out(const char *path, const set *s) {
+  cairn_ckpt_out_options o = cairn_ckpt_out_options_default();
+  o.format = CAIRN_CKPT_FORMAT_NPZ;
+  cairn_ckpt_out *w;
+  cr_assert_eq(cairn_ckpt_out_open(path, &o, &w), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_str_eq(cairn_ckpt_out_format(w), "npz");
+  for (size_t i = 0; i < s->n; i++)
+    cr_assert_eq(cairn_ckpt_out_add(w, s->names[i], s->t[i]), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_out_meta_str(w, "user.note", "x"), CAIRN_E_UNSUPPORTED);
+  cr_assert(strstr(cairn_errmsg(), "a npz checkpoint has no metadata"), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_out_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+}
+
+static cairn_status count_piece(void *user, uint64_t offset, const void *data, size_t len) {
+  (void)data;
+  uint64_t *got = user;
+  cr_assert_eq(offset, *got, "pieces in order");
+  *got += len;
+  return CAIRN_OK;
+}
+
+/* An .npz written by cairn_ckpt_out opens as a checkpoint: every member is
+ * a tensor with its dtype, shape and bytes (bf16 widened to f32, as the
+ * .npz writer stores it), as the importer reads them; verify passes and
+ * read_pieces hands over every byte. */
+Test(npz_backend, open_list_read_verify_through_ckpt_open) {
+  set s;
+  make_set(&s);
+  write_npz_out(P("s.npz"), &s);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("s.npz"), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_str_eq(cairn_ckpt_format(c), "npz");
+  cr_assert_eq(cairn_ckpt_count(c), s.n);
+  cr_assert_eq(cairn_ckpt_meta_count(c), 0);
+  int major = -1, minor = -1;
+  cairn_ckpt_version(c, &major, &minor);
+  cr_assert(major == 0 && minor == 0);
+  for (size_t i = 0; i < s.n; i++) expect_npz_tensor(c, s.names[i], s.t[i]);
+  cr_assert_eq(cairn_ckpt_verify(c), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_ckpt_entry e;
+  cr_assert_eq(cairn_ckpt_find(c, "f64/rank3", &e), CAIRN_OK, "%s", cairn_errmsg());
+  uint64_t got = 0;
+  cr_assert_eq(cairn_ckpt_read_pieces(c, "f64/rank3", count_piece, &got), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(got, e.raw_bytes);
+  cr_assert_eq(cairn_ckpt_find(c, "f64/rank3.npy", &e), CAIRN_E_NOT_FOUND, "the member's suffix is not the name");
+  cairn_ckpt_close(c);
+  /* The importer's reading of the same archive is the same. */
+  c = npz_read_back(P("s.npz"), P("s.ckpt"));
+  for (size_t i = 0; i < s.n; i++) expect_npz_tensor(c, s.names[i], s.t[i]);
+  cairn_ckpt_close(c);
+  free_set(&s);
+}
+
+/* One f32 tensor "w" of 2^20 values (4 MiB: more than libzip reads ahead
+ * when open reads the .npy header) in a stored member: the archive's bytes. */
+#define ONE_N (1 << 20)
+static unsigned char *one_member_npz(const char *path, size_t *n) {
+  int64_t sh[1] = {ONE_N};
+  cairn_tensor *t;
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 1, sh, &t), CAIRN_OK);
+  for (int i = 0; i < ONE_N; i++) cairn_tensor_f32(t)[i] = (float)i;
+  cairn_npz_writer *w;
+  cr_assert_eq(cairn_npz_writer_open(path, &w), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_add(w, "w", t), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_npz_writer_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_tensor_free(t);
+  return slurp(path, n);
+}
+
+/* A damaged data byte opens (the headers are intact) but fails read and
+ * verify with the member's CRC-32, naming the call, the file and the
+ * member; a damaged .npy header fails open, naming the member; an archive
+ * cut short fails open before anything is allocated from it, naming the
+ * file. */
+Test(npz_backend, corrupt_or_truncated_npz_named_clearly) {
+  size_t n;
+  unsigned char *b = one_member_npz(P("ok.npz"), &n);
+  size_t data_at = 30 + (size_t)(b[26] | b[27] << 8); /* the member's .npy */
+  unsigned char *bad = malloc(n);
+  memcpy(bad, b, n);
+  bad[data_at + 64 + 4 * (ONE_N - 3)] ^= 0x40; /* a data byte near the end (the .npy header is 64 bytes) */
+  put_file(P("flip.npz"), bad, n);
+  cairn_ckpt *c;
+  cr_assert_eq(cairn_ckpt_open(P("flip.npz"), NULL, &c), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_verify(c), CAIRN_E_CORRUPT);
+  const char *m = cairn_errmsg();
+  cr_assert(strstr(m, "ckpt_verify: ") && strstr(m, "flip.npz") && strstr(m, "member 'w.npy'") && strstr(m, "CRC-32"),
+            "%s", m);
+  int64_t sh[1] = {ONE_N};
+  cairn_tensor *t;
+  cr_assert_eq(cairn_tensor_new(CAIRN_DTYPE_F32, 1, sh, &t), CAIRN_OK);
+  cr_assert_eq(cairn_ckpt_read(c, "w", t), CAIRN_E_CORRUPT);
+  cr_assert(strstr(cairn_errmsg(), "ckpt_read: ") && strstr(cairn_errmsg(), "CRC-32"), "%s", cairn_errmsg());
+  cairn_tensor_free(t);
+  cairn_ckpt_close(c);
+
+  memcpy(bad, b, n);
+  memcpy(bad + data_at, "\x93NUMPX", 6); /* the .npy magic */
+  put_file(P("magic.npz"), bad, n);
+  c = (cairn_ckpt *)1;
+  /* The container is checked before the .npy header is blamed: the
+   * member's CRC-32 no longer matches. */
+  cr_assert_eq(cairn_ckpt_open(P("magic.npz"), NULL, &c), CAIRN_E_CORRUPT);
+  cr_assert_null(c);
+  m = cairn_errmsg();
+  cr_assert(strstr(m, "ckpt_open: ") && strstr(m, "magic.npz") && strstr(m, "member 'w.npy'") && strstr(m, "CRC-32"),
+            "%s", m);
+
+  for (size_t cut = n - 1; cut > 4; cut = cut / 3) {
+    put_file(P("cut.npz"), b, cut);
+    cairn_status s = cairn_ckpt_open(P("cut.npz"), NULL, &c);
+    cr_assert(s == CAIRN_E_FORMAT || s == CAIRN_E_TRUNCATED, "%zu bytes: %s", cut, cairn_status_str(s));
+    cr_assert(strstr(cairn_errmsg(), "cut.npz"), "%zu bytes: %s", cut, cairn_errmsg());
+  }
+  put_file(P("cut.npz"), b, n - 10);
+  cr_assert_eq(cairn_ckpt_open(P("cut.npz"), NULL, &c), CAIRN_E_FORMAT);
+  cr_assert(strstr(cairn_errmsg(), "ckpt_open: ") &&
+                strstr(cairn_errmsg(), "cut.npz: not a ZIP (.npz) file: no end-of-central-directory record"),
+            "%s", cairn_errmsg());
+  free(bad);
+  free(b);
+}
+
+/* The Saver restores from an .npz as from safetensors: include, rename, the
+ * report, and the strict restore naming what is missing. */
+Test(npz_backend, partial_restore_from_npz) {
+  float k[3] = {1, 2, 3}, b[2] = {4, 5}, a[3] = {7, 8, 9};
+  int64_t s3 = 3, s2 = 2;
+  cairn_tensor tk, tb, ta;
+  cr_assert_eq(cairn_tensor_view(&tk, k, CAIRN_DTYPE_F32, 1, &s3), CAIRN_OK);
+  cr_assert_eq(cairn_tensor_view(&tb, b, CAIRN_DTYPE_F32, 1, &s2), CAIRN_OK);
+  cr_assert_eq(cairn_tensor_view(&ta, a, CAIRN_DTYPE_F32, 1, &s3), CAIRN_OK);
+  cairn_ckpt_out_options o = cairn_ckpt_out_options_default();
+  o.format = CAIRN_CKPT_FORMAT_NPZ;
+  cairn_ckpt_out *w;
+  cr_assert_eq(cairn_ckpt_out_open(P("m.npz"), &o, &w), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_out_add(w, "old/kernel", &tk), CAIRN_OK);
+  cr_assert_eq(cairn_ckpt_out_add(w, "dense/bias", &tb), CAIRN_OK);
+  cr_assert_eq(cairn_ckpt_out_add(w, "dense/kernel/Adam", &ta), CAIRN_OK);
+  cr_assert_eq(cairn_ckpt_out_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  partial_restore_from(P("m.npz"));
+}
+
+/* cairn_npz_reader_open still says what a non-ZIP file is; a ZIP whose end
+ * records are damaged is reported by the ZIP checks, not as another
+ * format. */
+Test(npz_backend, npz_reader_open_still_names_other_formats) {
+  size_t n;
+  unsigned char *b = one_member_npz(P("ok.npz"), &n);
+  put_file(P("cut.npz"), b, n - 10);
+  cairn_npz_reader *r = (cairn_npz_reader *)1;
+  cr_assert_eq(cairn_npz_reader_open(P("cut.npz"), &r), CAIRN_E_FORMAT);
+  cr_assert_null(r);
+  cr_assert(strstr(cairn_errmsg(), "npz_reader_open: ") && strstr(cairn_errmsg(), "no end-of-central-directory"),
+            "%s", cairn_errmsg());
+  free(b);
+}
+
+/* A directory with no checkpoint and one .npz restores from it, as from
+ * its one .safetensors file. */
+Test(npz_backend, restore_from_a_directory_with_one_npz) {
+  cr_assert_eq(mkdir(P("d"), 0777), 0);
+  float b[2] = {4, 5};
+  int64_t s2 = 2;
+  cairn_tensor tb;
+  cr_assert_eq(cairn_tensor_view(&tb, b, CAIRN_DTYPE_F32, 1, &s2), CAIRN_OK);
+  cairn_ckpt_out_options o = cairn_ckpt_out_options_default();
+  o.format = CAIRN_CKPT_FORMAT_NPZ;
+  cairn_ckpt_out *w;
+  cr_assert_eq(cairn_ckpt_out_open(P("d/weights.npz"), &o, &w), CAIRN_OK, "%s", cairn_errmsg());
+  cr_assert_eq(cairn_ckpt_out_add(w, "dense/bias", &tb), CAIRN_OK);
+  cr_assert_eq(cairn_ckpt_out_commit(w), CAIRN_OK, "%s", cairn_errmsg());
+  cairn_registry *r;
+  cr_assert_eq(cairn_registry_new(1, &r), CAIRN_OK);
+  cairn_var *v = mkvar(r, "dense/bias", 2);
+  cairn_saver *s;
+  cr_assert_eq(cairn_saver_new_list(&v, 1, NULL, &s), CAIRN_OK);
+  cr_assert_eq(cairn_saver_restore(s, P("d"), NULL), CAIRN_OK, "%s", cairn_errmsg());
+  const float *bv = cairn_tensor_f32(cairn_var_tensor(v));
+  cr_assert(bv[0] == 4 && bv[1] == 5);
+  cairn_saver_free(s);
+  cairn_registry_free(r);
+}

@@ -568,7 +568,7 @@ static cairn_hook *ckpt_hook(const char *dir, int64_t steps, double secs, cairn_
   o.scaffold = sc;
   o.env = &ENV;
   cairn_hook *h;
-  OK(cairn_checkpoint_saver_hook_new(&o, &h));
+  OK(cairn_hook_new_checkpoint_saver(&o, &h));
   return h;
 }
 
@@ -2355,7 +2355,7 @@ Test(monitored_session, test_last_step) {
   graph g;
   graph_new(&g);
   cairn_hook *stop;
-  OK(cairn_stop_at_step_hook_new(-1, 3, &stop));
+  OK(cairn_hook_new_stop_at_step(3, NULL, &stop));
   cairn_session_creator *cr = chief(&g, NULL, NULL, NULL);
   cairn_monitored_session *ms = ms_new(&g, cr, &stop, 1);
   cr_assert_eq(run_gstep(ms), 0);
@@ -2375,7 +2375,7 @@ Test(monitored_session, test_last_step) {
   /* Restore it through Scaffold.init_fn and run till step 5. */
   int calls = 0;
   cairn_scaffold *sc;
-  OK(cairn_stop_at_step_hook_new(-1, 5, &stop));
+  OK(cairn_hook_new_stop_at_step(5, NULL, &stop));
   ms = ms_with_init_fn(&g, &stop, 1, &calls, &sc, &cr);
   cr_assert_eq(calls, 1);
   cr_assert_eq(run_gstep(ms), 3);
@@ -2397,7 +2397,7 @@ Test(monitored_session, test_num_steps) {
   graph g;
   graph_new(&g);
   cairn_hook *stop;
-  OK(cairn_stop_at_step_hook_new(3, -1, &stop));
+  OK(cairn_hook_new_stop_at_step(3, &(cairn_stop_at_step_hook_options){.relative = 1}, &stop));
   cairn_session_creator *cr = chief(&g, NULL, NULL, NULL);
   cairn_monitored_session *ms = ms_new(&g, cr, &stop, 1);
   run_step(ms, &g);
@@ -2415,7 +2415,7 @@ Test(monitored_session, test_num_steps) {
   /* Restore and do 4 steps. */
   int calls = 0;
   cairn_scaffold *sc;
-  OK(cairn_stop_at_step_hook_new(4, -1, &stop));
+  OK(cairn_hook_new_stop_at_step(4, &(cairn_stop_at_step_hook_options){.relative = 1}, &stop));
   ms = ms_with_init_fn(&g, &stop, 1, &calls, &sc, &cr);
   cr_assert_eq(run_step(ms, &g), 4);
   cr_assert_not(cairn_monitored_session_should_stop(ms));
@@ -3432,7 +3432,7 @@ Test(end_to_end, train_kill_restart_continue_and_evaluate) {
   ko.n_listeners = 1;
   ko.env = &ENV;
   cairn_hook *ck;
-  OK(cairn_checkpoint_saver_hook_new(&ko, &ck));
+  OK(cairn_hook_new_checkpoint_saver(&ko, &ck));
   cairn_hook *hooks[2] = {counter, ck};
   cairn_monitored_training_session_options o = cairn_monitored_training_session_options_default();
   o.registry = em.r;

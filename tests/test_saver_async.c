@@ -440,7 +440,7 @@ static void rig_new(rig *g, int skip) {
   o.n_listeners = 1;
   o.async = 1;
   o.async_skip_busy = skip;
-  OK(cairn_checkpoint_saver_hook_new(&o, &g->hook));
+  OK(cairn_hook_new_checkpoint_saver(&o, &g->hook));
   OK(cairn__hook_begin(g->hook, g->m.r));
   OK(cairn_session_new(g->m.r, 0, &g->raw));
   OK(cairn__hook_after_create_session(g->hook, g->raw, NULL)); /* synchronous: step 0 */

@@ -884,7 +884,7 @@ Test(progress_hook, lines_every_n_steps_with_eta) {
   po.fn = capture;
   po.env = &ENV;
   cairn_hook *h;
-  OK(cairn_progress_hook_new(&po, &h));
+  OK(cairn_hook_new_progress(&po, &h));
   cairn_monitored_session *ms = progress_session(&m, h);
   train(ms, &m, 20);
   OK(cairn_monitored_session_close(ms));
@@ -907,7 +907,7 @@ Test(progress_hook, lines_every_n_steps_with_eta) {
   model_new(&m2, 0.5);
   po.max_steps = 1000;
   po.every_n_steps = 10;
-  OK(cairn_progress_hook_new(&po, &h));
+  OK(cairn_hook_new_progress(&po, &h));
   ms = progress_session(&m2, h);
   train(ms, &m2, 10);
   OK(cairn_monitored_session_close(ms));
@@ -934,7 +934,7 @@ Test(progress_hook, huge_interval_across_a_resume_prints_no_periodic_line) {
   po.fn = capture;
   po.env = &ENV;
   cairn_hook *h;
-  OK(cairn_progress_hook_new(&po, &h));
+  OK(cairn_hook_new_progress(&po, &h));
   cairn_monitored_session *ms = progress_session(&m, h);
   train(ms, &m, 20);
   OK(cairn_monitored_session_close(ms));
@@ -945,7 +945,7 @@ Test(progress_hook, huge_interval_across_a_resume_prints_no_periodic_line) {
   /* Resumed from the step-20 checkpoint. */
   model m2;
   model_new(&m2, 0.5);
-  OK(cairn_progress_hook_new(&po, &h));
+  OK(cairn_hook_new_progress(&po, &h));
   ms = progress_session(&m2, h);
   int64_t step;
   OK(cairn_session_global_step(cairn_monitored_session_raw_session(ms), &step));
@@ -972,7 +972,7 @@ Test(progress_hook, every_n_secs_to_a_file_without_max_steps) {
   po.out = f;
   po.env = &ENV;
   cairn_hook *h;
-  OK(cairn_progress_hook_new(&po, &h));
+  OK(cairn_hook_new_progress(&po, &h));
   cairn_monitored_session *ms = progress_session(&m, h);
   train(ms, &m, 10);
   OK(cairn_monitored_session_close(ms));
@@ -992,19 +992,19 @@ Test(progress_hook, every_n_secs_to_a_file_without_max_steps) {
 
 Test(progress_hook, options_and_format) {
   cairn_hook *h = (cairn_hook *)1;
-  cr_assert_eq(cairn_progress_hook_new(NULL, &h), CAIRN_E_NULL);
+  cr_assert_eq(cairn_hook_new_progress(NULL, &h), CAIRN_E_NULL);
   cairn_progress_hook_options po = cairn_progress_hook_options_default();
   cr_assert_eq(po.every_n_steps, 100);
-  cr_assert_eq(cairn_progress_hook_new(&po, NULL), CAIRN_E_NULL);
+  cr_assert_eq(cairn_hook_new_progress(&po, NULL), CAIRN_E_NULL);
   po.every_n_secs = 5;
-  cr_assert_eq(cairn_progress_hook_new(&po, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_progress(&po, &h), CAIRN_E_INVALID);
   cr_assert_null(h);
   HAS(cairn_errmsg(), "exactly one of every_n_steps and every_n_secs");
   po.every_n_steps = 0;
   po.every_n_secs = 0;
-  cr_assert_eq(cairn_progress_hook_new(&po, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_progress(&po, &h), CAIRN_E_INVALID);
   po.every_n_steps = -5;
-  cr_assert_eq(cairn_progress_hook_new(&po, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_progress(&po, &h), CAIRN_E_INVALID);
 
   cairn_progress p;
   memset(&p, 0, sizeof p);
@@ -1046,7 +1046,7 @@ Test(progress_hook, needs_a_global_step) {
   OK(cairn_registry_new(1, &r));
   cairn_progress_hook_options po = cairn_progress_hook_options_default();
   cairn_hook *h;
-  OK(cairn_progress_hook_new(&po, &h));
+  OK(cairn_hook_new_progress(&po, &h));
   cr_assert_eq(cairn__hook_begin(h, r), CAIRN_E_STATE);
   HAS(cairn_errmsg(), "Global step should be created to use ProgressHook.");
   cairn_hook_free(h);

@@ -174,8 +174,8 @@ typedef struct cairn_ckpt_entry {
 
 /* Opens and validates superblock, footer, metadata and index (not the
  * tensor data: see read and verify). limits may be NULL. A TensorFlow
- * checkpoint prefix or a safetensors file is recognized by its bytes and
- * read through the same calls (cairn/interop.h, doc/interop-formats.md).
+ * checkpoint prefix, a safetensors file or a NumPy .npz is recognized by
+ * its bytes and read through the same calls (cairn/interop.h, doc/interop-formats.md).
  * Errors:
  * CAIRN_E_IO, CAIRN_E_TRUNCATED (no valid footer: an incomplete file, which
  * cairn_ckpt_recover can salvage), CAIRN_E_CORRUPT (a checksum fails),
@@ -232,7 +232,7 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_verify_tensor(cairn_ckpt *c, c
  * chunks), the rest decoded twice. Staged bytes are those of the file when
  * it was verified: a caller that must notice later changes of the file
  * checks cairn_ckpt_check_unchanged (as a restore does). A foreign
- * checkpoint (safetensors, TF bundle) has nothing to decode, so there the
+ * checkpoint (safetensors, TF bundle, .npz) has nothing to keep, so there the
  * budget goes unused. Errors: CAIRN_E_NULL. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_set_staging(cairn_ckpt *c, uint64_t max_bytes);
 

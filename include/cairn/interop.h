@@ -2,7 +2,7 @@
  * archives.
  *
  * Reading needs nothing from this header: cairn_ckpt_open (cairn/ckpt.h)
- * recognizes both formats by their bytes, so every reader of checkpoints —
+ * recognizes the three formats by their bytes, so every reader of checkpoints —
  * find / read / verify / entry_at / meta, the Saver's restore and partial
  * restore, warm start, ckpt-inspect — accepts them as they are:
  *
@@ -18,8 +18,19 @@
  *   are refused); the header is validated fully (offsets contiguous, in the
  *   data region, matching dtype × shape). Its "__metadata__" strings are
  *   CAIRN_META_STR metadata.
+ * - a NumPy .npz archive (numpy.savez or savez_compressed; a file that
+ *   starts with a ZIP local header, "PK\3\4", or is an empty ZIP). Each
+ *   member "<name>.npy" is the tensor <name> (another member is refused with
+ *   CAIRN_E_UNSUPPORTED naming it). Open checks the ZIP structure as
+ *   cairn_npz_reader_open does (below) and reads every member's .npy header;
+ *   a read or verify streams the member, checking its CRC-32 and size
+ *   (CAIRN_E_CORRUPT / CAIRN_E_FORMAT naming the file and the member); a
+ *   Fortran-order array is transposed, up to 32 MiB (else CAIRN_E_LIMIT).
+ *   raw_crc32c is 0 (the ZIP's CRC-32 covers the member, header included);
+ *   no metadata.
  * cairn_ckpt_format tells which format a handle reads; cairn_ckpt_version
- * gives 1.0 for a TF bundle (its bundle version) and 0.0 for safetensors.
+ * gives 1.0 for a TF bundle (its bundle version) and 0.0 for safetensors
+ * and npz.
  *
  * This header adds the writers (and the NumPy .npz writer and reader
  * below). Both write atomically (temporary file,
@@ -39,7 +50,8 @@
 extern "C" {
 #endif
 
-/* "cairn", "tf" (TensorFlow tensor bundle) or "safetensors"; NULL for NULL. */
+/* "cairn", "tf" (TensorFlow tensor bundle), "safetensors" or "npz"; NULL
+ * for NULL. */
 CAIRN_API const char *cairn_ckpt_format(const cairn_ckpt *c);
 
 /* ---- safetensors --------------------------------------------------------- */
@@ -90,11 +102,12 @@ CAIRN_API void cairn_tfbundle_writer_abort(cairn_tfbundle_writer *w);
 /* ---- One writer for every format ------------------------------------------ */
 
 /* The formats cairn writes (and reads: cairn_ckpt_format names them
- * "cairn", "tf" and "safetensors"). */
+ * "cairn", "tf", "safetensors" and "npz"). */
 typedef enum cairn_ckpt_format_id {
-  CAIRN_CKPT_FORMAT_CAIRN = 0,      /* cairn's own (cairn/ckpt.h) */
-  CAIRN_CKPT_FORMAT_TF = 1,         /* TensorFlow tensor bundle: the path is its prefix */
-  CAIRN_CKPT_FORMAT_SAFETENSORS = 2 /* safetensors: no checksums, string metadata only */
+  CAIRN_CKPT_FORMAT_CAIRN = 0,       /* cairn's own (cairn/ckpt.h) */
+  CAIRN_CKPT_FORMAT_TF = 1,          /* TensorFlow tensor bundle: the path is its prefix */
+  CAIRN_CKPT_FORMAT_SAFETENSORS = 2, /* safetensors: no checksums, string metadata only */
+  CAIRN_CKPT_FORMAT_NPZ = 3          /* NumPy .npz (cairn_npz_writer_*): CRC-32 per member, no metadata */
 } cairn_ckpt_format_id;
 
 typedef struct cairn_ckpt_out_options {
@@ -122,7 +135,7 @@ typedef struct cairn_ckpt_out cairn_ckpt_out;
  * format's writer_open (CAIRN_E_IO, CAIRN_E_NOMEM). */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_open(const char *path, const cairn_ckpt_out_options *opts,
                                                            cairn_ckpt_out **out);
-/* "cairn", "tf" or "safetensors" (as cairn_ckpt_format); NULL for NULL. */
+/* "cairn", "tf", "safetensors" or "npz" (as cairn_ckpt_format); NULL for NULL. */
 CAIRN_API const char *cairn_ckpt_out_format(const cairn_ckpt_out *w);
 /* Adds tensor t under name, with the rules and errors of the format's
  * writer_add (safetensors keeps a pointer to t until commit; the others
@@ -130,8 +143,8 @@ CAIRN_API const char *cairn_ckpt_out_format(const cairn_ckpt_out *w);
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_add(cairn_ckpt_out *w, const char *name,
                                                           const cairn_tensor *t);
 /* A string metadata entry (cairn: a CAIRN_META_STR key; safetensors: a
- * "__metadata__" entry). CAIRN_E_UNSUPPORTED for a TF bundle, which has no
- * metadata. Other errors: those of the format's writer. */
+ * "__metadata__" entry). CAIRN_E_UNSUPPORTED for a TF bundle or an .npz,
+ * which have no metadata. Other errors: those of the format's writer. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_ckpt_out_meta_str(cairn_ckpt_out *w, const char *key,
                                                                const char *value);
 /* Commits (the format's writer_commit) and frees w whatever the outcome. */

@@ -528,12 +528,38 @@ CAIRN_API void cairn_timer_reset(cairn_timer *t);
 
 /* ==== Built-in hooks (doc/session-semantics.md, "Built-in hooks") =============== */
 
-/* StopAtStepHook: exactly one of num_steps, last_step (< 0 = None):
- * CAIRN_E_INVALID "One of num_steps or last_step must be specified." /
- * "Only one of num_steps or last_step can be specified.". begin() needs a
+/* Every built-in hook is made by cairn_hook_new_<kind>(required arguments,
+ * const cairn_<kind>_hook_options *o, &out) and freed by cairn_hook_free
+ * (CONTRIBUTING.md, "Constructor grammar"). The options structs of the
+ * hooks added after 0.1 end with struct_size (0: their first layout, or the
+ * caller's sizeof: a struct built against an older header stays valid),
+ * and every field's zero is its default, so NULL options, a zero-filled
+ * struct and cairn_<kind>_hook_options_default() are the same. The names
+ * of 0.1 (cairn_<kind>_hook_new) stay one release (doc/deprecated.md). */
+
+typedef struct cairn_stop_at_step_hook_options {
+  /* 0 (default): `step` is TF's last_step, the global step to stop at.
+     1: `step` is TF's num_steps, the number of steps to run, counted from
+     the global step at the first session creation. */
+  int relative;
+  size_t struct_size; /* 0 or sizeof(cairn_stop_at_step_hook_options) */
+} cairn_stop_at_step_hook_options;
+/* Every field 0 (a zero-filled struct, and NULL options, are the same). */
+CAIRN_API cairn_stop_at_step_hook_options cairn_stop_at_step_hook_options_default(void);
+
+/* StopAtStepHook: requests a stop once the global step reaches `step`
+ * (TF's StopAtStepHook(last_step=step)), or, with o->relative, after
+ * `step` more steps (StopAtStepHook(num_steps=step)). Errors: CAIRN_E_NULL,
+ * CAIRN_E_INVALID ("hook_new_stop_at_step: step is -3, must be >= 0"; a
+ * struct_size below the first layout), CAIRN_E_NOMEM. begin() needs a
  * global step ("Global step should be created to use StopAtStepHook."). */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step,
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_stop_at_step(int64_t step,
+                                                                const cairn_stop_at_step_hook_options *o,
                                                                 cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's StopAtStepHook, < 0 meaning None;
+ * removed in the next release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_stop_at_step") cairn_status
+cairn_stop_at_step_hook_new(int64_t num_steps, int64_t last_step, cairn_hook **out);
 
 /* CheckpointSaverListener: every member may be NULL. Given as an array
  * (listeners, n_listeners) whose elements all have one struct_size: the
@@ -621,15 +647,39 @@ CAIRN_API cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_option
  * message says the restored variables were changed, e.g. by
  * local_init_op); one with the same contents rewrites nothing and logs
  * "<path> already holds exactly these values: not rewritten.". */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o,
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_checkpoint_saver(const cairn_checkpoint_saver_hook_options *o,
                                                                     cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's name of
+ * cairn_hook_new_checkpoint_saver, same arguments; removed in the next
+ * release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_checkpoint_saver") cairn_status
+cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out);
 
-/* StepCounterHook: exactly one of every_n_steps, every_n_secs > 0 (TF's
- * default every_n_steps 100). Writes "global_step/sec" through writer (may
- * be NULL: log only). */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_secs,
-                                                                cairn_summary_writer *writer,
-                                                                const cairn_env *env, cairn_hook **out);
+typedef struct cairn_step_counter_hook_options {
+  /* At most one of every_n_steps, every_n_secs > 0; both 0: every 100
+     steps (TF's default). Negative values are refused. */
+  int64_t every_n_steps;
+  double every_n_secs;
+  cairn_summary_writer *summary_writer; /* "global_step/sec" goes here too; NULL: log only */
+  const cairn_env *env;                 /* clock and log; NULL: the default */
+  size_t struct_size;                   /* 0 or sizeof(cairn_step_counter_hook_options) */
+} cairn_step_counter_hook_options;
+/* Every field 0/NULL (a zero-filled struct, and NULL options, are the same). */
+CAIRN_API cairn_step_counter_hook_options cairn_step_counter_hook_options_default(void);
+
+/* StepCounterHook: logs (and writes through summary_writer)
+ * "global_step/sec". Errors: CAIRN_E_NULL, CAIRN_E_INVALID (both
+ * every_n_steps and every_n_secs: "exactly one of every_n_steps and
+ * every_n_secs should be provided."; a negative one; a bad struct_size of
+ * the options, the writer or env), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_step_counter(const cairn_step_counter_hook_options *o,
+                                                                cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's StepCounterHook, exactly one of
+ * every_n_steps, every_n_secs > 0 (no default); removed in the next
+ * release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_step_counter") cairn_status
+cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_secs, cairn_summary_writer *writer,
+                            const cairn_env *env, cairn_hook **out);
 
 /* LoggingTensorHook: logs the fetched names ("loss = 0.25, step = 7") on
  * local iterations 0, N, 2N... or every N seconds, and/or at end. */
@@ -647,13 +697,35 @@ typedef struct cairn_logging_tensor_hook_options {
 } cairn_logging_tensor_hook_options;
 /* Every field 0/NULL (a zero-filled struct is the same). */
 CAIRN_API cairn_logging_tensor_hook_options cairn_logging_tensor_hook_options_default(void);
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o,
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_logging_tensor(const cairn_logging_tensor_hook_options *o,
                                                                   cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's name of
+ * cairn_hook_new_logging_tensor, same arguments; removed in the next
+ * release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_logging_tensor") cairn_status
+cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o, cairn_hook **out);
 
-/* NanTensorHook: fetches loss_name; NaN → CAIRN_E_NAN_LOSS "NaN loss
- * during training." (fail_on_nan_loss) or a warning and a stop request. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_nan_tensor_hook_new(const char *loss_name, int fail_on_nan_loss,
+typedef struct cairn_nan_tensor_hook_options {
+  /* 1: a NaN loss logs a warning and requests a stop (TF's
+     fail_on_nan_loss=False); 0 (default): it fails the run with
+     CAIRN_E_NAN_LOSS (TF's default, True). */
+  int warn_only;
+  size_t struct_size; /* 0 or sizeof(cairn_nan_tensor_hook_options) */
+} cairn_nan_tensor_hook_options;
+/* Every field 0 (a zero-filled struct, and NULL options, are the same). */
+CAIRN_API cairn_nan_tensor_hook_options cairn_nan_tensor_hook_options_default(void);
+
+/* NanTensorHook: fetches loss_name (copied) on every run; NaN →
+ * CAIRN_E_NAN_LOSS "NaN loss during training." or, with warn_only, a
+ * warning and a stop request. Errors: CAIRN_E_NULL, CAIRN_E_INVALID (a bad
+ * struct_size), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_nan_tensor(const char *loss_name,
+                                                              const cairn_nan_tensor_hook_options *o,
                                                               cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's NanTensorHook, fail_on_nan_loss
+ * positional (its opposite is warn_only); removed in the next release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_nan_tensor") cairn_status
+cairn_nan_tensor_hook_new(const char *loss_name, int fail_on_nan_loss, cairn_hook **out);
 
 /* SummarySaverHook: exactly one of save_steps, save_secs; exactly one of
  * scaffold (its summary_op) and summary_op. Writes the summaries the op
@@ -670,29 +742,66 @@ typedef struct cairn_summary_saver_hook_options {
 /* Every field 0/NULL (a zero-filled struct is the same); one of
  * save_steps, save_secs and one of scaffold, summary_op must then be set. */
 CAIRN_API cairn_summary_saver_hook_options cairn_summary_saver_hook_options_default(void);
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o,
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_summary_saver(const cairn_summary_saver_hook_options *o,
                                                                  cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's name of
+ * cairn_hook_new_summary_saver, same arguments; removed in the next
+ * release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_summary_saver") cairn_status
+cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o, cairn_hook **out);
 
-/* FinalOpsHook: at end(), runs final_op (may be NULL) with feeds and
- * fetches names; the values are then available (copied for scalars;
- * tensors borrowed from their producer). */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_final_ops_hook_new(cairn_op *final_op, const char *const *names,
-                                                             size_t n_names, const cairn_feed *feeds,
-                                                             size_t n_feeds, cairn_hook **out);
+typedef struct cairn_final_ops_hook_options {
+  const cairn_feed *feeds; /* TF's final_ops_feed_dict: names copied, values borrowed; NULL: none */
+  size_t n_feeds;
+  size_t struct_size;      /* 0 or sizeof(cairn_final_ops_hook_options) */
+} cairn_final_ops_hook_options;
+/* Every field 0/NULL (a zero-filled struct, and NULL options, are the same). */
+CAIRN_API cairn_final_ops_hook_options cairn_final_ops_hook_options_default(void);
+
+/* FinalOpsHook: at end(), runs final_op (may be NULL) with the options'
+ * feeds and fetches names (copied); the values are then available
+ * (cairn_final_ops_hook_value: copied for scalars; tensors borrowed from
+ * their producer). Errors: CAIRN_E_NULL (a NULL name or feed member),
+ * CAIRN_E_INVALID (a bad struct_size), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_final_ops(cairn_op *final_op, const char *const *names,
+                                                             size_t n_names, const cairn_final_ops_hook_options *o,
+                                                             cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's FinalOpsHook, feeds positional;
+ * removed in the next release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_final_ops") cairn_status
+cairn_final_ops_hook_new(cairn_op *final_op, const char *const *names, size_t n_names, const cairn_feed *feeds,
+                         size_t n_feeds, cairn_hook **out);
 /* CAIRN_E_NOT_FOUND before end() ran (TF: final_ops_values is None) or for
  * an unknown name. */
 CAIRN_API CAIRN_NODISCARD cairn_status cairn_final_ops_hook_value(const cairn_hook *h, const char *name,
                                                                cairn_value *out);
 
-/* GlobalStepWaiterHook: the first before_run waits (polling every 0.5 s on
- * env) until the global step reaches wait_until_step. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_global_step_waiter_hook_new(int64_t wait_until_step,
-                                                                      const cairn_env *env, cairn_hook **out);
+typedef struct cairn_global_step_waiter_hook_options {
+  const cairn_env *env; /* clock, sleep and log of the wait; NULL: the default */
+  size_t struct_size;   /* 0 or sizeof(cairn_global_step_waiter_hook_options) */
+} cairn_global_step_waiter_hook_options;
+/* Every field 0/NULL (a zero-filled struct, and NULL options, are the same). */
+CAIRN_API cairn_global_step_waiter_hook_options cairn_global_step_waiter_hook_options_default(void);
 
-/* FeedFnHook: before every run, feed_fn adds feeds to the request
- * (cairn_run_request_feed). */
+/* GlobalStepWaiterHook: the first before_run waits (polling every 0.5 s on
+ * env) until the global step reaches wait_until_step. Errors: CAIRN_E_NULL,
+ * CAIRN_E_INVALID (a bad struct_size of the options or env), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_global_step_waiter(
+    int64_t wait_until_step, const cairn_global_step_waiter_hook_options *o, cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's GlobalStepWaiterHook, env
+ * positional; removed in the next release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_global_step_waiter") cairn_status
+cairn_global_step_waiter_hook_new(int64_t wait_until_step, const cairn_env *env, cairn_hook **out);
+
+/* FeedFnHook: before every run, fn(user, req) adds feeds to the request
+ * (cairn_run_request_feed). A lone callback and its data, as
+ * cairn_op_new's: no options. Errors: CAIRN_E_NULL, CAIRN_E_NOMEM. */
 typedef cairn_status (*cairn_feed_fn)(void *user, cairn_run_request *req);
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_feed_fn_hook_new(cairn_feed_fn fn, void *user, cairn_hook **out);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_feed_fn(cairn_feed_fn fn, void *user, cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's name of cairn_hook_new_feed_fn,
+ * same arguments; removed in the next release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_feed_fn") cairn_status
+cairn_feed_fn_hook_new(cairn_feed_fn fn, void *user, cairn_hook **out);
 
 #ifdef __cplusplus
 }

@@ -179,7 +179,12 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_broadcast_variables(cairn_mpi *
  * once (CAIRN_E_INVALID), as a worker would wait for a model nobody
  * shares with it. c is borrowed and must outlive the hook.
  * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (root), CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_mpi_broadcast_hook_new(cairn_mpi *c, int root, cairn_hook **out);
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_mpi_broadcast(cairn_mpi *c, int root, cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's name of
+ * cairn_hook_new_mpi_broadcast, same arguments; removed in the next
+ * release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_mpi_broadcast") cairn_status
+cairn_mpi_broadcast_hook_new(cairn_mpi *c, int root, cairn_hook **out);
 
 /* Time spent in cairn_mpi_allreduce_mean since init (or the last reset). */
 typedef struct cairn_mpi_stats {

@@ -404,7 +404,7 @@ CAIRN_API CAIRN_NODISCARD cairn_status cairn_saver_meta_state(const cairn_saver_
  * path may also be a directory (a cairn extension): its newest usable
  * checkpoint (cairn_latest_checkpoint), else the TensorFlow bundle
  * "path/variables" (or a SavedModel's "path/variables/variables"), else its
- * one .safetensors file; a directory with none of these is
+ * one .safetensors or .npz file; a directory with none of these is
  * CAIRN_E_NOT_FOUND "... is a directory with nothing to restore: ...".
  * All problems are found before anything is written: the index is
  * compared first, then every tensor is read and checked without a

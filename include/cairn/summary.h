@@ -30,7 +30,7 @@
  * earlier (from any file of the run) whose step is greater than S — the
  * orphans of a crashed run that are about to be recomputed. A trainer that
  * restores step S from a checkpoint writes one START at the first step it
- * runs (cairn_summary_saver_hook_new does: S = restored step + 1; events of
+ * runs (cairn_hook_new_summary_saver does: S = restored step + 1; events of
  * the crashed run at that very step survive next to the new ones). Never
  * write START at a step lower than what the restored run has already
  * written and wants kept.
@@ -193,8 +193,12 @@ CAIRN_API cairn_progress_hook_options cairn_progress_hook_options_default(void);
  * CAIRN_E_STATE "Global step should be created to use ProgressHook.").
  * Errors: CAIRN_E_NULL, CAIRN_E_INVALID (not exactly one frequency, or a
  * negative one), CAIRN_E_NOMEM. */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_progress_hook_new(const cairn_progress_hook_options *o,
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_progress(const cairn_progress_hook_options *o,
                                                             cairn_hook **out);
+/* Deprecated (doc/deprecated.md): 0.1's name of cairn_hook_new_progress,
+ * same arguments; removed in the next release. */
+CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_progress") cairn_status
+cairn_progress_hook_new(const cairn_progress_hook_options *o, cairn_hook **out);
 
 /* Formats p as the hook does into buf (snprintf-style: returns the length
  * of the whole line; buf may be NULL when len is 0). */

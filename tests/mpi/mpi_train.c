@@ -206,8 +206,8 @@ static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t s
   cairn_op *op;
   if ((st = cairn_op_new_mlp_train(mlp, NULL, &op))) die("train op", st);
   cairn_hook *bcast, *stop;
-  if ((st = cairn_mpi_broadcast_hook_new(g_mpi, 0, &bcast))) die("broadcast hook", st);
-  if ((st = cairn_stop_at_step_hook_new(-1, steps, &stop))) die("stop hook", st);
+  if ((st = cairn_hook_new_mpi_broadcast(g_mpi, 0, &bcast))) die("broadcast hook", st);
+  if ((st = cairn_hook_new_stop_at_step(steps, NULL, &stop))) die("stop hook", st);
   cairn_hook *hooks[2] = {bcast, stop};
   cairn_monitored_training_session_options o = cairn_monitored_training_session_options_default();
   o.registry = r;

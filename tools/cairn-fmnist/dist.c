@@ -50,7 +50,7 @@ cairn_status fmnist_dist_mean_loss(double *loss) {
 cairn_status fmnist_dist_broadcast_hook_new(cairn_hook **out) {
   if (!out) return CAIRN_E_NULL;
   *out = NULL;
-  return g_mpi ? cairn_mpi_broadcast_hook_new(g_mpi, 0, out) : CAIRN_OK;
+  return g_mpi ? cairn_hook_new_mpi_broadcast(g_mpi, 0, out) : CAIRN_OK;
 }
 
 void fmnist_dist_average_grads(cairn_mlp *mlp) {

@@ -119,9 +119,9 @@ static int run_training(const flags *f, const data *d, model *m, recipe *rc) {
   po.fn = on_progress;
   po.fn_ctx = events;
   if ((st = cairn_hook_new(&DATA_HOOK, &dst, &hooks[0])) != CAIRN_OK ||
-      (st = cairn_stop_at_step_hook_new(-1, f->max_steps, &hooks[1])) != CAIRN_OK ||
+      (st = cairn_hook_new_stop_at_step(f->max_steps, NULL, &hooks[1])) != CAIRN_OK ||
       (st = fmnist_dist_broadcast_hook_new(&hooks[2])) != CAIRN_OK ||
-      (chief && (st = cairn_progress_hook_new(&po, &hooks[3])) != CAIRN_OK)) {
+      (chief && (st = cairn_hook_new_progress(&po, &hooks[3])) != CAIRN_OK)) {
     ret = report_error("hooks", st, NULL);
     goto out;
   }

@@ -625,6 +625,7 @@ const char *format_label(const cairn_ckpt *c, char *b, size_t n) {
   cairn_ckpt_version(c, &major, &minor);
   if (strcmp(f, "tf") == 0) snprintf(b, n, "TensorFlow checkpoint (bundle version %d)", major);
   else if (strcmp(f, "safetensors") == 0) snprintf(b, n, "safetensors");
+  else if (strcmp(f, "npz") == 0) snprintf(b, n, "NumPy .npz");
   else snprintf(b, n, "format %d.%d", major, minor);
   return b;
 }

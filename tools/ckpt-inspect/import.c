@@ -65,7 +65,12 @@ int cmd_import(const options *o, const char *const *args) {
   const char *in = args[0], *out = args[1];
   struct stat st;
   cairn_ckpt *fc = NULL;
-  if (cairn_ckpt_open(in, NULL, &fc) == CAIRN_OK) {
+  /* An .npz opens as a checkpoint too, but is imported below, streamed. */
+  if (cairn_ckpt_open(in, NULL, &fc) == CAIRN_OK && strcmp(cairn_ckpt_format(fc), "npz") == 0) {
+    cairn_ckpt_close(fc);
+    fc = NULL;
+  }
+  if (fc) {
     if (strcmp(cairn_ckpt_format(fc), "cairn") == 0) {
       cairn_ckpt_close(fc);
       errorf("%s: is already a cairn checkpoint", in);
