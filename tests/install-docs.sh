@@ -2,8 +2,8 @@
 # tests/install-docs.sh — what the installed headers point to is installed
 # (TAP): no public header names a file of lib/ (never installed); every
 # doc/*.md a header names is in dist_doc_DATA; and `make install` of the
-# documentation puts them under $(docdir). Needs $top_builddir and
-# $top_srcdir.
+# documentation puts every doc/*.md (and README.md) under $(docdir).
+# Needs $top_builddir and $top_srcdir.
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -34,12 +34,15 @@ fi
 make -C "$top_builddir" install-dist_docDATA DESTDIR="$T/inst" >"$T/out" 2>"$T/err"
 rc=$?
 : >"$T/missing"
+# Every doc/*.md of the source tree, not only those a header names: a new
+# document left out of dist_doc_DATA is caught here.
+(cd "$top_srcdir" && ls doc/*.md) | cat - "$T/docs" | sort -u >"$T/all-docs"
 while read -r d; do
-  [ -n "$(find "$T/inst" -name "$(basename "$d")" -type f)" ] || echo "$d" >>"$T/missing"
-done <"$T/docs"
+  [ -n "$(find "$T/inst" -path '*/doc/*' -name "$(basename "$d")" -type f)" ] || echo "$d" >>"$T/missing"
+done <"$T/all-docs"
 if [ "$rc" -eq 0 ] && [ ! -s "$T/missing" ] && [ -n "$(find "$T/inst" -path '*/doc/*' -name README.md)" ]; then
-  ok "make install puts the documents under \$(docdir)"
+  ok "make install puts every doc/*.md and README.md under \$(docdir)"
 else
-  not_ok "make install puts the documents under \$(docdir) (exit $rc)" "$T/missing" "$T/err"
+  not_ok "make install puts every doc/*.md and README.md under \$(docdir) (exit $rc)" "$T/missing" "$T/err"
 fi
 [ "$failed" -eq 0 ]

@@ -14,6 +14,8 @@
 #     and at the end;
 #   - a worker that SIGKILLs itself mid-training ends the job with an error
 #     in bounded time (measured; `timeout` is only the safety net);
+#   - a TF-style worker (is_chief = 0) with the broadcast hook is refused
+#     at once, naming the recipe's rule (every rank is a chief);
 #   - a worker that stalls makes rank 0's allreduce time out
 #     (CAIRN_MPI_TIMEOUT=2) with a message naming the operation and the
 #     wait, and the job ends;
@@ -54,7 +56,7 @@ OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 unset CAIRN_MPI_TIMEOUT
 
-echo "1..25"
+echo "1..27"
 TAP_LINES=25
 TAP_OMIT='INFO'
 # mpi NP ARGS...: runs in $T/cwd; stdout $T/out, stderr $T/err, $rc, $secs
@@ -91,7 +93,7 @@ mpi 1 helpers
 check "cairn_mpi_shard covers every item once; cairn_mpi_scaled_lr warms up to lr x size" \
   sh -c "test $rc -eq 0 && grep -q 'helpers: 0 failures' '$T/out'"
 
-# in-place and fused allreduces together, more than are kept in flight, exact
+# 7-8: in-place and fused allreduces together, more than are kept in flight, exact
 mpi 2 allreduce
 check "allreduce_mean: 40 tensors in place and fused, every element exact on both ranks" \
   sh -c "test $rc -eq 0 && test \$(grep -c ': 0 wrong' '$T/out') -eq 2"
@@ -100,11 +102,11 @@ check "... with a 64-byte fusion buffer (many buckets between in-place ones)" \
   sh -c "test $rc -eq 0 && test \$(grep -c ': 0 wrong' '$T/out') -eq 2"
 grep 'allreduces' "$T/out" | sed 's/^/# /'
 
-# 7: one rank is a valid job too
+# 9: one rank is a valid job too
 mpi 1 equiv 5 16
 check "equiv with 1 rank (allreduce of one)" test "$rc" -eq 0
 
-# 5-8: uninterrupted run, only rank 0 writes
+# 10-13: uninterrupted run, only rank 0 writes
 mpi 2 train "$T/a-%d" 12
 check "train 12 steps on 2 ranks" test "$rc" -eq 0
 check "ranks agree after the broadcast and at the end" \
@@ -115,7 +117,7 @@ check "rank 1 wrote nothing (no directory, empty working directory)" \
 hash_a=$(final_hash)
 grep '^allreduce' "$T/out" | sed 's/^/# /'
 
-# 9-11: a killed worker ends the job in bounded time
+# 14-16: a killed worker ends the job in bounded time
 mpi 2 train "$T/b-%d" 12 --kill-at 6
 echo "# killed worker: job ended with status $rc after $secs s"
 check "a killed worker makes the job fail" test "$rc" -ne 0 -a "$rc" -ne 124
@@ -125,14 +127,14 @@ check "... within 30 s (took $secs s)" lt "$secs" 30
 ck=$(state_step "$T/b-0")
 check "rank 0 checkpointed up to the kill (step $ck)" test "$ck" = 5 -o "$ck" = 6
 
-# 12-14: restart resumes from the chief's latest checkpoint, exactly
+# 17-19: restart resumes from the chief's latest checkpoint, exactly
 mpi 2 train "$T/b-%d" 12
 check "restart runs to the end" test "$rc" -eq 0
 check "both ranks start at the chief's latest checkpoint (step $ck)" \
   sh -c "test \$(grep -c 'start at step $ck, ranks agree' '$T/out') -eq 2"
 check "resumed run ends bit-identical to the uninterrupted one" test -n "$hash_a" -a "$(final_hash)" = "$hash_a"
 
-# 15-16: a stalled worker: rank 0 times out, names the operation, aborts
+# 20-21: a stalled worker: rank 0 times out, names the operation, aborts
 CAIRN_MPI_TIMEOUT=2
 export CAIRN_MPI_TIMEOUT
 mpi 2 train "$T/c-%d" 12 --stall-at 4
@@ -142,7 +144,17 @@ check "a stalled worker: rank 0 fails with a deadline naming the allreduce" \
   err_has "deadline exceeded: .*allreduce of gradients.*no completion after 2"
 check "... and the job ends within 30 s (took $secs s)" sh -c "test $rc -ne 0 -a $rc -ne 124 && awk 'BEGIN{exit !($secs < 30)}'"
 
-# 20-23: cairn-fmnist train --distributed, on tests/fmnist.sh's synthetic
+# 22-23: a TF-style worker (is_chief = 0 on rank 1) with the broadcast hook: its
+# MonitoredTrainingSession is refused at once, saying every rank is a chief,
+# and the job ends; before, rank 1 waited in wait_for_session while rank 0
+# waited in the broadcast, which reported "rank 1 stopped answering" after 60 s.
+mpi 2 train "$T/w-%d" 4 --worker-role
+echo "# worker role: job ended with status $rc after $secs s"
+check "a worker (is_chief = 0) with the broadcast hook is refused: every rank is a chief" \
+  err_has "is_chief = 0 with BroadcastGlobalVariablesHook: in the data-parallel recipe every rank is a chief"
+check "... at once: the job ends within 30 s (took $secs s)" sh -c "test $rc -ne 0 -a $rc -ne 124 && awk 'BEGIN{exit !($secs < 30)}'"
+
+# 24-27: cairn-fmnist train --distributed, on tests/fmnist.sh's synthetic
 # data set: gzip IDX, 4x4 images, 320 training and 64 test examples.
 S="$T/data"
 fmnist_data "$S"

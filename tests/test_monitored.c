@@ -4010,6 +4010,29 @@ Test(monitored_training_session, restart_resumes_own_checkpoint_not_the_pretrain
   cr_assert(first_log, "the first run logged that it restores the pretrained file");
 }
 
+/* The resume-over-pretrained rule is the MonitoredTrainingSession's own
+ * (its checkpoint_filename_with_path is cairn's extension). The
+ * ChiefSessionCreator under it keeps TF's rule: both paths at once is an
+ * error, even when checkpoint_dir holds a checkpoint of the run. */
+Test(monitored_training_session, chief_session_creator_keeps_tfs_both_paths_error) {
+  graph g;
+  graph_new(&g);
+  cairn_saver *sv;
+  OK(cairn_saver_new(g.r, NULL, &sv));
+  OK(cairn_var_initialize(g.gs));
+  char prefix[700], own[800];
+  snprintf(prefix, sizeof prefix, "%s", P("model.ckpt"));
+  OK(cairn_saver_save(sv, prefix, 0, own, sizeof own));
+  cairn_saver_free(sv);
+  cairn_session_creator *c = chief(&g, NULL, g_dir, own);
+  cairn_session *s = NULL;
+  cr_assert_eq(cairn_session_creator_create(c, &s), CAIRN_E_INVALID, "%s", cairn_errmsg());
+  cr_assert_null(s);
+  HAS(cairn_errmsg(), "Can not provide both checkpoint_dir and checkpoint_filename_with_path.");
+  cairn_session_creator_free(c);
+  graph_free(&g);
+}
+
 /* Under MPI every rank is a chief: a worker (is_chief = 0) with the
  * broadcast hook is refused at once, saying so, instead of waiting in
  * wait_for_session while rank 0 waits in the broadcast. (The hook is

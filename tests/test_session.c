@@ -3592,6 +3592,39 @@ Test(strict_restore, directories_are_accepted_where_a_checkpoint_is) {
   cairn_registry_free(m.r);
 }
 
+/* A directory given to a restore means its newest usable checkpoint, with
+ * the lookup's fallback: a newest file cut in half (a copy that stopped
+ * early) is skipped and the one before it is restored; the restore op's
+ * log names the file it read. */
+Test(strict_restore, a_directory_falls_back_past_a_truncated_newest_checkpoint) {
+  big_save(2); /* g_dir/model.ckpt-10, model.ckpt-20 */
+  struct stat sb;
+  cr_assert_eq(stat(P("model.ckpt-20"), &sb), 0);
+  cr_assert_eq(truncate(P("model.ckpt-20"), sb.st_size / 2), 0);
+  cairn_var *big;
+  cairn_registry *r = big_reg(&big);
+  cairn_saver *sv = mk_saver(r);
+  OK(cairn_saver_restore(sv, g_dir, NULL));
+  cr_assert(big_is(big, 10), "the step-10 checkpoint was restored");
+  cairn_saver_free(sv);
+  /* The restore op too, and its log names the file the directory meant. */
+  cairn_restore_options ro = cairn_restore_options_default();
+  ro.env = &ENV;
+  cairn_op *op;
+  OK(cairn_op_new_restore("warm_start", g_dir, &big, 1, &ro, NULL, &op));
+  cairn_session *s;
+  OK(cairn_session_new(r, 0, &s));
+  big_fill(r, big, 99);
+  OK(cairn_op_init_fn(NULL, s, op));
+  cr_assert(big_is(big, 10));
+  char want[800];
+  snprintf(want, sizeof want, "warm_start: Restored 1 variable from %s", P("model.ckpt-10"));
+  cr_assert(logged(want), "%s", F.log);
+  cairn_session_free(s);
+  cairn_op_free(op);
+  cairn_registry_free(r);
+}
+
 /* A checkpoint_dir that is a regular file is reported as one, not as a
  * directory that does not exist. */
 Test(session_manager, checkpoint_dir_that_is_a_file_is_named_as_such) {

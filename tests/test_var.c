@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef CAIRN_HAVE_OPENMP
 #include <omp.h>
@@ -974,6 +975,42 @@ Test(var, list_vars_by_glob) {
   cr_assert_str_eq(cairn_var_name(v[0]), "dense/kernel");
   cr_assert_eq(cairn_registry_list_vars(r, CAIRN_COLL_LOCAL, NULL, 0, NULL, 0, NULL, 0), 1);
   cr_assert_eq(cairn_registry_list_vars(NULL, CAIRN_COLL_ALL, NULL, 0, NULL, 0, v, 8), 0);
+  cairn_registry_free(r);
+}
+
+/* The unchecked list keeps its signature and its count, and says when a
+ * pattern matches nothing (before, "dense/kernal" silently listed 1 of the
+ * 2 variables meant): a WARNING on stderr naming the pattern and the
+ * closest variable, for an exclude pattern too. */
+Test(var, list_vars_warns_for_a_pattern_that_matches_nothing) {
+  cairn_registry *r = new_registry(1);
+  mkvec(r, "dense/kernel", 2, CAIRN_COLL_MODEL);
+  mkvec(r, "dense/bias", 2, CAIRN_COLL_MODEL);
+  const char *typo[] = {"dense/kernal", "dense/bias"};
+  const char *ex[] = {"*/Momentum"};
+  cairn_var *v[8];
+  FILE *f = tmpfile();
+  cr_assert_not_null(f);
+  fflush(stderr);
+  int saved = dup(2);
+  cr_assert_geq(saved, 0);
+  dup2(fileno(f), 2);
+  size_t n = cairn_registry_list_vars(r, CAIRN_COLL_GLOBAL, typo, 2, ex, 1, v, 8);
+  size_t n_ok = cairn_registry_list_vars(r, CAIRN_COLL_GLOBAL, typo + 1, 1, NULL, 0, v, 8);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char err[2048];
+  rewind(f);
+  size_t len = fread(err, 1, sizeof err - 1, f);
+  err[len] = '\0';
+  fclose(f);
+  cr_assert_eq(n, 1, "the count is what matched, as before");
+  cr_assert_eq(n_ok, 1);
+  cr_assert(strstr(err, "include pattern 'dense/kernal' matches no variable (did you mean 'dense/kernel'?)"), "%s",
+            err);
+  cr_assert(strstr(err, "exclude pattern '*/Momentum' matches no variable"), "%s", err);
+  cr_assert_null(strstr(err, "'dense/bias' matches"), "a pattern that matches says nothing: %s", err);
   cairn_registry_free(r);
 }
 

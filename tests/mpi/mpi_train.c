@@ -30,6 +30,10 @@
  *       time out: CAIRN_MPI_TIMEOUT).
  *       --stop-at-exit: rank 1 stops itself (SIGSTOP) after training, before
  *       cairn_mpi_free: the others must not wait for it in MPI_Finalize.
+ *       --worker-role: rank 1 asks for TF's worker role (is_chief = 0) with
+ *       the broadcast hook, as a TF user would: the session must be
+ *       refused at once (every rank is a chief in this recipe), not after
+ *       rank 0's broadcast deadline.
  * On any error a rank prints it and calls cairn_mpi_abort. */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -191,7 +195,7 @@ static int cmd_equiv(int64_t steps, int64_t B) {
   return worst;
 }
 
-static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t stall_at) {
+static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t stall_at, int worker_role) {
   int rank = cairn_mpi_rank(g_mpi), size = cairn_mpi_size(g_mpi);
   const int64_t B = 32;
   char dir[4096];
@@ -212,6 +216,7 @@ static int cmd_train(const char *tmpl, int64_t steps, int64_t kill_at, int64_t s
   cairn_monitored_training_session_options o = cairn_monitored_training_session_options_default();
   o.registry = r;
   o.is_chief = 1; /* every rank prepares its own session (Horovod) */
+  if (worker_role && rank == 1) o.is_chief = 0; /* TF's worker role: refused */
   o.checkpoint_dir = cairn_mpi_checkpoint_dir(g_mpi, dir);
   o.save_checkpoint_steps = 1;
   o.save_summaries_steps = 0;
@@ -363,7 +368,8 @@ int main(int argc, char **argv) {
     int64_t kill_at = -1, stall_at = -1;
     if (argc >= 6 && !strcmp(argv[4], "--kill-at")) kill_at = atoll(argv[5]);
     if (argc >= 6 && !strcmp(argv[4], "--stall-at")) stall_at = atoll(argv[5]);
-    rc = cmd_train(argv[2], atoll(argv[3]), kill_at, stall_at);
+    int worker_role = argc >= 5 && !strcmp(argv[4], "--worker-role");
+    rc = cmd_train(argv[2], atoll(argv[3]), kill_at, stall_at, worker_role);
     if (argc >= 5 && !strcmp(argv[4], "--stop-at-exit") && cairn_mpi_rank(g_mpi) == 1) {
       printf("rank 1: SIGSTOP before cairn_mpi_free\n");
       fflush(stdout);
@@ -371,7 +377,7 @@ int main(int argc, char **argv) {
     }
   } else {
     fprintf(stderr, "usage: mpi_train helpers | allreduce | equiv STEPS B | train DIR_TEMPLATE STEPS "
-                    "[--kill-at K|--stall-at K|--stop-at-exit]\n");
+                    "[--kill-at K|--stall-at K|--stop-at-exit|--worker-role]\n");
   }
   cairn_mpi_free(g_mpi);
   return rc;
