@@ -202,20 +202,24 @@ static int run(entry *e, const void *A, const void *B, float *C) {
   return sl ? cairn__dnnl_run(e->prim, sl->m, e->scratch, A, B, C) : -1;
 }
 
+/* One block on the primitive of its key (A and B of type dt), made on
+ * first use; 0, or -1 when oneDNN cannot run it. */
+static int fixed_gemm(dnnl_data_type_t dt, int ta, int tb, int M, int N, int K, const void *A, int lda,
+                      const void *B, int ldb, int acc, float *C, int ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (dt == dnnl_bf16 ? !cairn__dnnl_bf16_available() : !cairn__dnnl_engine()) return -1;
+  entry *e = lookup(dt, !!ta, !!tb, M, N, K, lda, ldb, ldc, !!acc);
+  return e && e->ok ? run(e, A, B, C) : -1;
+}
+
 int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                           int ldb, int accumulate, float *C, int ldc) {
-  if (M <= 0 || N <= 0) return 0;
-  if (!cairn__dnnl_bf16_available()) return -1;
-  entry *e = lookup(dnnl_bf16, !!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
-  return e && e->ok ? run(e, A, B, C) : -1;
+  return fixed_gemm(dnnl_bf16, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
 int cairn__dnnl_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
                             int ldb, int accumulate, float *C, int ldc) {
-  if (M <= 0 || N <= 0) return 0;
-  if (!cairn__dnnl_engine()) return -1;
-  entry *e = lookup(dnnl_f32, !!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
-  return e && e->ok ? run(e, A, B, C) : -1;
+  return fixed_gemm(dnnl_f32, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
 int cairn__dnnl_fixed_primitive_count(int bf16) {

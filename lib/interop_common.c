@@ -241,6 +241,20 @@ cairn_status cairn__ck_view_watch(ck_view *v, int fd, const char *path) {
   return CAIRN_OK;
 }
 
+cairn_status cairn__ck_open_done(cairn_status st, ck_view *v, int fd, const char *path, void *state,
+                                 void (*close_state)(void *), void **out) {
+  if (!st) st = cairn__ck_view_watch(v, fd, path);
+  if (st) {
+    cairn__ck_view_clear(v);
+    close_state(state);
+    return st;
+  }
+  v->major = 0;
+  v->minor = 0;
+  *out = state;
+  return CAIRN_OK;
+}
+
 cairn_status cairn__ck_pieces_whole(cairn_status (*read)(void *, const ck_entry *, unsigned char *), void *state,
                                     const char *path, const ck_entry *e, cairn_ckpt_piece_fn fn, void *user) {
   if (!e->raw_bytes) return CAIRN_OK;

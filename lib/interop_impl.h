@@ -50,6 +50,12 @@ int cairn__text_eat(const char **p, const char *end, int c);
 /* Shared members of the foreign backends' tables (ckpt_backend.h). */
 /* v->fd = fd and v->st what fstat says of it; "ckpt_open: cannot stat" path on error. */
 cairn_status cairn__ck_view_watch(ck_view *v, int fd, const char *path);
+/* The end of a foreign backend's open once its view is filled (st its
+ * outcome): on success the view watches fd, its version is 0.0 (these
+ * formats carry none) and *out = state; otherwise the view is cleared,
+ * close_state(state) runs and the error is returned. */
+cairn_status cairn__ck_open_done(cairn_status st, ck_view *v, int fd, const char *path, void *state,
+                                 void (*close_state)(void *), void **out);
 /* read_pieces over a backend's read: the tensor in one piece, in memory of
  * one tensor; path names the checkpoint in messages. */
 cairn_status cairn__ck_pieces_whole(cairn_status (*read)(void *, const ck_entry *, unsigned char *), void *state,

@@ -97,16 +97,7 @@ static cairn_status npz_open(const ck_source *src, const cairn_ckpt_limits *lim,
   cairn_npz_reader *r = NULL;
   cairn_status st = cairn__npz_reader_open_fd(src->fd, "ckpt_open", src->path, &r, NULL);
   if (!st) st = npz_fill_view(r, lim, v);
-  if (!st) st = cairn__ck_view_watch(v, src->fd, src->path);
-  if (st) {
-    cairn__ck_view_clear(v);
-    cairn_npz_reader_close(r);
-    return st;
-  }
-  v->major = 0;
-  v->minor = 0;
-  *state = r;
-  return CAIRN_OK;
+  return cairn__ck_open_done(st, v, src->fd, src->path, r, npz_close, state);
 }
 
 /* ---- reading: the member streamed again ----------------------------------------- */

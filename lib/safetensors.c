@@ -497,16 +497,7 @@ static cairn_status st_open(const ck_source *src, const cairn_ckpt_limits *lim, 
   if (!st) st = st_parse_header(s, lim, hdr, n, v);
   free(hdr);
   if (!st) st = st_check_layout(s, v);
-  if (!st) st = cairn__ck_view_watch(v, src->fd, path);
-  if (st) {
-    cairn__ck_view_clear(v);
-    st_close(s);
-    return st;
-  }
-  v->major = 0;
-  v->minor = 0;
-  *state = s;
-  return CAIRN_OK;
+  return cairn__ck_open_done(st, v, src->fd, path, s, st_close, state);
 }
 
 /* p holds e's bytes from element first on (e->raw_bytes of them, at e->data_offset). */

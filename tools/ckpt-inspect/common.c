@@ -169,8 +169,7 @@ static void json_str_n(FILE *f, const char *str, size_t len) {
 }
 void json_str(FILE *f, const char *s) { json_str_n(f, s, strlen(s)); }
 
-/* Shortest "%.*g" that reads back as v; non-finite numbers are not JSON:
- * null. */
+/* Shortest "%.*g" that reads back as v; non-finite ones are not JSON: null. */
 void json_num(FILE *f, double v) {
   if (!isfinite(v)) {
     fputs("null", f);
