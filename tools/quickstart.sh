@@ -100,6 +100,23 @@ build() { # dir, configure flags...
   cd "$top" || exit 1
 }
 
+# The step of DIR's newest checkpoint (empty when there is none).
+newest_step() { # dir
+  sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9]*\)"$/\1/p' "$1/checkpoint" 2>/dev/null
+}
+# SIGKILLs the background job PID at DIR's first checkpoint past step 0, or
+# after TENTHS tenths of a second, and waits for it.
+kill_at_first_checkpoint() { # pid dir tenths
+  i=0
+  while [ $i -lt "$3" ] && kill -0 "$1" 2>/dev/null; do
+    s=$(newest_step "$2")
+    [ -n "$s" ] && [ "$s" -gt 0 ] && break
+    sleep 0.1; i=$((i + 1))
+  done
+  kill -KILL "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+
 build _build
 if [ "$mode" = demo ]; then
   fm=_build/tools/cairn-fmnist/cairn-fmnist dir=_build/fmnist-demo
@@ -108,14 +125,7 @@ if [ "$mode" = demo ]; then
   # CPU finish all 18760 steps first: 8 s on an AMD Zen 5), or after 10 s.
   echo "== cairn-fmnist train, interrupted with SIGKILL at its first checkpoint past step 0 (at most 10 s)"
   "$fm" train --checkpoint-dir "$dir" &
-  pid=$! i=0
-  while [ $i -lt 100 ] && kill -0 $pid 2>/dev/null; do
-    s=$(sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9]*\)"$/\1/p' "$dir/checkpoint" 2>/dev/null)
-    [ -n "$s" ] && [ "$s" -gt 0 ] && break
-    sleep 0.1; i=$((i + 1))
-  done
-  kill -KILL $pid 2>/dev/null
-  wait $pid 2>/dev/null
+  kill_at_first_checkpoint $! "$dir" 100
   echo "== the same command again: resumes from the last checkpoint"
   "$fm" train --checkpoint-dir "$dir" || exit 1
   echo "== cairn-fmnist eval"
@@ -173,16 +183,8 @@ if (build _build-nompi --without-mpi); then
   rm -rf "$d"
   short="train --checkpoint-dir $d --max-steps 300 --hidden 32 --save-checkpoint-steps 50 --log-every 100 --threads 1"
   $fm $short >_build-nompi/short.out 2>&1 &
-  pid=$!
-  i=0
-  while [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do
-    s=$(sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9]*\)"$/\1/p' "$d/checkpoint" 2>/dev/null)
-    [ -n "$s" ] && [ "$s" -gt 0 ] && break
-    sleep 0.1; i=$((i + 1))
-  done
-  kill -KILL $pid 2>/dev/null
-  wait $pid 2>/dev/null
-  s=$(sed -n 's/^model_checkpoint_path: "model\.ckpt-\([0-9]*\)"$/\1/p' "$d/checkpoint" 2>/dev/null)
+  kill_at_first_checkpoint $! "$d" 600
+  s=$(newest_step "$d")
   if [ -n "$s" ] && [ "$s" -gt 0 ]; then
     ok "--without-mpi: cairn-fmnist train, SIGKILLed with a checkpoint at step $s"
   else
