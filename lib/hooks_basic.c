@@ -23,6 +23,15 @@
 /* The caller's options (NULL: all zero, the defaults) copied into dst at
  * their struct_size, so a struct from an older header is read only as far
  * as it goes (lib/table.h). */
+/* type_default(): every field 0 (the defaults), as for every options struct
+ * of the library. */
+#define OPTIONS_DEFAULT(type)   \
+  type type##_default(void) {   \
+    type o;                     \
+    memset(&o, 0, sizeof o);    \
+    return o;                   \
+  }
+
 #define OPTIONS_COPY(dst, o, type, fn)                                                                       \
   ((o) ? cairn__table_copy(&(dst), sizeof(dst), (o), offsetof(type, struct_size), fn, "options", #type, NULL) \
        : (memset(&(dst), 0, sizeof(dst)), CAIRN_OK))
@@ -99,11 +108,7 @@ cairn_status cairn__hook_new_stop_at_step(int64_t num_steps, int64_t last_step, 
   return cairn__hook_make(&stop_vt, h, free, out);
 }
 
-cairn_stop_at_step_hook_options cairn_stop_at_step_hook_options_default(void) {
-  cairn_stop_at_step_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+OPTIONS_DEFAULT(cairn_stop_at_step_hook_options)
 
 cairn_status cairn_hook_new_stop_at_step(int64_t step, const cairn_stop_at_step_hook_options *o, cairn_hook **out) {
   static const char fn[] = "hook_new_stop_at_step";
@@ -200,11 +205,7 @@ static const cairn_hook_vtable counter_vt = {
     .destroy = counter_destroy,
 };
 
-cairn_step_counter_hook_options cairn_step_counter_hook_options_default(void) {
-  cairn_step_counter_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+OPTIONS_DEFAULT(cairn_step_counter_hook_options)
 
 cairn_status cairn_hook_new_step_counter(const cairn_step_counter_hook_options *o, cairn_hook **out) {
   static const char fn[] = "hook_new_step_counter";
@@ -366,11 +367,7 @@ static const cairn_hook_vtable logging_vt = {
     .destroy = logging_destroy,
 };
 
-cairn_logging_tensor_hook_options cairn_logging_tensor_hook_options_default(void) {
-  cairn_logging_tensor_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+OPTIONS_DEFAULT(cairn_logging_tensor_hook_options)
 
 cairn_status cairn_hook_new_logging_tensor(const cairn_logging_tensor_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: out is NULL");
@@ -456,11 +453,7 @@ static cairn_status nan_after_run(void *self, cairn_run_context *ctx, const cair
 
 static const cairn_hook_vtable nan_vt = {.name = nan_name, .before_run = nan_before_run, .after_run = nan_after_run, .destroy = nan_destroy};
 
-cairn_nan_tensor_hook_options cairn_nan_tensor_hook_options_default(void) {
-  cairn_nan_tensor_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+OPTIONS_DEFAULT(cairn_nan_tensor_hook_options)
 
 cairn_status cairn_hook_new_nan_tensor(const char *loss_name, const cairn_nan_tensor_hook_options *o,
                                        cairn_hook **out) {
@@ -535,11 +528,7 @@ static cairn_status final_end(void *self, cairn_session *s) {
 
 static const cairn_hook_vtable final_vt = {.name = final_name, .end = final_end, .destroy = final_destroy};
 
-cairn_final_ops_hook_options cairn_final_ops_hook_options_default(void) {
-  cairn_final_ops_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+OPTIONS_DEFAULT(cairn_final_ops_hook_options)
 
 cairn_status cairn_hook_new_final_ops(cairn_op *final_op, const char *const *names, size_t n_names,
                                       const cairn_final_ops_hook_options *o, cairn_hook **out) {
@@ -644,11 +633,7 @@ static cairn_status waiter_before_run(void *self, cairn_run_context *ctx, cairn_
 
 static const cairn_hook_vtable waiter_vt = {.name = waiter_name, .begin = waiter_begin, .before_run = waiter_before_run, .destroy = free};
 
-cairn_global_step_waiter_hook_options cairn_global_step_waiter_hook_options_default(void) {
-  cairn_global_step_waiter_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+OPTIONS_DEFAULT(cairn_global_step_waiter_hook_options)
 
 cairn_status cairn_hook_new_global_step_waiter(int64_t wait_until_step, const cairn_global_step_waiter_hook_options *o,
                                                cairn_hook **out) {
