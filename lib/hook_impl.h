@@ -6,8 +6,26 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cairn/monitored.h"
+#include "table.h"
+
+/* type_default(): every field 0 (the defaults), the body of the built-in
+ * hooks' options _default(). */
+#define CAIRN__OPTIONS_DEFAULT(type) \
+  type type##_default(void) {         \
+    type o;                           \
+    memset(&o, 0, sizeof o);          \
+    return o;                         \
+  }
+
+/* The caller's options o (NULL: all zero, the defaults) copied into dst at
+ * their struct_size, so a struct from an older header is read only as far
+ * as it goes (lib/table.h). Errors: CAIRN_E_INVALID naming fn. */
+#define CAIRN__OPTIONS_COPY(dst, o, type, fn)                                                                   \
+  ((o) ? cairn__table_copy(&(dst), sizeof(dst), (o), offsetof(type, struct_size), fn, "options", #type, NULL) \
+       : (memset(&(dst), 0, sizeof(dst)), CAIRN_OK))
 
 /* The caller's summary writer w (may be NULL) copied into *copy, its
  * members past its struct_size NULL (lib/table.h); *use is copy, or NULL

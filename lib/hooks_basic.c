@@ -17,24 +17,7 @@
 
 #include "cairn/monitored.h"
 #include "hook_impl.h"
-#include "table.h"
 #include "tensor_impl.h"
-
-/* The caller's options (NULL: all zero, the defaults) copied into dst at
- * their struct_size, so a struct from an older header is read only as far
- * as it goes (lib/table.h). */
-/* type_default(): every field 0 (the defaults), as for every options struct
- * of the library. */
-#define OPTIONS_DEFAULT(type)   \
-  type type##_default(void) {   \
-    type o;                     \
-    memset(&o, 0, sizeof o);    \
-    return o;                   \
-  }
-
-#define OPTIONS_COPY(dst, o, type, fn)                                                                       \
-  ((o) ? cairn__table_copy(&(dst), sizeof(dst), (o), offsetof(type, struct_size), fn, "options", #type, NULL) \
-       : (memset(&(dst), 0, sizeof(dst)), CAIRN_OK))
 
 /* ==== StopAtStepHook =============================================================== */
 
@@ -108,14 +91,14 @@ cairn_status cairn__hook_new_stop_at_step(int64_t num_steps, int64_t last_step, 
   return cairn__hook_make(&stop_vt, h, free, out);
 }
 
-OPTIONS_DEFAULT(cairn_stop_at_step_hook_options)
+CAIRN__OPTIONS_DEFAULT(cairn_stop_at_step_hook_options)
 
 cairn_status cairn_hook_new_stop_at_step(int64_t step, const cairn_stop_at_step_hook_options *o, cairn_hook **out) {
   static const char fn[] = "hook_new_stop_at_step";
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   *out = NULL;
   cairn_stop_at_step_hook_options c;
-  cairn_status st = OPTIONS_COPY(c, o, cairn_stop_at_step_hook_options, fn);
+  cairn_status st = CAIRN__OPTIONS_COPY(c, o, cairn_stop_at_step_hook_options, fn);
   if (st != CAIRN_OK) return st;
   if (step < 0) return cairn__fail(CAIRN_E_INVALID, "%s: step is %" PRId64 ", must be >= 0", fn, step);
   return c.relative ? cairn__hook_new_stop_at_step(step, -1, out) : cairn__hook_new_stop_at_step(-1, step, out);
@@ -205,14 +188,14 @@ static const cairn_hook_vtable counter_vt = {
     .destroy = counter_destroy,
 };
 
-OPTIONS_DEFAULT(cairn_step_counter_hook_options)
+CAIRN__OPTIONS_DEFAULT(cairn_step_counter_hook_options)
 
 cairn_status cairn_hook_new_step_counter(const cairn_step_counter_hook_options *o, cairn_hook **out) {
   static const char fn[] = "hook_new_step_counter";
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   *out = NULL;
   cairn_step_counter_hook_options c;
-  cairn_status st = OPTIONS_COPY(c, o, cairn_step_counter_hook_options, fn);
+  cairn_status st = CAIRN__OPTIONS_COPY(c, o, cairn_step_counter_hook_options, fn);
   if (st != CAIRN_OK) return st;
   if (c.every_n_steps < 0 || c.every_n_secs < 0 || isnan(c.every_n_secs))
     return cairn__fail(CAIRN_E_INVALID, "%s: %s is negative; must be > 0, or 0 for the default", fn,
@@ -367,13 +350,46 @@ static const cairn_hook_vtable logging_vt = {
     .destroy = logging_destroy,
 };
 
-OPTIONS_DEFAULT(cairn_logging_tensor_hook_options)
+CAIRN__OPTIONS_DEFAULT(cairn_logging_tensor_hook_options)
 
-cairn_status cairn_hook_new_logging_tensor(const cairn_logging_tensor_hook_options *o, cairn_hook **out) {
+/* The caller's options into *o; the deprecated name's fields o->names and
+ * o->n_names, if set, must be the arguments (doc/deprecated.md). */
+static cairn_status logging_options(const char *const *names, size_t n_names,
+                                    const cairn_logging_tensor_hook_options *opts,
+                                    cairn_logging_tensor_hook_options *o) {
+  static const char fn[] = "hook_new_logging_tensor";
+  static const char fix[] = "o->names and o->n_names are read only by the deprecated cairn_logging_tensor_hook_new: "
+                            "leave them NULL and 0";
+  cairn_status st = CAIRN__OPTIONS_COPY(*o, opts, cairn_logging_tensor_hook_options, fn);
+  if (st != CAIRN_OK || (st = cairn__env_check(o->env, fn)) != CAIRN_OK) return st;
+  if (!o->names && !o->n_names) return CAIRN_OK;
+  if (!o->names) return cairn__fail(CAIRN_E_INVALID, "%s: o->n_names is %zu but o->names is NULL; %s", fn, o->n_names, fix);
+  if (o->n_names != n_names)
+    return cairn__fail(CAIRN_E_INVALID, "%s: n_names is %zu but o->n_names is %zu; %s", fn, n_names, o->n_names, fix);
+  for (size_t i = 0; i < n_names; i++) { /* names[i] are not NULL */
+    if (!o->names[i])
+      return cairn__fail(CAIRN_E_INVALID, "%s: names[%zu] is '%s' but o->names[%zu] is NULL; %s", fn, i, names[i], i,
+                         fix);
+    if (strcmp(names[i], o->names[i]) != 0)
+      return cairn__fail(CAIRN_E_INVALID, "%s: names[%zu] is '%s' but o->names[%zu] is '%s'; %s", fn, i, names[i], i,
+                         o->names[i], fix);
+  }
+  return CAIRN_OK;
+}
+
+cairn_status cairn_hook_new_logging_tensor(const char *const *names, size_t n_names,
+                                           const cairn_logging_tensor_hook_options *opts, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: out is NULL");
   *out = NULL;
-  if (!o) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: options are NULL");
-  if (o->n_names && !o->names) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: names is NULL");
+  if (!names)
+    return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: names is NULL (n_names %zu; TF's tensors are "
+                                     "required: give an array, which may be empty with n_names 0)", n_names);
+  for (size_t i = 0; i < n_names; i++)
+    if (!names[i]) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: names[%zu] is NULL", i);
+  cairn_logging_tensor_hook_options oc;
+  const cairn_logging_tensor_hook_options *o = &oc;
+  cairn_status st = logging_options(names, n_names, opts, &oc);
+  if (st != CAIRN_OK) return st;
   int has_iter = o->every_n_iter != 0, has_secs = o->every_n_secs > 0;
   int only_at_end = o->at_end && !has_iter && !has_secs;
   if (!only_at_end && has_iter == has_secs)
@@ -383,7 +399,6 @@ cairn_status cairn_hook_new_logging_tensor(const cairn_logging_tensor_hook_optio
     return cairn__fail(CAIRN_E_INVALID, "invalid every_n_iter=%" PRId64 ".", o->every_n_iter);
   logging_hook *h = calloc(1, sizeof *h);
   if (!h) return cairn__fail(CAIRN_E_NOMEM, "hook_new_logging_tensor: out of memory");
-  cairn_status st = CAIRN_OK;
   if (!only_at_end) st = cairn_timer_new(o->every_n_secs, has_iter ? o->every_n_iter : 0, o->env, &h->timer);
   if (st != CAIRN_OK) {
     free(h);
@@ -393,7 +408,7 @@ cairn_status cairn_hook_new_logging_tensor(const cairn_logging_tensor_hook_optio
   h->formatter = o->formatter;
   h->formatter_ctx = o->formatter_ctx;
   h->env = o->env;
-  size_t n = o->n_names ? o->n_names : 1;
+  size_t n = n_names ? n_names : 1;
   h->names = calloc(n, sizeof *h->names);
   h->values = calloc(n, sizeof *h->values);
   h->fetches = calloc(n, sizeof *h->fetches);
@@ -401,12 +416,8 @@ cairn_status cairn_hook_new_logging_tensor(const cairn_logging_tensor_hook_optio
     logging_destroy(h);
     return cairn__fail(CAIRN_E_NOMEM, "hook_new_logging_tensor: out of memory");
   }
-  for (size_t i = 0; i < o->n_names; i++) {
-    if (!o->names[i]) {
-      logging_destroy(h);
-      return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: names[%zu] is NULL", i);
-    }
-    if (!(h->names[i] = cairn__strdup(o->names[i]))) {
+  for (size_t i = 0; i < n_names; i++) {
+    if (!(h->names[i] = cairn__strdup(names[i]))) {
       logging_destroy(h);
       return cairn__fail(CAIRN_E_NOMEM, "hook_new_logging_tensor: out of memory");
     }
@@ -453,7 +464,7 @@ static cairn_status nan_after_run(void *self, cairn_run_context *ctx, const cair
 
 static const cairn_hook_vtable nan_vt = {.name = nan_name, .before_run = nan_before_run, .after_run = nan_after_run, .destroy = nan_destroy};
 
-OPTIONS_DEFAULT(cairn_nan_tensor_hook_options)
+CAIRN__OPTIONS_DEFAULT(cairn_nan_tensor_hook_options)
 
 cairn_status cairn_hook_new_nan_tensor(const char *loss_name, const cairn_nan_tensor_hook_options *o,
                                        cairn_hook **out) {
@@ -461,7 +472,7 @@ cairn_status cairn_hook_new_nan_tensor(const char *loss_name, const cairn_nan_te
   if (!out || !loss_name) return cairn__fail(CAIRN_E_NULL, "%s: %s is NULL", fn, out ? "loss_name" : "out");
   *out = NULL;
   cairn_nan_tensor_hook_options c;
-  cairn_status st = OPTIONS_COPY(c, o, cairn_nan_tensor_hook_options, fn);
+  cairn_status st = CAIRN__OPTIONS_COPY(c, o, cairn_nan_tensor_hook_options, fn);
   if (st != CAIRN_OK) return st;
   nan_hook *h = calloc(1, sizeof *h);
   if (!h || !(h->loss = cairn__strdup(loss_name))) {
@@ -528,14 +539,14 @@ static cairn_status final_end(void *self, cairn_session *s) {
 
 static const cairn_hook_vtable final_vt = {.name = final_name, .end = final_end, .destroy = final_destroy};
 
-OPTIONS_DEFAULT(cairn_final_ops_hook_options)
+CAIRN__OPTIONS_DEFAULT(cairn_final_ops_hook_options)
 
 cairn_status cairn_hook_new_final_ops(cairn_op *final_op, const char *const *names, size_t n_names,
                                       const cairn_final_ops_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_final_ops: out is NULL");
   *out = NULL;
   cairn_final_ops_hook_options c;
-  cairn_status st = OPTIONS_COPY(c, o, cairn_final_ops_hook_options, "hook_new_final_ops");
+  cairn_status st = CAIRN__OPTIONS_COPY(c, o, cairn_final_ops_hook_options, "hook_new_final_ops");
   if (st != CAIRN_OK) return st;
   const cairn_feed *feeds = c.feeds;
   size_t n_feeds = c.n_feeds;
@@ -633,7 +644,7 @@ static cairn_status waiter_before_run(void *self, cairn_run_context *ctx, cairn_
 
 static const cairn_hook_vtable waiter_vt = {.name = waiter_name, .begin = waiter_begin, .before_run = waiter_before_run, .destroy = free};
 
-OPTIONS_DEFAULT(cairn_global_step_waiter_hook_options)
+CAIRN__OPTIONS_DEFAULT(cairn_global_step_waiter_hook_options)
 
 cairn_status cairn_hook_new_global_step_waiter(int64_t wait_until_step, const cairn_global_step_waiter_hook_options *o,
                                                cairn_hook **out) {
@@ -641,7 +652,7 @@ cairn_status cairn_hook_new_global_step_waiter(int64_t wait_until_step, const ca
   if (!out) return cairn__fail(CAIRN_E_NULL, "%s: out is NULL", fn);
   *out = NULL;
   cairn_global_step_waiter_hook_options c;
-  cairn_status st = OPTIONS_COPY(c, o, cairn_global_step_waiter_hook_options, fn);
+  cairn_status st = CAIRN__OPTIONS_COPY(c, o, cairn_global_step_waiter_hook_options, fn);
   if (st == CAIRN_OK && c.env) st = cairn__env_check(c.env, fn);
   if (st != CAIRN_OK) return st;
   waiter_hook *h = calloc(1, sizeof *h);

@@ -392,11 +392,7 @@ cairn_status cairn__checkpoint_hook_poll(cairn_hook *hook, cairn_session *s, int
 
 
 
-cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(void) {
-  cairn_checkpoint_saver_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+CAIRN__OPTIONS_DEFAULT(cairn_checkpoint_saver_hook_options)
 
 /* The caller's listeners into dst[0..n): their array's stride is the
    struct_size of its first element (every element has the same), so an
@@ -422,16 +418,34 @@ static cairn_status copy_listeners(cairn_checkpoint_listener *dst, const cairn_c
   return CAIRN_OK;
 }
 
-cairn_status cairn_hook_new_checkpoint_saver(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
+/* The caller's options into *o; the deprecated name's field o->checkpoint_dir,
+ * if set, must be the argument (doc/deprecated.md). */
+static cairn_status ckpt_options(const char *dir, const cairn_checkpoint_saver_hook_options *opts,
+                                 cairn_checkpoint_saver_hook_options *o) {
+  static const char fn[] = "hook_new_checkpoint_saver";
+  cairn_status st = CAIRN__OPTIONS_COPY(*o, opts, cairn_checkpoint_saver_hook_options, fn);
+  if (st != CAIRN_OK) return st;
+  if (o->checkpoint_dir && strcmp(o->checkpoint_dir, dir) != 0)
+    return cairn__fail(CAIRN_E_INVALID,
+                       "%s: checkpoint_dir is '%s' but o->checkpoint_dir is '%s'; that field is read only by the "
+                       "deprecated cairn_checkpoint_saver_hook_new: leave it NULL",
+                       fn, dir, o->checkpoint_dir);
+  if (o->n_listeners && !o->listeners) return cairn__fail(CAIRN_E_NULL, "%s: listeners is NULL", fn);
+  return CAIRN_OK;
+}
+
+cairn_status cairn_hook_new_checkpoint_saver(const char *checkpoint_dir, const cairn_checkpoint_saver_hook_options *opts,
+                                             cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: out is NULL");
   *out = NULL;
-  if (!o || !o->checkpoint_dir)
-    return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: %s is NULL", o ? "checkpoint_dir" : "options");
-  if (o->n_listeners && !o->listeners) return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: listeners is NULL");
+  if (!checkpoint_dir) return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: checkpoint_dir is NULL");
+  cairn_checkpoint_saver_hook_options oc;
+  const cairn_checkpoint_saver_hook_options *o = &oc;
+  cairn_status st = ckpt_options(checkpoint_dir, opts, &oc);
+  if (st != CAIRN_OK) return st;
   if (o->saver && o->scaffold) return cairn__fail(CAIRN_E_INVALID, "You cannot provide both saver and scaffold.");
   cairn_timer *timer = NULL;
-  cairn_status st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &timer);
-  if (st != CAIRN_OK) return st;
+  if ((st = cairn_timer_new(o->save_secs, o->save_steps, o->env, &timer)) != CAIRN_OK) return st;
   ckpt_hook *h = calloc(1, sizeof *h);
   if (!h) {
     cairn_timer_free(timer);
@@ -445,16 +459,16 @@ cairn_status cairn_hook_new_checkpoint_saver(const cairn_checkpoint_saver_hook_o
   h->async = o->async != 0;
   h->skip_busy = o->async_skip_busy != 0;
   const char *base = o->checkpoint_basename ? o->checkpoint_basename : "model.ckpt";
-  size_t len = strlen(o->checkpoint_dir) + 1 + strlen(base) + 1;
-  h->dir = cairn__strdup(o->checkpoint_dir);
+  size_t len = strlen(checkpoint_dir) + 1 + strlen(base) + 1;
+  h->dir = cairn__strdup(checkpoint_dir);
   h->prefix = malloc(len);
-  h->base = h->prefix ? h->prefix + strlen(o->checkpoint_dir) + 1 : NULL;
+  h->base = h->prefix ? h->prefix + strlen(checkpoint_dir) + 1 : NULL;
   if (o->n_listeners) h->listeners = malloc(o->n_listeners * sizeof *h->listeners);
   if (!h->dir || !h->prefix || (o->n_listeners && !h->listeners)) {
     ckpt_destroy(h);
     return cairn__fail(CAIRN_E_NOMEM, "hook_new_checkpoint_saver: out of memory");
   }
-  snprintf(h->prefix, len, "%s/%s", o->checkpoint_dir, base);
+  snprintf(h->prefix, len, "%s/%s", checkpoint_dir, base);
   if (!(h->prefix_dir = cairn__path_dir(h->prefix))) {
     ckpt_destroy(h);
     return cairn__fail(CAIRN_E_NOMEM, "hook_new_checkpoint_saver: out of memory");

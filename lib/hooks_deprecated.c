@@ -3,6 +3,9 @@
  * 0.1 still builds and links. Their messages name the new call. */
 #include "internal.h"
 
+#include <stddef.h>
+#include <string.h>
+
 #include "cairn/monitored.h"
 #include "cairn/summary.h"
 #include "hook_impl.h"
@@ -50,12 +53,33 @@ cairn_status cairn_feed_fn_hook_new(cairn_feed_fn fn, void *user, cairn_hook **o
   return cairn_hook_new_feed_fn(fn, user, out);
 }
 
+/* 0.1 had checkpoint_dir inside the options, and a struct without
+ * struct_size: it is read as far as 0.1's layout went. */
 cairn_status cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out) {
-  return cairn_hook_new_checkpoint_saver(o, out);
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: out is NULL");
+  *out = NULL;
+  if (!o || !o->checkpoint_dir)
+    return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: %s is NULL", o ? "checkpoint_dir" : "options");
+  cairn_checkpoint_saver_hook_options c = cairn_checkpoint_saver_hook_options_default();
+  memcpy(&c, o, offsetof(cairn_checkpoint_saver_hook_options, struct_size));
+  c.checkpoint_dir = NULL;
+  return cairn_hook_new_checkpoint_saver(o->checkpoint_dir, &c, out);
 }
 
+/* 0.1 had the names inside the options (n_names 0 with names NULL was
+ * allowed), and a struct without struct_size: it is read as far as 0.1's
+ * layout went. */
 cairn_status cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o, cairn_hook **out) {
-  return cairn_hook_new_logging_tensor(o, out);
+  static const char *const no_names[1] = {NULL};
+  if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: out is NULL");
+  *out = NULL;
+  if (!o) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: options are NULL");
+  if (o->n_names && !o->names) return cairn__fail(CAIRN_E_NULL, "hook_new_logging_tensor: names is NULL");
+  cairn_logging_tensor_hook_options c = cairn_logging_tensor_hook_options_default();
+  memcpy(&c, o, offsetof(cairn_logging_tensor_hook_options, struct_size));
+  c.names = NULL;
+  c.n_names = 0;
+  return cairn_hook_new_logging_tensor(o->names ? o->names : no_names, o->n_names, &c, out);
 }
 
 cairn_status cairn_summary_saver_hook_new(const cairn_summary_saver_hook_options *o, cairn_hook **out) {

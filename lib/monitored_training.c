@@ -242,7 +242,6 @@ static cairn_status checkpoint_hook(const cairn_monitored_training_session_optio
   if (!o->checkpoint_dir || !(ck_secs > 0 || ck_steps > 0)) return CAIRN_OK;
   cairn_checkpoint_saver_hook_options ko;
   memset(&ko, 0, sizeof ko);
-  ko.checkpoint_dir = o->checkpoint_dir;
   ko.save_secs = ck_secs;
   ko.save_steps = ck_steps;
   ko.saver = o->checkpoint_saver;
@@ -254,7 +253,7 @@ static cairn_status checkpoint_hook(const cairn_monitored_training_session_optio
   ko.async = o->async_checkpoints;
   ko.async_skip_busy = o->async_checkpoints_skip_busy;
   cairn_hook *h = NULL;
-  cairn_status st = cairn_hook_new_checkpoint_saver(&ko, &h);
+  cairn_status st = cairn_hook_new_checkpoint_saver(o->checkpoint_dir, &ko, &h);
   if (st != CAIRN_OK) return st;
   all[(*n)++] = cfg->owned_hooks[cfg->n_owned_hooks++] = h;
   return CAIRN_OK;

@@ -3,11 +3,16 @@
  * program written for 0.1 builds unchanged for one release. The only file
  * of the tree that calls them; it silences their deprecation warnings on
  * purpose (-Wno-deprecated-declarations in Makefile.am). */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, scandir */
 #include "config.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cairn.h>
 #if CAIRN_WITH_MPI
@@ -389,26 +394,149 @@ Test(deprecated, renamed_hook_constructors_are_hook_new_kind) {
   cairn_hook_free(b);
   cr_assert_eq(cairn_feed_fn_hook_new(NULL, NULL, &a), CAIRN_E_NULL);
   cr_assert(strstr(cairn_errmsg(), "hook_new_feed_fn: fn is NULL"), "%s", cairn_errmsg());
-  cr_assert_eq(cairn_checkpoint_saver_hook_new(NULL, &a), CAIRN_E_NULL);
-  cr_assert(strstr(cairn_errmsg(), "hook_new_checkpoint_saver: options is NULL"), "%s", cairn_errmsg());
-  cr_assert_eq(cairn_logging_tensor_hook_new(NULL, &a), CAIRN_E_NULL);
-  cr_assert(strstr(cairn_errmsg(), "hook_new_logging_tensor: options are NULL"), "%s", cairn_errmsg());
   cr_assert_eq(cairn_summary_saver_hook_new(NULL, &a), CAIRN_E_NULL);
   cr_assert(strstr(cairn_errmsg(), "hook_new_summary_saver: options are NULL"), "%s", cairn_errmsg());
   cr_assert_eq(cairn_progress_hook_new(NULL, &a), CAIRN_E_NULL);
   cr_assert(strstr(cairn_errmsg(), "hook_new_progress: options are NULL"), "%s", cairn_errmsg());
-  const char *names[1] = {"loss"};
-  cairn_logging_tensor_hook_options lo = cairn_logging_tensor_hook_options_default();
-  lo.names = names;
-  lo.n_names = 1;
-  lo.at_end = 1;
-  OK(cairn_logging_tensor_hook_new(&lo, &a));
-  OK(cairn_hook_new_logging_tensor(&lo, &b));
-  cr_assert_str_eq(cairn_hook_name(a), cairn_hook_name(b));
-  cairn_hook_free(a);
-  cairn_hook_free(b);
 #if CAIRN_WITH_MPI
   cr_assert_eq(cairn_mpi_broadcast_hook_new(NULL, 0, &a), CAIRN_E_NULL);
   cr_assert(strstr(cairn_errmsg(), "hook_new_mpi_broadcast: context is NULL"), "%s", cairn_errmsg());
 #endif
+}
+
+/* The names of the files in dir, sorted, one per line, into buf. */
+static void list_dir(const char *dir, char *buf, size_t len) {
+  struct dirent **e;
+  int n = scandir(dir, &e, NULL, alphasort);
+  cr_assert_geq(n, 0, "scandir '%s'", dir);
+  buf[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    size_t used = strlen(buf);
+    if (e[i]->d_name[0] != '.') snprintf(buf + used, len - used, "%s\n", e[i]->d_name);
+    free(e[i]);
+  }
+  free(e);
+}
+
+static void rm_dir(const char *dir) {
+  struct dirent **e;
+  int n = scandir(dir, &e, NULL, alphasort);
+  char path[600];
+  for (int i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, e[i]->d_name);
+    if (strcmp(e[i]->d_name, ".") && strcmp(e[i]->d_name, "..")) remove(path);
+    free(e[i]);
+  }
+  if (n >= 0) free(e);
+  rmdir(dir);
+}
+
+/* cairn_checkpoint_saver_hook_new(o) with o->checkpoint_dir saves the files
+ * cairn_hook_new_checkpoint_saver(dir, o) saves; it reads o as 0.1 laid it
+ * out (a struct_size the new name refuses is not read), and keeps 0.1's
+ * errors: NULL options, NULL checkpoint_dir. */
+Test(deprecated, checkpoint_saver_hook_new_is_hook_new_checkpoint_saver) {
+  char base[] = "/tmp/cairn_deprecated_XXXXXX", da[64], db[64], la[512], lb[512];
+  cr_assert_not_null(mkdtemp(base));
+  snprintf(da, sizeof da, "%s/a", base);
+  snprintf(db, sizeof db, "%s/b", base);
+  cairn_env env = {.log = quiet};
+  cairn_checkpoint_saver_hook_options o = cairn_checkpoint_saver_hook_options_default();
+  o.save_steps = 2;
+  o.env = &env;
+  o.checkpoint_dir = da;
+  o.struct_size = 3; /* not part of 0.1's struct: the old name never reads it */
+  cairn_hook *a, *b;
+  OK(cairn_checkpoint_saver_hook_new(&o, &a));
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(db, &o, &b), CAIRN_E_INVALID);
+  o.checkpoint_dir = NULL;
+  o.struct_size = 0;
+  OK(cairn_hook_new_checkpoint_saver(db, &o, &b));
+  cr_assert_str_eq(cairn_hook_name(a), cairn_hook_name(b));
+  int64_t sa, sb;
+  OK(run_hooks(&a, 1, 0, 5, &sa));
+  OK(run_hooks(&b, 1, 0, 5, &sb));
+  cr_assert_eq(sa, 5);
+  cr_assert_eq(sb, 5);
+  list_dir(da, la, sizeof la);
+  list_dir(db, lb, sizeof lb);
+  cr_assert(strstr(la, "model.ckpt-4"), "%s", la);
+  cr_assert(strstr(la, "model.ckpt-5"), "saved at end: %s", la);
+  cr_assert_str_eq(la, lb);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  rm_dir(da);
+  rm_dir(db);
+  rmdir(base);
+  cr_assert_eq(cairn_checkpoint_saver_hook_new(NULL, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_checkpoint_saver: options is NULL"), "%s", cairn_errmsg());
+  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_checkpoint_saver: checkpoint_dir is NULL"), "%s", cairn_errmsg());
+  o.checkpoint_dir = da;
+  cr_assert_eq(cairn_checkpoint_saver_hook_new(&o, NULL), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_checkpoint_saver: out is NULL"), "%s", cairn_errmsg());
+}
+
+typedef struct lines {
+  char text[1024];
+} lines;
+
+static double frozen_now(void *self) {
+  (void)self;
+  return 100.0;
+}
+
+static void keep_line(void *self, cairn_log_level level, const char *msg) {
+  (void)level;
+  lines *l = self;
+  size_t used = strlen(l->text);
+  snprintf(l->text + used, sizeof l->text - used, "%s\n", msg);
+}
+
+/* cairn_logging_tensor_hook_new(o) with o->names logs the lines
+ * cairn_hook_new_logging_tensor(names, n, o) logs; it reads o as 0.1 laid
+ * it out, keeps 0.1's errors, and still takes n_names 0 with names NULL,
+ * which the new name refuses. */
+Test(deprecated, logging_tensor_hook_new_is_hook_new_logging_tensor) {
+  lines la = {{0}}, lb = {{0}};
+  cairn_env ea = {.now = frozen_now, .log = keep_line, .self = &la},
+            eb = {.now = frozen_now, .log = keep_line, .self = &lb};
+  const char *names[2] = {"loss", "global_step"};
+  cairn_logging_tensor_hook_options o = cairn_logging_tensor_hook_options_default();
+  o.every_n_iter = 2;
+  o.env = &ea;
+  o.names = names;
+  o.n_names = 2;
+  o.struct_size = 5; /* not part of 0.1's struct: the old name never reads it */
+  cairn_hook *a, *b;
+  OK(cairn_logging_tensor_hook_new(&o, &a));
+  o.names = NULL;
+  o.n_names = 0;
+  o.struct_size = 0;
+  o.env = &eb;
+  OK(cairn_hook_new_logging_tensor(names, 2, &o, &b));
+  cr_assert_str_eq(cairn_hook_name(a), cairn_hook_name(b));
+  int64_t s;
+  OK(run_hooks(&a, 1, 0.25, 5, &s));
+  OK(run_hooks(&b, 1, 0.25, 5, &s));
+  cr_assert(strstr(la.text, "loss = 0.25, global_step = 0\nloss = 0.25, global_step = 2 (0.000 sec)\n"), "%s",
+            la.text);
+  cr_assert_str_eq(la.text, lb.text);
+  cairn_hook_free(a);
+  cairn_hook_free(b);
+  o.at_end = 1;
+  o.every_n_iter = 0;
+  OK(cairn_logging_tensor_hook_new(&o, &a)); /* 0.1: no names, NULL */
+  cairn_hook_free(a);
+  cr_assert_eq(cairn_hook_new_logging_tensor(NULL, 0, &o, &b), CAIRN_E_NULL);
+  cr_assert_eq(cairn_logging_tensor_hook_new(NULL, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_logging_tensor: options are NULL"), "%s", cairn_errmsg());
+  o.n_names = 1;
+  cr_assert_eq(cairn_logging_tensor_hook_new(&o, &a), CAIRN_E_NULL);
+  cr_assert(strstr(cairn_errmsg(), "hook_new_logging_tensor: names is NULL"), "%s", cairn_errmsg());
+  o.n_names = 0;
+  o.at_end = 0;
+  cr_assert_eq(cairn_logging_tensor_hook_new(&o, &a), CAIRN_E_INVALID);
+  cr_assert(strstr(cairn_errmsg(), "either at_end and/or exactly one of every_n_iter and every_n_secs"), "%s",
+            cairn_errmsg());
 }

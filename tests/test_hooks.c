@@ -348,16 +348,18 @@ static cairn_checkpoint_listener listener_of(mock_listener *l) {
 static cairn_checkpoint_saver_hook_options ckpt_opts(void) {
   cairn_checkpoint_saver_hook_options o;
   memset(&o, 0, sizeof o);
-  o.checkpoint_dir = g_dir;
   o.env = &ENV;
   return o;
 }
 
-static cairn_hook *ckpt_hook(const cairn_checkpoint_saver_hook_options *o) {
+/* The hook saving into dir (NULL: g_dir). */
+static cairn_hook *ckpt_hook_in(const char *dir, const cairn_checkpoint_saver_hook_options *o) {
   cairn_hook *h;
-  OK(cairn_hook_new_checkpoint_saver(o, &h));
+  OK(cairn_hook_new_checkpoint_saver(dir ? dir : g_dir, o, &h));
   return h;
 }
+
+static cairn_hook *ckpt_hook(const cairn_checkpoint_saver_hook_options *o) { return ckpt_hook_in(NULL, o); }
 
 /* TF's CheckpointSaverHookTest.setUp + the common prologue:
  *   hook.begin(); scaffold.finalize(); sess.run(scaffold.init_op);
@@ -369,16 +371,21 @@ typedef struct ckpt_fixture {
   cairn_monitored_session *ms;
 } ckpt_fixture;
 
-static void ckpt_fixture_new(ckpt_fixture *f, cairn_checkpoint_saver_hook_options *o, int use_scaffold) {
+static void ckpt_fixture_new_in(ckpt_fixture *f, const char *dir, cairn_checkpoint_saver_hook_options *o,
+                                int use_scaffold) {
   graph_new(&f->g);
   OK(cairn_scaffold_new(f->g.r, NULL, &f->sc));
   if (use_scaffold) o->scaffold = f->sc;
-  f->hook = ckpt_hook(o);
+  f->hook = ckpt_hook_in(dir, o);
   OK(cairn__hook_begin(f->hook, f->g.r));
   OK(cairn_scaffold_finalize(f->sc));
   OK(cairn_session_new(f->g.r, 0, &f->g.raw));
   OK(cairn_session_run_op(f->g.raw, cairn_scaffold_init_op(f->sc)));
   f->ms = hooked(&f->g, &f->hook, 1);
+}
+
+static void ckpt_fixture_new(ckpt_fixture *f, cairn_checkpoint_saver_hook_options *o, int use_scaffold) {
+  ckpt_fixture_new_in(f, NULL, o, use_scaffold);
 }
 
 static void ckpt_fixture_free(ckpt_fixture *f) {
@@ -547,14 +554,12 @@ static cairn_status logging_new(const char *name, int64_t every_n_iter, double e
   cairn_logging_tensor_hook_options o;
   memset(&o, 0, sizeof o);
   const char *names[1] = {name};
-  o.names = names;
-  o.n_names = 1;
   o.every_n_iter = every_n_iter;
   o.every_n_secs = every_n_secs;
   o.at_end = at_end;
   o.formatter = fmt;
   o.env = &ENV;
-  return cairn_hook_new_logging_tensor(&o, out);
+  return cairn_hook_new_logging_tensor(names, 1, &o, out);
 }
 
 Test(logging_tensor_hook, test_illegal_args) {
@@ -687,12 +692,10 @@ Test(logging_tensor_hook, logs_several_names_in_order_and_counts_local_iteration
   cairn_logging_tensor_hook_options o;
   memset(&o, 0, sizeof o);
   const char *names[3] = {"b", "a", "global_step"};
-  o.names = names;
-  o.n_names = 3;
   o.every_n_iter = 2;
   o.env = &ENV;
   cairn_hook *h;
-  OK(cairn_hook_new_logging_tensor(&o, &h));
+  OK(cairn_hook_new_logging_tensor(names, 3, &o, &h));
   OK(cairn__hook_begin(h, g.r));
   graph_session(&g);
   assign_step(&g, 100); /* iterations are local, not global steps */
@@ -754,7 +757,7 @@ Test(checkpoint_saver_hook, test_raise_when_saver_and_scaffold_both_present) {
   o.saver = saver;
   o.scaffold = sc;
   cairn_hook *h = (void *)1;
-  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, &o, &h), CAIRN_E_INVALID);
   cr_assert_null(h);
   HAS(cairn_errmsg(), "You cannot provide both saver and scaffold.");
   cairn_saver_free(saver);
@@ -768,7 +771,7 @@ Test(checkpoint_saver_hook, test_raise_in_both_secs_and_steps) {
   o.save_secs = 10;
   o.save_steps = 20;
   cairn_hook *h;
-  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, &o, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "Can not provide both every_secs and every_steps.");
 }
 
@@ -776,7 +779,7 @@ Test(checkpoint_saver_hook, test_raise_in_both_secs_and_steps) {
 Test(checkpoint_saver_hook, test_raise_in_none_secs_and_steps) {
   cairn_checkpoint_saver_hook_options o = ckpt_opts();
   cairn_hook *h;
-  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, &o, &h), CAIRN_E_INVALID);
   HAS(cairn_errmsg(), "Either every_secs or every_steps should be provided.");
 }
 
@@ -1231,6 +1234,107 @@ Test(hooks, builtin_options_size_zero_means_the_first_layout) {
   cr_assert(fo.feeds == NULL && fo.n_feeds == 0 && fo.struct_size == 0);
   cairn_global_step_waiter_hook_options wo = cairn_global_step_waiter_hook_options_default();
   cr_assert(wo.env == NULL && wo.struct_size == 0);
+}
+
+/* CheckpointSaverHook(checkpoint_dir, ...): the directory is the required
+ * argument. NULL is refused; NULL options are the defaults (so the timer's
+ * rule fails); the options' checkpoint_dir (read only by 0.1's name) may
+ * repeat the argument but not contradict it, and the error names both; the
+ * options' struct_size is checked like every hook's. */
+Test(checkpoint_saver_hook, checkpoint_dir_is_the_required_argument) {
+  cairn_hook *h = (void *)1;
+  cairn_checkpoint_saver_hook_options o = ckpt_opts();
+  o.save_steps = 1;
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(NULL, &o, &h), CAIRN_E_NULL);
+  cr_assert_null(h);
+  HAS(cairn_errmsg(), "hook_new_checkpoint_saver: checkpoint_dir is NULL");
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, NULL, &h), CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "Either every_secs or every_steps should be provided.");
+  o.checkpoint_dir = g_dir;
+  cairn_hook_free(ckpt_hook(&o)); /* the same directory twice: accepted */
+  char other[300];
+  snprintf(other, sizeof other, "%s/other", g_dir);
+  o.checkpoint_dir = other;
+  h = (void *)1;
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, &o, &h), CAIRN_E_INVALID);
+  cr_assert_null(h);
+  char want[700];
+  snprintf(want, sizeof want, "hook_new_checkpoint_saver: checkpoint_dir is '%s' but o->checkpoint_dir is '%s'", g_dir,
+           other);
+  HAS(cairn_errmsg(), want);
+  HAS(cairn_errmsg(), "deprecated cairn_checkpoint_saver_hook_new: leave it NULL");
+  o.checkpoint_dir = NULL;
+  o.struct_size = 7;
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, &o, &h), CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_checkpoint_saver: options->struct_size is 7");
+  HAS(cairn_errmsg(), "cairn_checkpoint_saver_hook_options");
+  struct {
+    cairn_checkpoint_saver_hook_options o;
+    char newer[16];
+  } big;
+  memset(&big, 0xee, sizeof big); /* the newer members hold garbage the library must skip */
+  big.o = ckpt_opts();
+  big.o.save_steps = 1;
+  big.o.struct_size = sizeof big;
+  cairn_hook_free(ckpt_hook(&big.o));
+  o.struct_size = sizeof o;
+  cairn_hook_free(ckpt_hook(&o));
+  o.n_listeners = 1;
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, &o, &h), CAIRN_E_NULL);
+  HAS(cairn_errmsg(), "hook_new_checkpoint_saver: listeners is NULL");
+}
+
+/* LoggingTensorHook(tensors, ...): the names are the required argument.
+ * NULL names are refused even with n_names 0 (an empty array is a hook
+ * that logs empty lines); a NULL name is refused; the options' names and
+ * n_names (read only by 0.1's name) may repeat the arguments but not
+ * contradict them, and the error names both; struct_size is checked. */
+Test(logging_tensor_hook, names_are_the_required_argument) {
+  cairn_hook *h = (void *)1;
+  cairn_logging_tensor_hook_options o = cairn_logging_tensor_hook_options_default();
+  o.at_end = 1;
+  o.env = &ENV;
+  cr_assert_eq(cairn_hook_new_logging_tensor(NULL, 0, &o, &h), CAIRN_E_NULL);
+  cr_assert_null(h);
+  HAS(cairn_errmsg(), "hook_new_logging_tensor: names is NULL (n_names 0;");
+  cr_assert_eq(cairn_hook_new_logging_tensor(NULL, 2, &o, &h), CAIRN_E_NULL);
+  HAS(cairn_errmsg(), "hook_new_logging_tensor: names is NULL (n_names 2;");
+  const char *two[2] = {"loss", NULL};
+  cr_assert_eq(cairn_hook_new_logging_tensor(two, 2, &o, &h), CAIRN_E_NULL);
+  HAS(cairn_errmsg(), "hook_new_logging_tensor: names[1] is NULL");
+  two[1] = "global_step";
+  const char *const none[1] = {NULL};
+  OK(cairn_hook_new_logging_tensor(none, 0, &o, &h));
+  cairn_hook_free(h);
+  cr_assert_eq(cairn_hook_new_logging_tensor(two, 2, NULL, &h), CAIRN_E_INVALID, "NULL options: no trigger");
+  HAS(cairn_errmsg(), "either at_end and/or exactly one of every_n_iter and every_n_secs must be provided.");
+  const char *same[2] = {"loss", "global_step"}; /* equal strings, another array */
+  o.names = same;
+  o.n_names = 2;
+  OK(cairn_hook_new_logging_tensor(two, 2, &o, &h));
+  cairn_hook_free(h);
+  o.n_names = 1;
+  h = (void *)1;
+  cr_assert_eq(cairn_hook_new_logging_tensor(two, 2, &o, &h), CAIRN_E_INVALID);
+  cr_assert_null(h);
+  HAS(cairn_errmsg(), "hook_new_logging_tensor: n_names is 2 but o->n_names is 1;");
+  HAS(cairn_errmsg(), "deprecated cairn_logging_tensor_hook_new: leave them NULL and 0");
+  const char *other[2] = {"loss", "accuracy"};
+  o.names = other;
+  o.n_names = 2;
+  cr_assert_eq(cairn_hook_new_logging_tensor(two, 2, &o, &h), CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_logging_tensor: names[1] is 'global_step' but o->names[1] is 'accuracy'");
+  o.names = NULL;
+  cr_assert_eq(cairn_hook_new_logging_tensor(two, 2, &o, &h), CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_logging_tensor: o->n_names is 2 but o->names is NULL;");
+  o.n_names = 0;
+  o.struct_size = 3;
+  cr_assert_eq(cairn_hook_new_logging_tensor(two, 2, &o, &h), CAIRN_E_INVALID);
+  HAS(cairn_errmsg(), "hook_new_logging_tensor: options->struct_size is 3");
+  HAS(cairn_errmsg(), "cairn_logging_tensor_hook_options");
+  o.struct_size = sizeof o;
+  OK(cairn_hook_new_logging_tensor(two, 2, &o, &h));
+  cairn_hook_free(h);
 }
 
 /* ==== #100 SummarySaverHook =========================================================== */
@@ -1696,11 +1800,10 @@ Test(checkpoint_saver_hook, creates_missing_directories) {
   char dir[600], file[700];
   snprintf(dir, sizeof dir, "%s/x/y", g_dir);
   cairn_checkpoint_saver_hook_options o = ckpt_opts();
-  o.checkpoint_dir = dir;
   o.checkpoint_basename = "sub/model.ckpt";
   o.save_steps = 1;
   ckpt_fixture f;
-  ckpt_fixture_new(&f, &o, 1);
+  ckpt_fixture_new_in(&f, dir, &o, 1);
   OK(cairn__hook_after_create_session(f.hook, f.g.raw, NULL));
   snprintf(file, sizeof file, "%s/sub/model.ckpt-0", dir);
   struct stat sb;
@@ -1858,15 +1961,15 @@ Test(checkpoint_saver_hook, listener_array_is_read_at_the_callers_stride) {
   two[1].struct_size = 0;
   two[0].struct_size = 0;
   o.listeners = two;
-  OK(cairn_hook_new_checkpoint_saver(&o, &h));
+  OK(cairn_hook_new_checkpoint_saver(g_dir, &o, &h));
   cairn_hook_free(h);
   two[0].struct_size = two[1].struct_size = CAIRN_CHECKPOINT_LISTENER_SIZE;
-  OK(cairn_hook_new_checkpoint_saver(&o, &h));
+  OK(cairn_hook_new_checkpoint_saver(g_dir, &o, &h));
   cairn_hook_free(h);
 
   two[1].struct_size = 8;
   h = (cairn_hook *)&o;
-  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, &o, &h), CAIRN_E_INVALID);
   cr_assert_null(h);
   cr_assert(strstr(cairn_errmsg(), "hook_new_checkpoint_saver: listeners[1]->struct_size is 8"), "%s",
             cairn_errmsg());
@@ -1875,7 +1978,7 @@ Test(checkpoint_saver_hook, listener_array_is_read_at_the_callers_stride) {
   cl[0].l.struct_size = sizeof cl[0];
   cl[1].l.struct_size = CAIRN_CHECKPOINT_LISTENER_SIZE;
   o.listeners = &cl[0].l;
-  cr_assert_eq(cairn_hook_new_checkpoint_saver(&o, &h), CAIRN_E_INVALID);
+  cr_assert_eq(cairn_hook_new_checkpoint_saver(g_dir, &o, &h), CAIRN_E_INVALID);
   cr_assert(strstr(cairn_errmsg(), "every element of the array must have the same size"), "%s", cairn_errmsg());
 }
 

@@ -562,13 +562,12 @@ static cairn_monitored_session *singular_new(graph *g, cairn_scaffold *sc, const
 static cairn_hook *ckpt_hook(const char *dir, int64_t steps, double secs, cairn_scaffold *sc) {
   cairn_checkpoint_saver_hook_options o;
   memset(&o, 0, sizeof o);
-  o.checkpoint_dir = dir;
   o.save_steps = steps;
   o.save_secs = secs;
   o.scaffold = sc;
   o.env = &ENV;
   cairn_hook *h;
-  OK(cairn_hook_new_checkpoint_saver(&o, &h));
+  OK(cairn_hook_new_checkpoint_saver(dir, &o, &h));
   return h;
 }
 
@@ -3425,14 +3424,13 @@ Test(end_to_end, train_kill_restart_continue_and_evaluate) {
   OK(cairn_scaffold_new(em.r, NULL, &sc));
   cairn_checkpoint_saver_hook_options ko;
   memset(&ko, 0, sizeof ko);
-  ko.checkpoint_dir = g_dir;
   ko.save_steps = 5;
   ko.scaffold = sc;
   ko.listeners = &listener;
   ko.n_listeners = 1;
   ko.env = &ENV;
   cairn_hook *ck;
-  OK(cairn_hook_new_checkpoint_saver(&ko, &ck));
+  OK(cairn_hook_new_checkpoint_saver(g_dir, &ko, &ck));
   cairn_hook *hooks[2] = {counter, ck};
   cairn_monitored_training_session_options o = cairn_monitored_training_session_options_default();
   o.registry = em.r;

@@ -432,7 +432,6 @@ static void rig_new(rig *g, int skip) {
   OK(cairn_op_new("train_op", increment_fn, &g->m, NULL, &g->train));
   g->l = (cairn_checkpoint_listener){.before_save = l_before, .after_save = l_after, .self = &g->c};
   cairn_checkpoint_saver_hook_options o = cairn_checkpoint_saver_hook_options_default();
-  o.checkpoint_dir = g_dir;
   o.save_steps = 1;
   o.saver = g->saver;
   o.env = &ENV;
@@ -440,7 +439,7 @@ static void rig_new(rig *g, int skip) {
   o.n_listeners = 1;
   o.async = 1;
   o.async_skip_busy = skip;
-  OK(cairn_hook_new_checkpoint_saver(&o, &g->hook));
+  OK(cairn_hook_new_checkpoint_saver(g_dir, &o, &g->hook));
   OK(cairn__hook_begin(g->hook, g->m.r));
   OK(cairn_session_new(g->m.r, 0, &g->raw));
   OK(cairn__hook_after_create_session(g->hook, g->raw, NULL)); /* synchronous: step 0 */

@@ -530,12 +530,13 @@ CAIRN_API void cairn_timer_reset(cairn_timer *t);
 
 /* Every built-in hook is made by cairn_hook_new_<kind>(required arguments,
  * const cairn_<kind>_hook_options *o, &out) and freed by cairn_hook_free
- * (CONTRIBUTING.md, "Constructor grammar"). The options structs of the
- * hooks added after 0.1 end with struct_size (0: their first layout, or the
- * caller's sizeof: a struct built against an older header stays valid),
- * and every field's zero is its default, so NULL options, a zero-filled
- * struct and cairn_<kind>_hook_options_default() are the same. The names
- * of 0.1 (cairn_<kind>_hook_new) stay one release (doc/deprecated.md). */
+ * (CONTRIBUTING.md, "Constructor grammar"). The options structs end with
+ * struct_size (0: their first layout, or the caller's sizeof: a struct
+ * built against an older header stays valid), but for the SummarySaverHook's,
+ * which has not changed since 0.1; every field's zero is its default, so a
+ * zero-filled struct and cairn_<kind>_hook_options_default() are the same
+ * (and NULL options too, where the header says so). The names of 0.1
+ * (cairn_<kind>_hook_new) stay one release (doc/deprecated.md). */
 
 typedef struct cairn_stop_at_step_hook_options {
   /* 0 (default): `step` is TF's last_step, the global step to stop at.
@@ -584,7 +585,11 @@ typedef struct cairn_checkpoint_listener {
 #define CAIRN_CHECKPOINT_LISTENER_SIZE sizeof(cairn_checkpoint_listener)
 
 typedef struct cairn_checkpoint_saver_hook_options {
-  const char *checkpoint_dir;       /* required */
+  /* Read only by the deprecated cairn_checkpoint_saver_hook_new (0.1's
+     name), for one release (doc/deprecated.md): cairn_hook_new_checkpoint_saver
+     takes checkpoint_dir as its first argument. Leave it NULL; if it is set,
+     it must equal that argument (CAIRN_E_INVALID otherwise). */
+  const char *checkpoint_dir;
   double save_secs;                 /* exactly one of save_secs, save_steps > 0 */
   int64_t save_steps;
   cairn_saver *saver;               /* not with scaffold ("You cannot provide both saver and scaffold.") */
@@ -608,10 +613,14 @@ typedef struct cairn_checkpoint_saver_hook_options {
      the save of step 100 (d/model.ckpt-100) is still being written."; 0
      (the default) waits for it. */
   int async_skip_busy;
+  /* 0 or sizeof(cairn_checkpoint_saver_hook_options), read by
+     cairn_hook_new_checkpoint_saver only (0.1's name reads the struct as
+     0.1 laid it out, without this member). */
+  size_t struct_size;
 } cairn_checkpoint_saver_hook_options;
 
-/* Every field 0/NULL (a zero-filled struct is the same); checkpoint_dir and
- * one of save_secs, save_steps must then be set. */
+/* Every field 0/NULL (a zero-filled struct, and NULL options, are the
+ * same); one of save_secs, save_steps must then be set. */
 CAIRN_API cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_options_default(void);
 
 /* CheckpointSaverHook: saves right after every session creation,
@@ -647,11 +656,21 @@ CAIRN_API cairn_checkpoint_saver_hook_options cairn_checkpoint_saver_hook_option
  * message says the restored variables were changed, e.g. by
  * local_init_op); one with the same contents rewrites nothing and logs
  * "<path> already holds exactly these values: not rewritten.". */
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_checkpoint_saver(const cairn_checkpoint_saver_hook_options *o,
+/* (TF's CheckpointSaverHook(checkpoint_dir, ...): checkpoint_dir is
+ * required, the rest are options.) checkpoint_dir is copied. Errors of the
+ * arguments: CAIRN_E_NULL (checkpoint_dir or out NULL, n_listeners > 0 with
+ * listeners NULL), CAIRN_E_INVALID (saver and scaffold both given; save_secs
+ * and save_steps both or neither; o->checkpoint_dir set and different from
+ * checkpoint_dir: "hook_new_checkpoint_saver: checkpoint_dir is 'a' but
+ * o->checkpoint_dir is 'b' ..."; a bad struct_size of the options, a
+ * listener, the summary writer or env), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_checkpoint_saver(const char *checkpoint_dir,
+                                                                    const cairn_checkpoint_saver_hook_options *o,
                                                                     cairn_hook **out);
-/* Deprecated (doc/deprecated.md): 0.1's name of
- * cairn_hook_new_checkpoint_saver, same arguments; removed in the next
- * release. */
+/* Deprecated (doc/deprecated.md): 0.1's CheckpointSaverHook, checkpoint_dir
+ * inside the options (o->checkpoint_dir; o NULL: "options is NULL"); reads
+ * o as 0.1 laid it out (up to async_skip_busy, not struct_size); removed in
+ * the next release. */
 CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_checkpoint_saver") cairn_status
 cairn_checkpoint_saver_hook_new(const cairn_checkpoint_saver_hook_options *o, cairn_hook **out);
 
@@ -686,7 +705,11 @@ cairn_step_counter_hook_new(int64_t every_n_steps, double every_n_secs, cairn_su
 typedef size_t (*cairn_logging_formatter)(void *ctx, const char *const *names, const cairn_value *values,
                                           size_t n, char *buf, size_t len);
 typedef struct cairn_logging_tensor_hook_options {
-  const char *const *names; /* copied */
+  /* Read only by the deprecated cairn_logging_tensor_hook_new (0.1's name),
+     for one release (doc/deprecated.md): cairn_hook_new_logging_tensor
+     takes the names as arguments. Leave them NULL and 0; if they are set,
+     they must equal those arguments (CAIRN_E_INVALID otherwise). */
+  const char *const *names;
   size_t n_names;
   int64_t every_n_iter;     /* 0 = None */
   double every_n_secs;      /* 0 = None */
@@ -694,14 +717,31 @@ typedef struct cairn_logging_tensor_hook_options {
   cairn_logging_formatter formatter; /* NULL: "name = value, ..." */
   void *formatter_ctx;
   const cairn_env *env;
+  /* 0 or sizeof(cairn_logging_tensor_hook_options), read by
+     cairn_hook_new_logging_tensor only (0.1's name reads the struct as 0.1
+     laid it out, without this member). */
+  size_t struct_size;
 } cairn_logging_tensor_hook_options;
-/* Every field 0/NULL (a zero-filled struct is the same). */
+/* Every field 0/NULL (a zero-filled struct, and NULL options, are the
+ * same); at_end or one of every_n_iter, every_n_secs must then be set. */
 CAIRN_API cairn_logging_tensor_hook_options cairn_logging_tensor_hook_options_default(void);
-CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_logging_tensor(const cairn_logging_tensor_hook_options *o,
+/* (TF's LoggingTensorHook(tensors, ...): the tensors are required, the rest
+ * are options.) names[0..n_names) are copied; n_names may be 0 (a hook that
+ * logs empty lines, as TF's with tensors=[]), but names must not be NULL.
+ * Errors: CAIRN_E_NULL (names, names[i] or out NULL), CAIRN_E_INVALID
+ * (neither at_end nor exactly one of every_n_iter, every_n_secs, TF's
+ * "either at_end and/or exactly one of every_n_iter and every_n_secs must
+ * be provided."; "invalid every_n_iter=-1."; o->names or o->n_names set and
+ * different from the arguments: "hook_new_logging_tensor: n_names is 2 but
+ * o->n_names is 1 ..." or "names[1] is 'a' but o->names[1] is 'b' ..."; a
+ * bad struct_size of the options or env), CAIRN_E_NOMEM. */
+CAIRN_API CAIRN_NODISCARD cairn_status cairn_hook_new_logging_tensor(const char *const *names, size_t n_names,
+                                                                  const cairn_logging_tensor_hook_options *o,
                                                                   cairn_hook **out);
-/* Deprecated (doc/deprecated.md): 0.1's name of
- * cairn_hook_new_logging_tensor, same arguments; removed in the next
- * release. */
+/* Deprecated (doc/deprecated.md): 0.1's LoggingTensorHook, the names inside
+ * the options (o->names, o->n_names; o NULL: "options are NULL"; n_names 0
+ * with names NULL allowed); reads o as 0.1 laid it out (up to env, not
+ * struct_size); removed in the next release. */
 CAIRN_API CAIRN_NODISCARD CAIRN_DEPRECATED("use cairn_hook_new_logging_tensor") cairn_status
 cairn_logging_tensor_hook_new(const cairn_logging_tensor_hook_options *o, cairn_hook **out);
 
