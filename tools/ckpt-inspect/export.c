@@ -1,7 +1,8 @@
 /* ckpt-inspect export CKPT OUT: every tensor of a checkpoint written as a
  * NumPy .npz (the default), a TensorFlow bundle (--format tf) or a
  * safetensors file (--format safetensors, or OUT ending in .safetensors),
- * through the library's three writers (cairn/interop.h). */
+ * through the library's one writer entry point, cairn_ckpt_out
+ * (cairn/interop.h), whose options name the format. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "common.h"
@@ -9,51 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-enum { FORMAT_NPZ, FORMAT_TF, FORMAT_SAFETENSORS };
-
-/* One of the library's writers; they share open / add / commit / abort. */
-typedef struct writer {
-  int format;
-  cairn_npz_writer *npz;
-  cairn_tfbundle_writer *tf;
-  cairn_safetensors_writer *st;
-} writer;
-
-static cairn_status writer_open(writer *w, const char *out) {
-  switch (w->format) {
-    case FORMAT_NPZ: return cairn_npz_writer_open(out, &w->npz);
-    case FORMAT_TF: return cairn_tfbundle_writer_open(out, &w->tf);
-    default: return cairn_safetensors_writer_open(out, &w->st);
-  }
-}
-
-/* The safetensors writer keeps t until commit; the others copy its bytes. */
-static cairn_status writer_add(writer *w, const char *name, const cairn_tensor *t) {
-  switch (w->format) {
-    case FORMAT_NPZ: return cairn_npz_writer_add(w->npz, name, t);
-    case FORMAT_TF: return cairn_tfbundle_writer_add(w->tf, name, t);
-    default: return cairn_safetensors_writer_add(w->st, name, t);
-  }
-}
-
-static cairn_status writer_commit(writer *w) {
-  cairn_status s;
-  switch (w->format) {
-    case FORMAT_NPZ: s = cairn_npz_writer_commit(w->npz); break;
-    case FORMAT_TF: s = cairn_tfbundle_writer_commit(w->tf); break;
-    default: s = cairn_safetensors_writer_commit(w->st);
-  }
-  w->npz = NULL, w->tf = NULL, w->st = NULL;
-  return s;
-}
-
-static void writer_abort(writer *w) {
-  cairn_npz_writer_abort(w->npz);
-  cairn_tfbundle_writer_abort(w->tf);
-  cairn_safetensors_writer_abort(w->st);
-  w->npz = NULL, w->tf = NULL, w->st = NULL;
-}
 
 /* Converts a floating-point tensor to dt (round to nearest even; from f64
  * through f32 for the 16-bit types); other tensors are returned as they are.
@@ -79,7 +35,7 @@ static cairn_status convert_float(cairn_tensor *t, cairn_dtype dt, cairn_tensor 
 
 /* safetensors: the metadata as __metadata__ strings (numbers and bools
  * printed); a note names each entry that is left out. */
-static void export_meta(cairn_ckpt *c, cairn_safetensors_writer *sw) {
+static void export_meta(cairn_ckpt *c, cairn_ckpt_out *w) {
   for (size_t i = 0; i < cairn_ckpt_meta_count(c); i++) {
     const char *key, *sv;
     cairn_meta_type ty;
@@ -100,7 +56,7 @@ static void export_meta(cairn_ckpt *c, cairn_safetensors_writer *sw) {
     } else if (ty == CAIRN_META_BOOL && cairn_ckpt_meta_bool(c, key, &b) == CAIRN_OK) {
       sv = b ? "true" : "false";
     }
-    if (sv && cairn_safetensors_writer_meta(sw, key, sv) != CAIRN_OK) sv = NULL;
+    if (sv && cairn_ckpt_out_meta_str(w, key, sv) != CAIRN_OK) sv = NULL;
     if (!sv) {
       fputs(PROG ": note: metadata '", stderr);
       put_esc(stderr, key);
@@ -124,11 +80,14 @@ static void write_tf_state(const char *out) {
 
 /* Every tensor of c (converted by --dtype; for npz, bf16 is widened by the
  * writer, with a note) into a new OUT of the given format. Closes c. */
-static int export_to(const options *o, cairn_ckpt *c, const char *path, const char *out, int format) {
+static int export_to(const options *o, cairn_ckpt *c, const char *path, const char *out,
+                     cairn_ckpt_format_id format) {
   size_t n = cairn_ckpt_count(c), nconv = 0, nbf16 = 0;
   cairn_tensor **keep = calloc(n + 1, sizeof *keep); /* safetensors writes the data at commit */
-  writer w = {.format = format};
-  cairn_status s = !keep ? CAIRN_E_NOMEM : writer_open(&w, out);
+  cairn_ckpt_out_options wo = cairn_ckpt_out_options_default();
+  wo.format = format;
+  cairn_ckpt_out *w = NULL;
+  cairn_status s = !keep ? CAIRN_E_NOMEM : cairn_ckpt_out_open(out, &wo, &w);
   if (s != CAIRN_OK) {
     error_status(out, s);
     goto fail;
@@ -154,32 +113,34 @@ static int export_to(const options *o, cairn_ckpt *c, const char *path, const ch
       t = cv;
       nconv++;
     }
-    if (format == FORMAT_NPZ && t->dtype == CAIRN_DTYPE_BF16) {
+    if (format == CAIRN_CKPT_FORMAT_NPZ && t->dtype == CAIRN_DTYPE_BF16) {
       nbf16++;
       fputs(PROG ": note: bf16 tensor '", stderr);
       put_esc(stderr, e.name);
       fputs("' exported as float32 ('<f4'): NumPy has no bfloat16\n", stderr);
     }
-    if ((s = writer_add(&w, e.name, t)) != CAIRN_OK) {
+    if ((s = cairn_ckpt_out_add(w, e.name, t)) != CAIRN_OK) {
       error_tensor(out, e.name, s);
       cairn_tensor_free(t);
       goto fail;
     }
-    if (format == FORMAT_SAFETENSORS) keep[i] = t;
+    if (format == CAIRN_CKPT_FORMAT_SAFETENSORS) keep[i] = t;
     else cairn_tensor_free(t);
   }
-  if (format == FORMAT_SAFETENSORS) export_meta(c, w.st);
-  if ((s = writer_commit(&w)) != CAIRN_OK) {
+  if (format == CAIRN_CKPT_FORMAT_SAFETENSORS) export_meta(c, w);
+  s = cairn_ckpt_out_commit(w); /* frees w whatever the outcome */
+  w = NULL;
+  if (s != CAIRN_OK) {
     error_status(out, s);
     goto fail;
   }
-  if (format == FORMAT_TF) write_tf_state(out);
+  if (format == CAIRN_CKPT_FORMAT_TF) write_tf_state(out);
   printf("exported %zu tensor%s to ", n, n == 1 ? "" : "s");
   put_esc(stdout, out);
-  if (format == FORMAT_NPZ) {
+  if (format == CAIRN_CKPT_FORMAT_NPZ) {
     if (nbf16) printf(" (%zu bf16 tensor%s widened to float32)", nbf16, nbf16 == 1 ? "" : "s");
   } else {
-    printf(" (%s", format == FORMAT_TF ? "TensorFlow checkpoint" : "safetensors");
+    printf(" (%s", format == CAIRN_CKPT_FORMAT_TF ? "TensorFlow checkpoint" : "safetensors");
     if (nconv) printf(", %zu converted to %s", nconv, dtype_str(o->export_dtype));
     printf(")");
   }
@@ -189,7 +150,7 @@ static int export_to(const options *o, cairn_ckpt *c, const char *path, const ch
   cairn_ckpt_close(c);
   return EXIT_OK_;
 fail:
-  writer_abort(&w);
+  cairn_ckpt_out_abort(w);
   for (size_t i = 0; keep && i < n; i++) cairn_tensor_free(keep[i]);
   free(keep);
   cairn_ckpt_close(c);
@@ -201,15 +162,17 @@ int cmd_export(const options *o, const char *const *args) {
   char path[4096];
   if (resolve(arg, 1, path, sizeof path) != 0) return EXIT_ERROR;
   const char *form = o->format ? o->format : ends_with(out, ".safetensors") ? "safetensors" : "npz";
-  int format = strcmp(form, "tf") == 0 ? FORMAT_TF : strcmp(form, "npz") == 0 ? FORMAT_NPZ : FORMAT_SAFETENSORS;
-  if (format == FORMAT_TF) {
+  cairn_ckpt_format_id format = strcmp(form, "tf") == 0    ? CAIRN_CKPT_FORMAT_TF
+                                : strcmp(form, "npz") == 0 ? CAIRN_CKPT_FORMAT_NPZ
+                                                           : CAIRN_CKPT_FORMAT_SAFETENSORS;
+  if (format == CAIRN_CKPT_FORMAT_TF) {
     char idx[4200];
     snprintf(idx, sizeof idx, "%s.index", out);
     if (check_output(o, path, idx) != 0) return EXIT_ERROR;
   } else if (check_output(o, path, out) != 0) {
     return EXIT_ERROR;
   }
-  if (format == FORMAT_NPZ && o->export_dtype) {
+  if (format == CAIRN_CKPT_FORMAT_NPZ && o->export_dtype) {
     errorf("export: --dtype applies to --format tf and safetensors");
     return EXIT_ERROR;
   }
