@@ -110,32 +110,28 @@ const char *cairn__ck_short(const char *name, size_t len, char *buf, size_t cap)
 
 /* ---- index entries ------------------------------------------------------------- */
 
+/* The fixed part of an index entry (doc/checkpoint-format.md), listed once
+ * for put and get: X(member, offset, bits). Bytes 5-7 and 52-55 are
+ * reserved (zero); the raw CRC32C at 48 is stored masked. */
+#define CK_ENTRY_FIELDS(X)                                                                                 \
+  X(name_len, 0, 16) X(dtype, 2, 8) X(rank, 3, 8) X(layout, 4, 8) X(seq, 8, 32) X(n_chunks, 12, 32)       \
+  X(record_offset, 16, 64) X(data_offset, 24, 64) X(raw_bytes, 32, 64) X(stored_bytes, 40, 64)
+
+static inline uint8_t ck_get8(const unsigned char *p) { return p[0]; }
+static inline void ck_put8(unsigned char *p, uint8_t v) { p[0] = v; }
+
 void cairn__ck_entry_put(unsigned char *p, const ck_entry *e) {
   memset(p, 0, CK_IENTRY_FIXED);
-  ck_put16(p, e->name_len);
-  p[2] = e->dtype;
-  p[3] = e->rank;
-  p[4] = e->layout;
-  ck_put32(p + 8, e->seq);
-  ck_put32(p + 12, e->n_chunks);
-  ck_put64(p + 16, e->record_offset);
-  ck_put64(p + 24, e->data_offset);
-  ck_put64(p + 32, e->raw_bytes);
-  ck_put64(p + 40, e->stored_bytes);
+#define PUT_FIELD(member, at, bits) ck_put##bits(p + (at), e->member);
+  CK_ENTRY_FIELDS(PUT_FIELD)
+#undef PUT_FIELD
   ck_put32(p + 48, ck_mask(e->raw_crc));
 }
 
 int cairn__ck_entry_get(const unsigned char *p, ck_entry *e) {
-  e->name_len = ck_get16(p);
-  e->dtype = p[2];
-  e->rank = p[3];
-  e->layout = p[4];
-  e->seq = ck_get32(p + 8);
-  e->n_chunks = ck_get32(p + 12);
-  e->record_offset = ck_get64(p + 16);
-  e->data_offset = ck_get64(p + 24);
-  e->raw_bytes = ck_get64(p + 32);
-  e->stored_bytes = ck_get64(p + 40);
+#define GET_FIELD(member, at, bits) e->member = ck_get##bits(p + (at));
+  CK_ENTRY_FIELDS(GET_FIELD)
+#undef GET_FIELD
   e->raw_crc = ck_unmask(ck_get32(p + 48));
   return !(p[5] || p[6] || p[7] || ck_get32(p + 52));
 }
