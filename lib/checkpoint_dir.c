@@ -47,11 +47,7 @@ struct cairn_checkpoint_dir {
 
 /* ---- the object ------------------------------------------------------------------- */
 
-cairn_checkpoint_dir_options cairn_checkpoint_dir_options_default(void) {
-  cairn_checkpoint_dir_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+CAIRN__OPTIONS_DEFAULT(cairn_checkpoint_dir_options)
 
 static void forget_candidates(cairn_checkpoint_dir *d) {
   for (size_t i = 0; i < d->n_cand; i++) {

@@ -16,11 +16,7 @@ struct cairn_ckpt_out {
   char *path; /* for messages */
 };
 
-cairn_ckpt_out_options cairn_ckpt_out_options_default(void) {
-  cairn_ckpt_out_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+CAIRN__OPTIONS_DEFAULT(cairn_ckpt_out_options)
 
 cairn_status cairn_ckpt_out_open(const char *path, const cairn_ckpt_out_options *opts, cairn_ckpt_out **out) {
   static const char fn[] = "ckpt_out_open";

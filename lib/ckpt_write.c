@@ -206,11 +206,7 @@ static cairn_status writer_new(const char *path, uint32_t chunk_bytes, uint32_t 
   return CAIRN_OK;
 }
 
-cairn_ckpt_write_options cairn_ckpt_write_options_default(void) {
-  cairn_ckpt_write_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+CAIRN__OPTIONS_DEFAULT(cairn_ckpt_write_options)
 
 cairn_status cairn_ckpt_writer_open(const char *path, const cairn_ckpt_write_options *opts,
                                     cairn_ckpt_writer **out) {

@@ -11,15 +11,6 @@
 #include "cairn/monitored.h"
 #include "table.h"
 
-/* type_default(): every field 0 (the defaults), the body of the built-in
- * hooks' options _default(). */
-#define CAIRN__OPTIONS_DEFAULT(type) \
-  type type##_default(void) {         \
-    type o;                           \
-    memset(&o, 0, sizeof o);          \
-    return o;                         \
-  }
-
 /* The caller's options o (NULL: all zero, the defaults) copied into dst at
  * their struct_size, so a struct from an older header is read only as far
  * as it goes (lib/table.h). Errors: CAIRN_E_INVALID naming fn. */

@@ -36,10 +36,7 @@ typedef struct progress_hook {
 } progress_hook;
 
 cairn_progress_hook_options cairn_progress_hook_options_default(void) {
-  cairn_progress_hook_options o;
-  memset(&o, 0, sizeof o);
-  o.every_n_steps = 100;
-  return o;
+  return (cairn_progress_hook_options){.every_n_steps = 100};
 }
 
 /* Appends printf-style at buf + *k, snprintf-style (buf may be NULL when

@@ -101,11 +101,7 @@ static const cairn_hook_vtable summary_vt = {
     .destroy = summary_destroy,
 };
 
-cairn_summary_saver_hook_options cairn_summary_saver_hook_options_default(void) {
-  cairn_summary_saver_hook_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+CAIRN__OPTIONS_DEFAULT(cairn_summary_saver_hook_options)
 
 cairn_status cairn_hook_new_summary_saver(const cairn_summary_saver_hook_options *o, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_summary_saver: out is NULL");

@@ -26,6 +26,17 @@
  * "...". */
 #define CAIRN__ERRMSG_LEN 16384
 
+/* type_default(): every field 0 (the defaults), padding too, for an
+ * options struct whose zero is its default (CONTRIBUTING, "Option
+ * structs"); the file needs <string.h>. A struct with other defaults
+ * returns a compound literal naming them. */
+#define CAIRN__OPTIONS_DEFAULT(type) \
+  type type##_default(void) {         \
+    type o;                           \
+    memset(&o, 0, sizeof o);          \
+    return o;                         \
+  }
+
 /* Sets the calling thread's error detail (printf-style) and returns s. */
 cairn_status cairn__fail(cairn_status s, const char *fmt, ...)
 #if defined(__GNUC__)

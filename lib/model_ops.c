@@ -12,11 +12,7 @@
 #include "cairn/monitored.h"
 #include "cairn/session.h"
 
-cairn_mlp_op_options cairn_mlp_op_options_default(void) {
-  cairn_mlp_op_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+CAIRN__OPTIONS_DEFAULT(cairn_mlp_op_options)
 
 typedef struct mlp_op {
   cairn_mlp *m;

@@ -744,12 +744,7 @@ cairn_status cairn__hooked_session_new(cairn_session *raw, cairn_hook *const *ho
 }
 
 cairn_monitored_session_options cairn_monitored_session_options_default(void) {
-  cairn_monitored_session_options o;
-  memset(&o, 0, sizeof o);
-  o.stop_grace_period_secs = 120.0;
-  o.max_recoveries = 10;
-  o.recovery_backoff_secs = 0.0;
-  return o;
+  return (cairn_monitored_session_options){.stop_grace_period_secs = 120.0, .max_recoveries = 10};
 }
 
 cairn_status cairn_monitored_session_new(const cairn_monitored_session_options *o, cairn_monitored_session **out) {
@@ -780,11 +775,8 @@ cairn_status cairn_monitored_session_new(const cairn_monitored_session_options *
 }
 
 cairn_singular_monitored_session_options cairn_singular_monitored_session_options_default(void) {
-  cairn_singular_monitored_session_options o;
-  memset(&o, 0, sizeof o);
-  o.stop_grace_period_secs = 120.0;
-  o.sm = cairn_session_manager_options_default();
-  return o;
+  return (cairn_singular_monitored_session_options){.stop_grace_period_secs = 120.0,
+                                                    .sm = cairn_session_manager_options_default()};
 }
 
 cairn_status cairn_singular_monitored_session_new(const cairn_singular_monitored_session_options *o,

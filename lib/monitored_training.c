@@ -13,20 +13,17 @@
 #include "table.h"
 
 cairn_monitored_training_session_options cairn_monitored_training_session_options_default(void) {
-  cairn_monitored_training_session_options o;
-  memset(&o, 0, sizeof o);
-  o.is_chief = 1;
-  o.save_checkpoint_secs = CAIRN_USE_DEFAULT;
-  o.save_checkpoint_steps = CAIRN_USE_DEFAULT;
-  o.save_summaries_steps = CAIRN_USE_DEFAULT;
-  o.save_summaries_secs = CAIRN_USE_DEFAULT;
-  o.stop_grace_period_secs = 120.0;
-  o.log_step_count_steps = 100;
-  o.max_wait_secs = 7200.0;
-  o.max_recoveries = cairn_monitored_session_options_default().max_recoveries;
-  o.recovery_backoff_secs = 0.0;
-  o.sm = cairn_session_manager_options_default();
-  return o;
+  return (cairn_monitored_training_session_options){
+      .is_chief = 1,
+      .save_checkpoint_secs = CAIRN_USE_DEFAULT,
+      .save_checkpoint_steps = CAIRN_USE_DEFAULT,
+      .save_summaries_steps = CAIRN_USE_DEFAULT,
+      .save_summaries_secs = CAIRN_USE_DEFAULT,
+      .stop_grace_period_secs = 120.0,
+      .log_step_count_steps = 100,
+      .max_wait_secs = 7200.0,
+      .max_recoveries = cairn_monitored_session_options_default().max_recoveries,
+      .sm = cairn_session_manager_options_default()};
 }
 
 /* ---- a restart resumes the run's own progress -------------------------------------------

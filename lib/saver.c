@@ -47,12 +47,8 @@ static double now(const cairn_saver *s) {
 }
 
 cairn_saver_options cairn_saver_options_default(void) {
-  cairn_saver_options o;
-  memset(&o, 0, sizeof o);
-  o.max_to_keep = 5;
-  o.keep_checkpoint_every_n_hours = 10000.0;
-  o.write = cairn_ckpt_write_options_default();
-  return o;
+  return (cairn_saver_options){
+      .max_to_keep = 5, .keep_checkpoint_every_n_hours = 10000.0, .write = cairn_ckpt_write_options_default()};
 }
 
 /* ---- construction ------------------------------------------------------------- */

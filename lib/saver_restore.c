@@ -366,11 +366,7 @@ static int ends_slash(const char *s) {
 /* A prefix side: "/" means the root (""). */
 static const char *pfx(const char *s) { return strcmp(s, "/") == 0 ? "" : s; }
 
-cairn_restore_options cairn_restore_options_default(void) {
-  cairn_restore_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+CAIRN__OPTIONS_DEFAULT(cairn_restore_options)
 
 static cairn_status check_options(const char *fn, const cairn_restore_options *o) {
   if (cairn__env_check(o->env, fn) != CAIRN_OK) return CAIRN_E_INVALID;

@@ -43,11 +43,7 @@ static char *dup_or_null(const char *s, int *nomem) {
   return c;
 }
 
-cairn_scaffold_options cairn_scaffold_options_default(void) {
-  cairn_scaffold_options o;
-  memset(&o, 0, sizeof o);
-  return o;
-}
+CAIRN__OPTIONS_DEFAULT(cairn_scaffold_options)
 
 cairn_status cairn_scaffold_new(cairn_registry *r, const cairn_scaffold_options *opts, cairn_scaffold **out) {
   static const char fn[] = "scaffold_new";

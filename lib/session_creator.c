@@ -127,18 +127,11 @@ static cairn_status std_creator_new(const char *fn, int worker, cairn_registry *
 }
 
 cairn_chief_session_creator_options cairn_chief_session_creator_options_default(void) {
-  cairn_chief_session_creator_options o;
-  memset(&o, 0, sizeof o);
-  o.sm = cairn_session_manager_options_default();
-  return o;
+  return (cairn_chief_session_creator_options){.sm = cairn_session_manager_options_default()};
 }
 
 cairn_worker_session_creator_options cairn_worker_session_creator_options_default(void) {
-  cairn_worker_session_creator_options o;
-  memset(&o, 0, sizeof o);
-  o.max_wait_secs = 1800.0;
-  o.sm = cairn_session_manager_options_default();
-  return o;
+  return (cairn_worker_session_creator_options){.max_wait_secs = 1800.0, .sm = cairn_session_manager_options_default()};
 }
 
 cairn_status cairn_chief_session_creator_new(const cairn_chief_session_creator_options *o,

@@ -48,17 +48,11 @@ struct cairn_session_manager {
 };
 
 cairn_session_manager_options cairn_session_manager_options_default(void) {
-  cairn_session_manager_options o;
-  memset(&o, 0, sizeof o);
-  o.recovery_wait_secs = 30.0;
-  return o;
+  return (cairn_session_manager_options){.recovery_wait_secs = 30.0};
 }
 
 cairn_prepare_options cairn_prepare_options_default(void) {
-  cairn_prepare_options o;
-  memset(&o, 0, sizeof o);
-  o.max_wait_secs = 7200.0;
-  return o;
+  return (cairn_prepare_options){.max_wait_secs = 7200.0};
 }
 
 cairn_status cairn_session_manager_new(cairn_registry *r, const cairn_session_manager_options *opts,

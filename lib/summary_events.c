@@ -39,12 +39,7 @@ struct cairn_event_writer {
 };
 
 cairn_event_writer_options cairn_event_writer_options_default(void) {
-  cairn_event_writer_options o;
-  memset(&o, 0, sizeof o);
-  o.is_chief = 1;
-  o.flush_secs = 120.0;
-  o.max_buffer_bytes = 65536;
-  return o;
+  return (cairn_event_writer_options){.is_chief = 1, .flush_secs = 120.0, .max_buffer_bytes = 65536};
 }
 
 static double real_wall_clock(void *ctx) {
