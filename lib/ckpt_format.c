@@ -247,10 +247,8 @@ cairn_status cairn__ck_parse_super(const char *path, const unsigned char *buf, s
                        "'%s' was written by a newer cairn (format version %d.%d, newer than this reader (%d.%d)): upgrade "
                        "cairn, or move the file away", path,
                        sb->major, sb->minor, CAIRN_CKPT_VERSION_MAJOR, CAIRN_CKPT_VERSION_MINOR);
-  uint32_t want = ck_get32(buf + 60), got = ck_crc_masked(buf, 60);
-  if (want != got)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset 0: superblock checksum mismatch (stored %08x, computed %08x)",
-                       path, want, got);
+  cairn_status st = cairn__ck_check_crc(path, 0, "superblock", buf, 60);
+  if (st != CAIRN_OK) return st;
   uint32_t bom = ck_get32(buf + 12);
   if (bom == 0x04030201u)
     return cairn__fail(CAIRN_E_UNSUPPORTED, "'%s' offset 12: big-endian checkpoints are not supported", path);
@@ -285,10 +283,8 @@ cairn_status cairn__ck_parse_footer(const char *path, const unsigned char *buf, 
   uint64_t at = size - CK_FOOTER_SIZE;
   if (memcmp(buf, CK_TAG_FOOTER, 4) != 0)
     return cairn__fail(CAIRN_E_TRUNCATED, "'%s': no footer at offset %llu: %s", path, (ull)at, cairn__ck_recover_hint);
-  uint32_t want = ck_get32(buf + 60), got = ck_crc_masked(buf, 60);
-  if (want != got)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: footer checksum mismatch (stored %08x, computed %08x)",
-                       path, (ull)at, want, got);
+  cairn_status st = cairn__ck_check_crc(path, at, "footer", buf, 60);
+  if (st != CAIRN_OK) return st;
   ft->major = ck_get16(buf + 4);
   ft->minor = ck_get16(buf + 6);
   ft->meta_offset = ck_get64(buf + 8);
@@ -335,10 +331,8 @@ cairn_status cairn__ck_parse_rec(const char *path, uint64_t off, const unsigned 
   r->size = CK_REC_FIXED + 8u * r->rank + r->name_len;
   if (avail < r->size)
     return cairn__fail(CAIRN_E_TRUNCATED, "'%s' offset %llu: the file ends inside a record header", path, (ull)off);
-  uint32_t want = ck_get32(buf + r->size - 4), got = ck_crc_masked(buf, r->size - 4);
-  if (want != got)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: record header checksum mismatch (stored %08x, computed %08x)",
-                       path, (ull)off, want, got);
+  cairn_status st = cairn__ck_check_crc(path, off, "record header", buf, r->size - 4);
+  if (st != CAIRN_OK) return st;
   if (memcmp(buf + 8, sb->file_id, 16) != 0)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: record header of another file (file id differs)", path,
                        (ull)off);
@@ -379,10 +373,8 @@ cairn_status cairn__ck_parse_rec(const char *path, uint64_t off, const unsigned 
 cairn_status cairn__ck_parse_chunk(const char *path, uint64_t off, const unsigned char *buf, ck_chunk *c) {
   if (memcmp(buf, CK_TAG_CHUNK, 4) != 0)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no chunk header (tag CRNC) here", path, (ull)off);
-  uint32_t want = ck_get32(buf + 28), got = ck_crc_masked(buf, 28);
-  if (want != got)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: chunk header checksum mismatch (stored %08x, computed %08x)",
-                       path, (ull)off, want, got);
+  cairn_status st = cairn__ck_check_crc(path, off, "chunk header", buf, 28);
+  if (st != CAIRN_OK) return st;
   c->seq = ck_get32(buf + 4);
   c->chunk_no = ck_get32(buf + 8);
   c->codec = buf[12];
@@ -400,10 +392,8 @@ cairn_status cairn__ck_parse_trailer(const char *path, uint64_t off, const unsig
                                      uint64_t *raw_bytes, uint32_t *raw_crc) {
   if (memcmp(buf, CK_TAG_TRAILER, 4) != 0)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no record trailer (tag CRNE) here", path, (ull)off);
-  uint32_t want = ck_get32(buf + 20), got = ck_crc_masked(buf, 20);
-  if (want != got)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: trailer checksum mismatch (stored %08x, computed %08x)", path,
-                       (ull)off, want, got);
+  cairn_status st = cairn__ck_check_crc(path, off, "trailer", buf, 20);
+  if (st != CAIRN_OK) return st;
   *seq = ck_get32(buf + 4);
   *raw_bytes = ck_get64(buf + 8);
   *raw_crc = ck_unmask(ck_get32(buf + 16));
@@ -411,6 +401,14 @@ cairn_status cairn__ck_parse_trailer(const char *path, uint64_t off, const unsig
 }
 
 /* Compares length-delimited byte strings in memcmp order, shorter first. */
+cairn_status cairn__ck_check_crc(const char *path, uint64_t off, const char *what, const unsigned char *buf,
+                                 size_t crc_at) {
+  uint32_t want = ck_get32(buf + crc_at), got = ck_crc_masked(buf, crc_at);
+  if (want == got) return CAIRN_OK;
+  return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: %s checksum mismatch (stored %08x, computed %08x)", path,
+                     (ull)off, what, want, got);
+}
+
 int cairn__ck_cmp_bytes(const void *a, size_t na, const void *b, size_t nb) {
   int c = memcmp(a, b, na < nb ? na : nb);
   return c ? c : (na > nb) - (na < nb);
@@ -491,10 +489,8 @@ cairn_status cairn__ck_parse_meta(const char *path, uint64_t off, const unsigned
   if (size < CK_META_FIXED)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: metadata block of %llu bytes is too small", path, (ull)off,
                        (ull)size);
-  uint32_t want = ck_get32(blk + size - 4), got = ck_crc_masked(blk, (size_t)size - 4);
-  if (want != got)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: metadata checksum mismatch (stored %08x, computed %08x)",
-                       path, (ull)off, want, got);
+  cairn_status st = cairn__ck_check_crc(path, off, "metadata", blk, (size_t)size - 4);
+  if (st != CAIRN_OK) return st;
   if (memcmp(blk, CK_TAG_META, 4) != 0)
     return cairn__fail(CAIRN_E_FORMAT, "'%s' offset %llu: no metadata block (tag CRNM) here", path, (ull)off);
   uint64_t count = ck_get32(blk + 4);

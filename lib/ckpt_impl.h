@@ -239,6 +239,12 @@ size_t cairn__ck_zstd_encode(void *cctx, unsigned char *dst, size_t cap, const u
 /* ---- Parsers. `path` and offsets only feed messages. ------------------------------ */
 /* "the file is incomplete ...; 'ckpt-inspect recover' can salvage ..." */
 extern const char *const cairn__ck_recover_hint;
+/* The check that ends every block of the format (superblock, footer,
+ * headers, trailer, metadata, index): the 4 bytes at buf + crc_at are the
+ * masked CRC32C of buf[0..crc_at). CAIRN_E_CORRUPT "'<path>' offset <off>:
+ * <what> checksum mismatch (stored 1234abcd, computed ...)". */
+cairn_status cairn__ck_check_crc(const char *path, uint64_t off, const char *what, const unsigned char *buf,
+                                 size_t crc_at);
 /* Length-delimited byte strings in memcmp order, shorter first: the order of
  * index names and metadata keys. */
 int cairn__ck_cmp_bytes(const void *a, size_t na, const void *b, size_t nb);

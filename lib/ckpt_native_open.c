@@ -238,10 +238,7 @@ static cairn_status open_file(ck_native *c, const char *open_why) {
   if (!(c->index = malloc((size_t)c->ft.index_size)))
     return cairn__fail(CAIRN_E_NOMEM, "'%s': out of memory for %llu bytes of index", c->path, (ull)c->ft.index_size);
   if ((s = cairn__ck_pread(c->fd, c->index, (size_t)c->ft.index_size, ioff, c->path, "index block"))) return s;
-  uint32_t want = ck_get32(c->index + c->ft.index_size - 4), got = ck_crc_masked(c->index, (size_t)c->ft.index_size - 4);
-  if (want != got)
-    return cairn__fail(CAIRN_E_CORRUPT, "'%s' offset %llu: index checksum mismatch (stored %08x, computed %08x)",
-                       c->path, (ull)ioff, want, got);
+  if ((s = cairn__ck_check_crc(c->path, ioff, "index", c->index, (size_t)c->ft.index_size - 4))) return s;
   return parse_index(c);
 }
 
