@@ -363,7 +363,8 @@ static cairn_status logging_options(const char *const *names, size_t n_names,
   cairn_status st = CAIRN__OPTIONS_COPY(*o, opts, cairn_logging_tensor_hook_options, fn);
   if (st != CAIRN_OK || (st = cairn__env_check(o->env, fn)) != CAIRN_OK) return st;
   if (!o->names && !o->n_names) return CAIRN_OK;
-  if (!o->names) return cairn__fail(CAIRN_E_INVALID, "%s: o->n_names is %zu but o->names is NULL; %s", fn, o->n_names, fix);
+  if (!o->names)
+    return cairn__fail(CAIRN_E_INVALID, "%s: o->n_names is %zu but o->names is NULL; %s", fn, o->n_names, fix);
   if (o->n_names != n_names)
     return cairn__fail(CAIRN_E_INVALID, "%s: n_names is %zu but o->n_names is %zu; %s", fn, n_names, o->n_names, fix);
   for (size_t i = 0; i < n_names; i++) { /* names[i] are not NULL */

@@ -434,8 +434,8 @@ static cairn_status ckpt_options(const char *dir, const cairn_checkpoint_saver_h
   return CAIRN_OK;
 }
 
-cairn_status cairn_hook_new_checkpoint_saver(const char *checkpoint_dir, const cairn_checkpoint_saver_hook_options *opts,
-                                             cairn_hook **out) {
+cairn_status cairn_hook_new_checkpoint_saver(const char *checkpoint_dir,
+                                             const cairn_checkpoint_saver_hook_options *opts, cairn_hook **out) {
   if (!out) return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: out is NULL");
   *out = NULL;
   if (!checkpoint_dir) return cairn__fail(CAIRN_E_NULL, "hook_new_checkpoint_saver: checkpoint_dir is NULL");

@@ -91,36 +91,50 @@ static inline void adam8(__m256 *w, __m256 *m, __m256 *v, __m256 g, const adam_c
   *w = _mm256_sub_ps(wv, upd);
 }
 
+/* The loop of an update that reads g and updates w and two state arrays a
+ * and b: STEP(&w, &a, &b, g, c) 8 floats at a time, then once on the
+ * masked tail, where b, the array under the square root, is 1 in the
+ * masked-off lanes. One body for Adam (a = m, b = v) and RMSProp (a = mom,
+ * b = ms). */
+#define UPDATE_W_A_B(STEP, w, a, b, g, n, c)                                                    \
+  do {                                                                                          \
+    size_t i = 0;                                                                               \
+    for (; i + 8 <= (n); i += 8) {                                                              \
+      __m256 wv = _mm256_loadu_ps((w) + i), av = _mm256_loadu_ps((a) + i);                      \
+      __m256 bv = _mm256_loadu_ps((b) + i);                                                     \
+      STEP(&wv, &av, &bv, _mm256_loadu_ps((g) + i), (c));                                       \
+      _mm256_storeu_ps((a) + i, av);                                                            \
+      _mm256_storeu_ps((b) + i, bv);                                                            \
+      _mm256_storeu_ps((w) + i, wv);                                                            \
+    }                                                                                           \
+    if (i < (n)) {                                                                              \
+      __m256i k = tail_mask((n) - i);                                                           \
+      __m256 wv = _mm256_maskload_ps((w) + i, k), av = _mm256_maskload_ps((a) + i, k);          \
+      __m256 bv = on_or_one(_mm256_maskload_ps((b) + i, k), k);                                 \
+      STEP(&wv, &av, &bv, _mm256_maskload_ps((g) + i, k), (c));                                 \
+      _mm256_maskstore_ps((a) + i, k, av);                                                      \
+      _mm256_maskstore_ps((b) + i, k, bv);                                                      \
+      _mm256_maskstore_ps((w) + i, k, wv);                                                      \
+    }                                                                                           \
+  } while (0)
+
 void cairn_adam_avx2(float *w, float *m, float *v, const float *g, size_t n, float lr_t, float b1,
                      float b2, float eps, float wd) {
   adam_consts c = {_mm256_set1_ps(lr_t), _mm256_set1_ps(1.0f - b1), _mm256_set1_ps(1.0f - b2),
                    _mm256_set1_ps(eps), _mm256_set1_ps(wd), wd != 0.0f};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 wv = _mm256_loadu_ps(w + i), mv = _mm256_loadu_ps(m + i), vv = _mm256_loadu_ps(v + i);
-    adam8(&wv, &mv, &vv, _mm256_loadu_ps(g + i), &c);
-    _mm256_storeu_ps(m + i, mv);
-    _mm256_storeu_ps(v + i, vv);
-    _mm256_storeu_ps(w + i, wv);
-  }
-  if (i < n) {
-    __m256i k = tail_mask(n - i);
-    __m256 wv = _mm256_maskload_ps(w + i, k), mv = _mm256_maskload_ps(m + i, k);
-    __m256 vv = on_or_one(_mm256_maskload_ps(v + i, k), k);
-    adam8(&wv, &mv, &vv, _mm256_maskload_ps(g + i, k), &c);
-    _mm256_maskstore_ps(m + i, k, mv);
-    _mm256_maskstore_ps(v + i, k, vv);
-    _mm256_maskstore_ps(w + i, k, wv);
-  }
+  UPDATE_W_A_B(adam8, w, m, v, g, n, &c);
 }
 
 /* ---- RMSProp ----
  * ms += (g² − ms)·(1 − ρ);  mom = μ·mom + lr·g / √(ms + ε);  w -= mom */
-static inline void rmsprop8(__m256 *w, __m256 *ms, __m256 *mom, __m256 g, __m256 lr, __m256 c,
-                            __m256 mu, __m256 eps) {
-  __m256 msn = _mm256_fmadd_ps(_mm256_fmsub_ps(g, g, *ms), c, *ms);
-  __m256 q = _mm256_div_ps(_mm256_mul_ps(g, lr), _mm256_sqrt_ps(_mm256_add_ps(msn, eps)));
-  __m256 momn = _mm256_fmadd_ps(*mom, mu, q);
+typedef struct {
+  __m256 lr, c, mu, eps;
+} rmsprop_consts;
+
+static inline void rmsprop8(__m256 *w, __m256 *mom, __m256 *ms, __m256 g, const rmsprop_consts *c) {
+  __m256 msn = _mm256_fmadd_ps(_mm256_fmsub_ps(g, g, *ms), c->c, *ms);
+  __m256 q = _mm256_div_ps(_mm256_mul_ps(g, c->lr), _mm256_sqrt_ps(_mm256_add_ps(msn, c->eps)));
+  __m256 momn = _mm256_fmadd_ps(*mom, c->mu, q);
   *ms = msn;
   *mom = momn;
   *w = _mm256_sub_ps(*w, momn);
@@ -128,25 +142,8 @@ static inline void rmsprop8(__m256 *w, __m256 *ms, __m256 *mom, __m256 g, __m256
 
 void cairn_rmsprop_avx2(float *w, float *ms, float *mom, const float *g, size_t n, float lr,
                         float rho, float mu, float eps) {
-  const __m256 vlr = _mm256_set1_ps(lr), vc = _mm256_set1_ps(1.0f - rho);
-  const __m256 vmu = _mm256_set1_ps(mu), veps = _mm256_set1_ps(eps);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 wv = _mm256_loadu_ps(w + i), sv = _mm256_loadu_ps(ms + i), mv = _mm256_loadu_ps(mom + i);
-    rmsprop8(&wv, &sv, &mv, _mm256_loadu_ps(g + i), vlr, vc, vmu, veps);
-    _mm256_storeu_ps(ms + i, sv);
-    _mm256_storeu_ps(mom + i, mv);
-    _mm256_storeu_ps(w + i, wv);
-  }
-  if (i < n) {
-    __m256i k = tail_mask(n - i);
-    __m256 wv = _mm256_maskload_ps(w + i, k), mv = _mm256_maskload_ps(mom + i, k);
-    __m256 sv = on_or_one(_mm256_maskload_ps(ms + i, k), k);
-    rmsprop8(&wv, &sv, &mv, _mm256_maskload_ps(g + i, k), vlr, vc, vmu, veps);
-    _mm256_maskstore_ps(ms + i, k, sv);
-    _mm256_maskstore_ps(mom + i, k, mv);
-    _mm256_maskstore_ps(w + i, k, wv);
-  }
+  const rmsprop_consts c = {_mm256_set1_ps(lr), _mm256_set1_ps(1.0f - rho), _mm256_set1_ps(mu), _mm256_set1_ps(eps)};
+  UPDATE_W_A_B(rmsprop8, w, mom, ms, g, n, &c);
 }
 
 /* ---- Adagrad: acc += g²;  w -= lr·g / √acc ---- */

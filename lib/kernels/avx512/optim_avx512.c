@@ -85,36 +85,50 @@ static inline void adam16(__m512 *w, __m512 *m, __m512 *v, __m512 g, const adam_
   *w = _mm512_sub_ps(wv, upd);
 }
 
+/* The loop of an update that reads g and updates w and two state arrays a
+ * and b: STEP(&w, &a, &b, g, c) 16 floats at a time, then once on the
+ * masked tail, where b, the array under the square root, is 1 in the
+ * masked-off lanes. One body for Adam (a = m, b = v) and RMSProp (a = mom,
+ * b = ms). */
+#define UPDATE_W_A_B(STEP, w, a, b, g, n, c)                                                     \
+  do {                                                                                           \
+    size_t i = 0;                                                                                \
+    for (; i + 16 <= (n); i += 16) {                                                             \
+      __m512 wv = _mm512_loadu_ps((w) + i), av = _mm512_loadu_ps((a) + i);                       \
+      __m512 bv = _mm512_loadu_ps((b) + i);                                                      \
+      STEP(&wv, &av, &bv, _mm512_loadu_ps((g) + i), (c));                                        \
+      _mm512_storeu_ps((a) + i, av);                                                             \
+      _mm512_storeu_ps((b) + i, bv);                                                             \
+      _mm512_storeu_ps((w) + i, wv);                                                             \
+    }                                                                                            \
+    if (i < (n)) {                                                                               \
+      const __mmask16 k = tail_mask((n) - i);                                                    \
+      __m512 wv = _mm512_maskz_loadu_ps(k, (w) + i), av = _mm512_maskz_loadu_ps(k, (a) + i);     \
+      __m512 bv = load_or_one(k, (b) + i);                                                       \
+      STEP(&wv, &av, &bv, _mm512_maskz_loadu_ps(k, (g) + i), (c));                               \
+      _mm512_mask_storeu_ps((a) + i, k, av);                                                     \
+      _mm512_mask_storeu_ps((b) + i, k, bv);                                                     \
+      _mm512_mask_storeu_ps((w) + i, k, wv);                                                     \
+    }                                                                                            \
+  } while (0)
+
 void cairn_adam_avx512(float *w, float *m, float *v, const float *g, size_t n, float lr_t, float b1, float b2,
                        float eps, float wd) {
   const adam_consts c = {_mm512_set1_ps(lr_t), _mm512_set1_ps(1.0f - b1), _mm512_set1_ps(1.0f - b2),
                          _mm512_set1_ps(eps),  _mm512_set1_ps(wd),        wd != 0.0f};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 wv = _mm512_loadu_ps(w + i), mv = _mm512_loadu_ps(m + i), vv = _mm512_loadu_ps(v + i);
-    adam16(&wv, &mv, &vv, _mm512_loadu_ps(g + i), &c);
-    _mm512_storeu_ps(m + i, mv);
-    _mm512_storeu_ps(v + i, vv);
-    _mm512_storeu_ps(w + i, wv);
-  }
-  if (i < n) {
-    const __mmask16 k = tail_mask(n - i);
-    __m512 wv = _mm512_maskz_loadu_ps(k, w + i), mv = _mm512_maskz_loadu_ps(k, m + i);
-    __m512 vv = load_or_one(k, v + i);
-    adam16(&wv, &mv, &vv, _mm512_maskz_loadu_ps(k, g + i), &c);
-    _mm512_mask_storeu_ps(m + i, k, mv);
-    _mm512_mask_storeu_ps(v + i, k, vv);
-    _mm512_mask_storeu_ps(w + i, k, wv);
-  }
+  UPDATE_W_A_B(adam16, w, m, v, g, n, &c);
 }
 
 /* ---- RMSProp ----
  * ms += (g² − ms)·(1 − ρ);  mom = μ·mom + lr·g / √(ms + ε);  w -= mom */
-static inline void rmsprop16(__m512 *w, __m512 *ms, __m512 *mom, __m512 g, __m512 lr, __m512 c, __m512 mu,
-                             __m512 eps) {
-  const __m512 msn = _mm512_fmadd_ps(_mm512_fmsub_ps(g, g, *ms), c, *ms);
-  const __m512 q = _mm512_div_ps(_mm512_mul_ps(g, lr), _mm512_sqrt_ps(_mm512_add_ps(msn, eps)));
-  const __m512 momn = _mm512_fmadd_ps(*mom, mu, q);
+typedef struct {
+  __m512 lr, c, mu, eps;
+} rmsprop_consts;
+
+static inline void rmsprop16(__m512 *w, __m512 *mom, __m512 *ms, __m512 g, const rmsprop_consts *c) {
+  const __m512 msn = _mm512_fmadd_ps(_mm512_fmsub_ps(g, g, *ms), c->c, *ms);
+  const __m512 q = _mm512_div_ps(_mm512_mul_ps(g, c->lr), _mm512_sqrt_ps(_mm512_add_ps(msn, c->eps)));
+  const __m512 momn = _mm512_fmadd_ps(*mom, c->mu, q);
   *ms = msn;
   *mom = momn;
   *w = _mm512_sub_ps(*w, momn);
@@ -122,25 +136,9 @@ static inline void rmsprop16(__m512 *w, __m512 *ms, __m512 *mom, __m512 g, __m51
 
 void cairn_rmsprop_avx512(float *w, float *ms, float *mom, const float *g, size_t n, float lr, float rho,
                           float mu, float eps) {
-  const __m512 vlr = _mm512_set1_ps(lr), vc = _mm512_set1_ps(1.0f - rho);
-  const __m512 vmu = _mm512_set1_ps(mu), veps = _mm512_set1_ps(eps);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 wv = _mm512_loadu_ps(w + i), sv = _mm512_loadu_ps(ms + i), mv = _mm512_loadu_ps(mom + i);
-    rmsprop16(&wv, &sv, &mv, _mm512_loadu_ps(g + i), vlr, vc, vmu, veps);
-    _mm512_storeu_ps(ms + i, sv);
-    _mm512_storeu_ps(mom + i, mv);
-    _mm512_storeu_ps(w + i, wv);
-  }
-  if (i < n) {
-    const __mmask16 k = tail_mask(n - i);
-    __m512 wv = _mm512_maskz_loadu_ps(k, w + i), mv = _mm512_maskz_loadu_ps(k, mom + i);
-    __m512 sv = load_or_one(k, ms + i);
-    rmsprop16(&wv, &sv, &mv, _mm512_maskz_loadu_ps(k, g + i), vlr, vc, vmu, veps);
-    _mm512_mask_storeu_ps(ms + i, k, sv);
-    _mm512_mask_storeu_ps(mom + i, k, mv);
-    _mm512_mask_storeu_ps(w + i, k, wv);
-  }
+  const rmsprop_consts c = {_mm512_set1_ps(lr), _mm512_set1_ps(1.0f - rho), _mm512_set1_ps(mu),
+                            _mm512_set1_ps(eps)};
+  UPDATE_W_A_B(rmsprop16, w, mom, ms, g, n, &c);
 }
 
 /* ---- Adagrad: acc += g²;  w -= lr·g / √acc ---- */
