@@ -193,8 +193,9 @@ static cairn_status check_ready(const cairn_mlp *m, const char *fn, const cairn_
 
 static cairn_status forward_bf16(cairn_mlp *m, const cairn_tensor *X, int keep);
 
-/* Z[i] = in·W + b, A[i] = act(Z[i]); the logits are Z[n-1]. keep: A is
- * needed by a backward pass (bf16 inference skips it). */
+/* Z[i] = in·W + b, A[i] = act(Z[i]); the logits are Z[n-1]. keep: Z and
+ * A are needed by a backward pass (without it, a fusable activation runs
+ * in place on Z, and bf16 skips A). */
 static cairn_status forward(cairn_mlp *m, const cairn_tensor *X, int keep) {
   if (m->prec == CAIRN_PRECISION_BF16) return forward_bf16(m, X, keep);
   int64_t B = X->shape[0];
@@ -206,8 +207,11 @@ static cairn_status forward(cairn_mlp *m, const cairn_tensor *X, int keep) {
       s = cairn_dense_forward(&in, cairn_var_tensor(m->W[i]), cairn_var_tensor(m->b[i]), &z);
       break;
     }
-    /* the activation runs on each GEMM block while it is in cache */
-    cairn_tensor a = view2(m->A[i], B, m->sizes[i + 1]);
+    /* the activation runs on each GEMM block while it is in cache; when no
+     * backward pass needs Z (inference), in place on Z: the block is then
+     * written once, not read from Z and written to a second buffer */
+    const int in_place = !keep && cairn__act_fusable(m->act);
+    cairn_tensor a = view2(in_place ? m->Z[i] : m->A[i], B, m->sizes[i + 1]);
     s = cairn__dense_forward_act(&in, cairn_var_tensor(m->W[i]), cairn_var_tensor(m->b[i]), m->act, m->alpha, &z, &a);
     if (!s && !cairn__act_fusable(m->act)) s = cairn_act_forward(m->act, m->alpha, &z, &a);
     in = a;
