@@ -49,6 +49,17 @@ struct cairn__kernel_table;
 void cairn__act_fwd_span(const struct cairn__kernel_table *k, cairn_act act, float alpha, const float *x, float *y,
                          size_t n);
 
+/* dX = act'·dY (as cairn_act_backward: z is the forward's input X, y its
+ * output Y, rows x cols each; dx may be dy) and db = Σ_rows dX (cols,
+ * overwritten, the rows added in order as cairn__dense_backward sums
+ * them), in one sweep: no second pass reads dX for the bias gradient.
+ * Only for an act cairn__act_bwd_colsum_fusable says (arithmetic
+ * derivatives, whose bits do not depend on where a span starts), so the
+ * bits are those of the two passes, at any thread count. No checks. */
+int cairn__act_bwd_colsum_fusable(cairn_act act);
+void cairn__act_backward_colsum(cairn_act act, float alpha, const float *z, const float *y, const float *dy,
+                                float *dx, float *db, size_t rows, size_t cols);
+
 /* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
  * instead of adding to them (the model's step, which saves a zeroing pass). */
 cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,

@@ -771,3 +771,51 @@ Test(nn, dense_every_block_rule_same_bits_for_1_and_2_threads) {
   cr_skip_test("serial build (--disable-openmp)");
 #endif
 }
+
+/* The model's backward sweep that also sums the bias gradient
+ * (cairn__act_backward_colsum) gives the bits of cairn_act_backward
+ * followed by the column sums cairn__dense_backward makes (rows added in
+ * order), for every activation it takes, in place (dX over dY) and not,
+ * at 1 and 2 threads, on shapes below and above the parallel threshold
+ * and with columns that are no multiple of 16. */
+int cairn__act_bwd_colsum_fusable(cairn_act act); /* lib/tensor_impl.h */
+void cairn__act_backward_colsum(cairn_act act, float alpha, const float *z, const float *y, const float *dy,
+                                float *dx, float *db, size_t rows, size_t cols);
+Test(nn, act_backward_colsum_same_bits_as_two_passes) {
+  const cairn_act acts[] = {CAIRN_ACT_RELU, CAIRN_ACT_LEAKY_RELU, CAIRN_ACT_SIGMOID, CAIRN_ACT_TANH};
+  const int64_t shapes[][2] = {{256, 1024}, {300, 1000}, {64, 17}, {1000, 37}, {3, 5}};
+  cr_assert(!cairn__act_bwd_colsum_fusable(CAIRN_ACT_GELU) && !cairn__act_bwd_colsum_fusable(CAIRN_ACT_SOFTMAX));
+  for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      const int64_t rows = shapes[s][0], cols = shapes[s][1];
+      cr_assert(cairn__act_bwd_colsum_fusable(acts[a]));
+      cairn_tensor *z = mk(2, rows, cols), *y = mk(2, rows, cols), *dy = mk(2, rows, cols), *dx = mk(2, rows, cols);
+      cairn_tensor *db = mk(1, cols, 0), *dx2 = mk(2, rows, cols), *db2 = mk(1, cols, 0);
+      fill(z, -3, 3, 71 + s), fill(dy, -1, 1, 72 + s);
+      /* a few exact zeros and ties where the derivatives branch */
+      cairn_tensor_f32(z)[0] = 0.0f, cairn_tensor_f32(z)[rows * cols - 1] = -0.0f;
+      cr_assert_eq(cairn_act_forward(acts[a], 0.1f, z, y), CAIRN_OK);
+      cr_assert_eq(cairn_act_backward(acts[a], 0.1f, z, y, dy, dx), CAIRN_OK);
+      float *want = cairn_tensor_f32(db);
+      memset(want, 0, (size_t)cols * sizeof(float));
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) want[c] += cairn_tensor_f32(dx)[r * cols + c];
+      for (int t = 1; t <= 2; t++)
+        for (int in_place = 0; in_place <= 1; in_place++) {
+          cr_assert_eq(cairn_set_num_threads(t), CAIRN_OK);
+          memcpy(dx2->data, dy->data, cairn_tensor_nbytes(dy));
+          float *out = cairn_tensor_f32(dx2);
+          memset(db2->data, 0xff, cairn_tensor_nbytes(db2)); /* overwritten, not added to */
+          cairn__act_backward_colsum(acts[a], 0.1f, cairn_tensor_f32(z), cairn_tensor_f32(y),
+                                     in_place ? out : cairn_tensor_f32(dy), out, cairn_tensor_f32(db2), (size_t)rows,
+                                     (size_t)cols);
+          cr_assert(memcmp(out, dx->data, cairn_tensor_nbytes(dx)) == 0, "%s %lldx%lld, %d thread(s), in place %d: dX",
+                    cairn_act_name(acts[a]), (long long)rows, (long long)cols, t, in_place);
+          cr_assert(memcmp(db2->data, want, (size_t)cols * sizeof(float)) == 0,
+                    "%s %lldx%lld, %d thread(s), in place %d: db is not the column sums of dX in row order",
+                    cairn_act_name(acts[a]), (long long)rows, (long long)cols, t, in_place);
+        }
+      cairn_tensor *ts[] = {z, y, dy, dx, db, dx2, db2};
+      for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
+    }
+}
