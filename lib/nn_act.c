@@ -187,6 +187,7 @@ static void bwd_colsum_block(const struct bwd_colsum *p, size_t c0, size_t c1) {
 
 void cairn__act_backward_colsum(cairn_act a, float alpha, const float *z, const float *y, const float *dy, float *dx,
                                 float *db, size_t rows, size_t cols) {
+  if (cols == 0) return;
   const int needs_y = a == CAIRN_ACT_SIGMOID || a == CAIRN_ACT_TANH;
   struct bwd_colsum p = {{a, alpha, needs_y ? y : z, dy, dx, cols, cairn__kernels(), 0}, db, rows, cols, cols};
   int nt = 1;
