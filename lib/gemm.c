@@ -94,22 +94,14 @@ static void blis_one_thread(void) { bli_thread_set_num_threads(1); }
  * passes (or CAIRN_GEMM_FIXED_BLOCKS=1), the rows are cut in the fixed,
  * shape-determined blocks below at every thread count, as before. Cutting
  * columns moves the BLAS's own blocking, so columns always get fixed blocks. */
-/* One block, single-threaded, on the engine chosen for the whole GEMM.
- * bias (not NULL only on oneDNN, alpha 1): C = op(A)·op(B) + bias, which
- * the primitive adds itself; the BLAS, when it runs such a block instead,
- * starts C's rows as the bias. */
+/* One block, single-threaded, on the engine chosen for the whole GEMM. */
 static void block_sgemm(int lib, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                        int lda, const float *B, int ldb, float beta, float *C, int ldc, const float *bias) {
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   /* cairn's GEMMs have alpha 1 and beta 0 or 1; anything else, and a block
    * oneDNN could not run (out of memory), goes to the BLAS */
-  if (bias) {
-    if (cairn__dnnl_sgemm_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, C, ldc) == 0) return;
-    for (int r = 0; r < M; r++) memcpy(C + (size_t)r * ldc, bias, (size_t)N * sizeof(float));
-    beta = 1.0f;
-  } else if (lib == CAIRN__GEMM_ONEDNN && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
-             cairn__dnnl_sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta == 1.0f, C, ldc) == 0) {
+  if (lib == CAIRN__GEMM_ONEDNN && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+      cairn__dnnl_sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta == 1.0f, C, ldc) == 0)
     return;
-  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
               alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -334,30 +326,23 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
   pthread_once(&blis_once, blis_one_thread);
 #endif
   const int lib = cairn__gemm_engine();
-  /* oneDNN adds the bias itself (C = op(A)·op(B) + bias in one primitive):
-   * no pass copies the bias into C and the product does not read C back.
-   * Other bits than the BLAS's way (the bias is added to the finished sum
-   * instead of starting it), as the engines' bits differ anyway. */
-  const float *dnnl_bias = bias && lib == CAIRN__GEMM_ONEDNN && alpha == 1.0f ? bias : NULL;
   int split_n, nb, len;
-  /* 2: the bias variant; -1: oneDNN does not run it (block_sgemm), no probe */
-  const int acc = dnnl_bias ? 2 : alpha == 1.0f && (beta == 0.0f || beta == 1.0f) ? beta == 1.0f : -1;
+  /* -1: oneDNN does not run it (block_sgemm), no probe */
+  const int acc = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) ? beta == 1.0f : -1;
   cairn__gemm_plan(lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, acc, &split_n, &nb, &len);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < nb; i++) {
     cairn__gemm_block b;
-    if (!cairn__gemm_block_at(i, split_n, len, M, N, C, ldc, dnnl_bias ? NULL : bias, &b)) continue;
+    if (!cairn__gemm_block_at(i, split_n, len, M, N, C, ldc, bias, &b)) continue;
     const int lo = b.lo, hi = b.hi;
     if (split_n) {
       /* columns [lo, hi) of C and of op(B) */
       const float *Bb = trans_b ? B + (size_t)lo * ldb : B + lo;
-      block_sgemm(lib, trans_a, trans_b, M, hi - lo, K, alpha, A, lda, Bb, ldb, beta, C + lo, ldc,
-                  dnnl_bias ? dnnl_bias + lo : NULL);
+      block_sgemm(lib, trans_a, trans_b, M, hi - lo, K, alpha, A, lda, Bb, ldb, beta, C + lo, ldc);
     } else {
       /* rows [lo, hi) of C and of op(A) */
       const float *Ab = trans_a ? A + lo : A + (size_t)lo * lda;
-      block_sgemm(lib, trans_a, trans_b, hi - lo, N, K, alpha, Ab, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc,
-                  dnnl_bias);
+      block_sgemm(lib, trans_a, trans_b, hi - lo, N, K, alpha, Ab, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);
     }
     /* and the epilogue (the activation) while the block is in cache */
     if (ep) ep->fn(ep->ctx, b.r0, b.r1, b.c0, b.c1);

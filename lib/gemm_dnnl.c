@@ -66,7 +66,7 @@
 typedef struct {
   int M, K;
   unsigned used;
-  dnnl_memory_t m[CAIRN__DNNL_MEMS];
+  dnnl_memory_t m[4];
 } slot;
 
 /* A thread's slots: SLOTS per primitive. A shape's blocks have at most two
@@ -110,7 +110,6 @@ static thread_slots *this_thread(void) {
 
 typedef struct {
   int ta, tb, N, lda, ldb, ldc, acc;
-  int bias; /* 1: C = A·B + bias, the bias added by the primitive (never with acc) */
   int id; /* index in cache[], and in each thread's slots */
   dnnl_primitive_t prim;
   size_t scratch;
@@ -125,17 +124,17 @@ static dnnl_status_t md_init(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
 /* The primitive for e's key (M and K given at run time). */
 static int make(entry *e) {
   const int64_t RT = DNNL_RUNTIME_DIM_VAL;
-  dnnl_memory_desc_t a, b, c, bias;
+  dnnl_memory_desc_t a, b, c;
   if (md_init(&a, RT, RT, e->ta, e->lda) != dnnl_success || md_init(&b, RT, e->N, e->tb, e->ldb) != dnnl_success ||
-      md_init(&c, RT, e->N, 0, e->ldc) != dnnl_success || cairn__dnnl_bias_md(&bias, e->N) != dnnl_success)
+      md_init(&c, RT, e->N, 0, e->ldc) != dnnl_success)
     return -1;
-  return cairn__dnnl_matmul_make(&a, &b, e->bias ? &bias : NULL, &c, e->acc, 0, &e->prim, &e->scratch, NULL, 0);
+  return cairn__dnnl_matmul_make(&a, &b, &c, e->acc, 0, &e->prim, &e->scratch, NULL, 0);
 }
 
 static int same_key(const void *item, const void *key) {
   const entry *e = item, *k = key;
   return e->ta == k->ta && e->tb == k->tb && e->N == k->N && e->lda == k->lda && e->ldb == k->ldb &&
-         e->ldc == k->ldc && e->acc == k->acc && e->bias == k->bias;
+         e->ldc == k->ldc && e->acc == k->acc;
 }
 
 /* A new entry for the key with its primitive; NULL when out of memory or
@@ -152,18 +151,17 @@ static void *make_entry(const void *key, int id) {
 
 /* The entry for the key, made on first use; NULL when out of memory or
  * when oneDNN refuses the shape. Entries are never freed. */
-static entry *lookup(int ta, int tb, int N, int lda, int ldb, int ldc, int acc, int bias) {
-  entry k = {.ta = ta, .tb = tb, .N = N, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc, .bias = bias};
+static entry *lookup(int ta, int tb, int N, int lda, int ldb, int ldc, int acc) {
+  entry k = {.ta = ta, .tb = tb, .N = N, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc};
   return cairn__dnnl_cache_get(&cache, &k, same_key, make_entry);
 }
 
 /* Memory objects for e at (M, K), with no buffers yet. */
 static int slot_make(slot *s, const entry *e, int M, int N, int K, int lda, int ldb, int ldc) {
   slot_clear(s);
-  dnnl_memory_desc_t a, b, c, bias;
+  dnnl_memory_desc_t a, b, c;
   int ok = md_init(&a, M, K, e->ta, lda) == dnnl_success && md_init(&b, K, N, e->tb, ldb) == dnnl_success &&
-           md_init(&c, M, N, 0, ldc) == dnnl_success && cairn__dnnl_bias_md(&bias, N) == dnnl_success &&
-           cairn__dnnl_memories(s->m, &a, &b, e->bias ? &bias : NULL, &c, e->scratch) == 0;
+           md_init(&c, M, N, 0, ldc) == dnnl_success && cairn__dnnl_memories(s->m, &a, &b, &c, e->scratch) == 0;
   if (!ok) {
     slot_clear(s);
     return -1;
@@ -213,7 +211,7 @@ static slot *slot_for(thread_slots *t, entry *e, int M, int N, int K, int lda, i
  * TN products of the MLP keep their bits cut at any multiple of 16
  * columns, brgemm's A·Bᵀ 256x1024x1024 at none. No API says which, so
  * cairn asks the library: once per shape (transposes, M, N, K, leading
- * dimensions, accumulate or bias, rows or columns) it computes a product
+ * dimensions, accumulate, rows or columns) it computes a product
  * of made-up values in one call and in the blocks that every thread count
  * from 2 to max_nb would cut (ceil(M/t) rows, or ceil(N/t) columns,
  * rounded up to `width`, as cairn__gemm_plan cuts them) and compares the
@@ -236,20 +234,17 @@ static float made_up(size_t i) {
   return (float)(u % 2003u) / 997.0f - 1.0f;
 }
 
-/* The block [lo, hi) of r's cut dimension as one call: acc 2 is the bias. */
-static int probe_block(const probe_rec *r, const float *A, const float *B, const float *bias, float *C, int lo,
-                       int hi) {
+/* The block [lo, hi) of r's cut dimension (rows, or columns with cols) as
+ * one call. */
+static int probe_block(const probe_rec *r, const float *A, const float *B, float *C, int lo, int hi) {
   const int ta = r->ta, tb = r->tb;
   if (r->cols) {
     const float *Bb = tb ? B + (size_t)lo * r->ldb : B + lo;
-    return r->acc == 2 ? cairn__dnnl_sgemm_bias(ta, tb, r->M, hi - lo, r->K, A, r->lda, Bb, r->ldb, bias + lo, C + lo,
-                                                r->ldc)
-                       : cairn__dnnl_sgemm(ta, tb, r->M, hi - lo, r->K, A, r->lda, Bb, r->ldb, r->acc, C + lo, r->ldc);
+    return cairn__dnnl_sgemm(ta, tb, r->M, hi - lo, r->K, A, r->lda, Bb, r->ldb, r->acc, C + lo, r->ldc);
   }
   const float *Ab = ta ? A + lo : A + (size_t)lo * r->lda;
-  float *Cb = C + (size_t)lo * r->ldc;
-  return r->acc == 2 ? cairn__dnnl_sgemm_bias(ta, tb, hi - lo, r->N, r->K, Ab, r->lda, B, r->ldb, bias, Cb, r->ldc)
-                     : cairn__dnnl_sgemm(ta, tb, hi - lo, r->N, r->K, Ab, r->lda, B, r->ldb, r->acc, Cb, r->ldc);
+  return cairn__dnnl_sgemm(ta, tb, hi - lo, r->N, r->K, Ab, r->lda, B, r->ldb, r->acc, C + (size_t)lo * r->ldc,
+                           r->ldc);
 }
 
 static int probe(const probe_rec *r) {
@@ -258,26 +253,25 @@ static int probe(const probe_rec *r) {
                nc = (size_t)M * r->ldc;
   /* a product whose copies would take more than 256 MB keeps the fixed
    * blocks rather than double its memory once (a rule of the shape too) */
-  if ((na + nb + 3 * nc + (size_t)N) * sizeof(float) > ((size_t)256 << 20)) return 0;
+  if ((na + nb + 3 * nc) * sizeof(float) > ((size_t)256 << 20)) return 0;
   float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *C0 = malloc(nc * sizeof *C0),
-        *C1 = malloc(nc * sizeof *C1), *C2 = malloc(nc * sizeof *C2), *bias = malloc((size_t)N * sizeof *bias);
-  int ok = A && B && C0 && C1 && C2 && bias;
+        *C1 = malloc(nc * sizeof *C1), *C2 = malloc(nc * sizeof *C2);
+  int ok = A && B && C0 && C1 && C2;
   if (ok) {
     for (size_t i = 0; i < na; i++) A[i] = made_up(i);
     for (size_t i = 0; i < nb; i++) B[i] = made_up(i + na);
     for (size_t i = 0; i < nc; i++) C0[i] = made_up(i + 7 * nc); /* what C += A·B adds to */
-    for (int i = 0; i < N; i++) bias[i] = made_up((size_t)i + 3 * nc);
     memcpy(C1, C0, nc * sizeof *C1);
-    ok = probe_block(r, A, B, bias, C1, 0, d) == 0;
+    ok = probe_block(r, A, B, C1, 0, d) == 0;
   }
   for (int t = 2; ok && t <= r->max_nb; t++) {
     const int len = ((d + t - 1) / t + r->width - 1) / r->width * r->width;
     memcpy(C2, C0, nc * sizeof *C2);
-    for (int lo = 0; ok && lo < d; lo += len) ok = probe_block(r, A, B, bias, C2, lo, lo + len < d ? lo + len : d) == 0;
+    for (int lo = 0; ok && lo < d; lo += len) ok = probe_block(r, A, B, C2, lo, lo + len < d ? lo + len : d) == 0;
     for (int i = 0; ok && i < M; i++)
       ok = !memcmp(C1 + (size_t)i * r->ldc, C2 + (size_t)i * r->ldc, (size_t)N * sizeof *C1);
   }
-  free(A), free(B), free(C0), free(C1), free(C2), free(bias);
+  free(A), free(B), free(C0), free(C1), free(C2);
   return ok;
 }
 
@@ -291,8 +285,7 @@ int cairn__dnnl_cuts_keep_bits(int cols, int trans_a, int trans_b, int M, int N,
                                int accumulate, int max_nb, int width) {
   if (max_nb < 2 || M <= 0 || N <= 0 || !cairn__dnnl_available()) return max_nb < 2;
   const probe_rec key = {.cols = !!cols, .ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .lda = lda,
-                         .ldb = ldb, .ldc = ldc, .acc = accumulate == 2 ? 2 : !!accumulate, .max_nb = max_nb,
-                         .width = width};
+                         .ldb = ldb, .ldc = ldc, .acc = !!accumulate, .max_nb = max_nb, .width = width};
   pthread_mutex_lock(&probe_lock);
   for (int i = 0; i < n_probes; i++)
     if (same_probe(&probes[i], &key)) {
@@ -342,12 +335,12 @@ static void impl_init(void) {
   char impl[64] = "unknown", nt[64] = "unknown";
   if (md_init(&a, RT, RT, 0, 1024) != dnnl_success || md_init(&b, RT, 1024, 0, 1024) != dnnl_success ||
       md_init(&c, RT, 1024, 0, 1024) != dnnl_success ||
-      cairn__dnnl_matmul_make(&a, &b, NULL, &c, 0, 0, NULL, NULL, impl, sizeof impl) != 0)
+      cairn__dnnl_matmul_make(&a, &b, &c, 0, 0, NULL, NULL, impl, sizeof impl) != 0)
     snprintf(impl, sizeof impl, "unknown");
   /* and the fixed-dimension A·Bᵀ of gemm_dnnl_fixed.c, a 1024-wide layer's dX at batch 256 */
   if (md_init(&a, 256, 1024, 0, 1024) != dnnl_success || md_init(&b, 1024, 1024, 1, 1024) != dnnl_success ||
       md_init(&c, 256, 1024, 0, 1024) != dnnl_success ||
-      cairn__dnnl_matmul_make(&a, &b, NULL, &c, 0, 1, NULL, NULL, nt, sizeof nt) != 0)
+      cairn__dnnl_matmul_make(&a, &b, &c, 0, 1, NULL, NULL, nt, sizeof nt) != 0)
     snprintf(nt, sizeof nt, "not available (run-time dimensions)");
   snprintf(impl_name, sizeof impl_name, "%.40s, A*B^T %.40s, isa %s", impl, nt, isa_name(dnnl_get_effective_cpu_isa()));
 }
@@ -360,33 +353,21 @@ const char *cairn__dnnl_impl(void) {
 
 int cairn__dnnl_primitive_count(void) { return cairn__dnnl_cache_count(&cache); }
 
-/* C = op(A)·op(B), += with acc, or + bias (a row, never with acc). */
-static int sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                 int acc, const float *bias, float *C, int ldc) {
+int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                      int ldb, int accumulate, float *C, int ldc) {
   if (M <= 0 || N <= 0) return 0;
   if (!cairn__dnnl_available()) return -1;
-  acc = bias ? 0 : !!acc;
   /* A·Bᵀ (a layer's dX = dY·Wᵀ): every dimension fixed, on brgemm
    * (gemm_dnnl_fixed.c says why); a shape it refuses runs below. The
    * choice depends on the shape alone, so the bits do too. */
   if (trans_b && !trans_a &&
-      cairn__dnnl_sgemm_fixed(trans_a, trans_b, M, N, K, A, lda, B, ldb, acc, bias, C, ldc) == 0)
+      cairn__dnnl_sgemm_fixed(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc) == 0)
     return 0;
-  entry *e = lookup(!!trans_a, !!trans_b, N, lda, ldb, ldc, acc, bias != NULL);
+  entry *e = lookup(!!trans_a, !!trans_b, N, lda, ldb, ldc, !!accumulate);
   if (!e) return -1;
   thread_slots *t = this_thread();
   slot *sl = t && cairn__dnnl_grow(e->scratch) == 0 ? slot_for(t, e, M, N, K, lda, ldb, ldc) : NULL;
-  return sl ? cairn__dnnl_run(e->prim, sl->m, e->scratch, A, B, bias, C) : -1;
-}
-
-int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
-                      int ldb, int accumulate, float *C, int ldc) {
-  return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, NULL, C, ldc);
-}
-
-int cairn__dnnl_sgemm_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
-                           int ldb, const float *bias, float *C, int ldc) {
-  return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, 0, bias, C, ldc);
+  return sl ? cairn__dnnl_run(e->prim, sl->m, e->scratch, A, B, C) : -1;
 }
 
 #else /* no oneDNN in this build (or no OpenMP to keep it single-threaded) */
@@ -406,13 +387,6 @@ int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float
                       int ldb, int accumulate, float *C, int ldc) {
   (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb,
       (void)accumulate, (void)C, (void)ldc;
-  return -1;
-}
-
-int cairn__dnnl_sgemm_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
-                           int ldb, const float *bias, float *C, int ldc) {
-  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)bias,
-      (void)C, (void)ldc;
   return -1;
 }
 #endif

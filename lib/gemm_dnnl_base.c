@@ -85,28 +85,21 @@ dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
   dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
   return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
 }
-dnnl_status_t cairn__dnnl_bias_md(dnnl_memory_desc_t *md, int64_t cols) {
-  dnnl_dims_t dims = {1, cols};
-  return dnnl_memory_desc_init_by_tag(md, 2, dims, dnnl_f32, dnnl_ab);
-}
-
 /* C = A·B (C += A·B with acc: the sum post-op with scale 1, the BLAS's
- * beta = 1; C = A·B + bias with bias, a (1, N) row added to every row of
- * C by the primitive, never with acc) as a matmul primitive with a user
- * scratchpad, made with the OpenMP thread count at 1 (its work split is
- * fixed then). impl (when not
+ * beta = 1) as a matmul primitive with a user scratchpad, made with the
+ * OpenMP thread count at 1 (its work split is fixed then). impl (when not
  * NULL, impl_len bytes) gets oneDNN's implementation name. With prim NULL
  * only the primitive descriptor is made (to name the implementation).
  * refuse_ref: oneDNN's reference loop counts as a failure. 0 or -1. */
-int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *bias,
-                            const dnnl_memory_desc_t *c, int acc, int refuse_ref, dnnl_primitive_t *prim,
-                            size_t *scratch, char *impl, size_t impl_len) {
+int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
+                            int acc, int refuse_ref, dnnl_primitive_t *prim, size_t *scratch, char *impl,
+                            size_t impl_len) {
   dnnl_matmul_desc_t d;
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t po = NULL;
   dnnl_primitive_desc_t pd = NULL;
   const char *name = NULL;
-  int ok = engine_ok && !(acc && bias) && dnnl_matmul_desc_init(&d, a, b, bias, c) == dnnl_success &&
+  int ok = engine_ok && dnnl_matmul_desc_init(&d, a, b, NULL, c) == dnnl_success &&
            dnnl_primitive_attr_create(&attr) == dnnl_success &&
            dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
   if (ok && acc)
@@ -132,12 +125,11 @@ int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_
   return ok ? 0 : -1;
 }
 
-/* The memory objects of one run, m[0..4] = A, B, C, (when scratch > 0)
- * a u8 scratchpad of scratch bytes and (when bias is not NULL) the bias,
- * with no buffers yet (each run points them at its own). 0, or -1 with
- * whatever was made destroyed (NULL). */
-int cairn__dnnl_memories(dnnl_memory_t m[CAIRN__DNNL_MEMS], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
-                         const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *c, size_t scratch) {
+/* The memory objects of one run, m[0..3] = A, B, C and (when scratch > 0)
+ * a u8 scratchpad of scratch bytes, with no buffers yet (each run points
+ * them at its own). 0, or -1 with whatever was made destroyed (NULL). */
+int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
+                         const dnnl_memory_desc_t *c, size_t scratch) {
   dnnl_memory_desc_t d;
   const dnnl_dims_t sdim = {(int64_t)scratch};
   int ok = dnnl_memory_create(&m[0], a, engine, DNNL_MEMORY_NONE) == dnnl_success &&
@@ -146,13 +138,12 @@ int cairn__dnnl_memories(dnnl_memory_t m[CAIRN__DNNL_MEMS], const dnnl_memory_de
   if (ok && scratch)
     ok = dnnl_memory_desc_init_by_tag(&d, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success &&
          dnnl_memory_create(&m[3], &d, engine, DNNL_MEMORY_NONE) == dnnl_success;
-  if (ok && bias) ok = dnnl_memory_create(&m[4], bias, engine, DNNL_MEMORY_NONE) == dnnl_success;
   if (!ok) cairn__dnnl_memories_free(m);
   return ok ? 0 : -1;
 }
 
-void cairn__dnnl_memories_free(dnnl_memory_t m[CAIRN__DNNL_MEMS]) {
-  for (int i = 0; i < CAIRN__DNNL_MEMS; i++)
+void cairn__dnnl_memories_free(dnnl_memory_t m[4]) {
+  for (int i = 0; i < 4; i++)
     if (m[i]) dnnl_memory_destroy(m[i]), m[i] = NULL;
 }
 
@@ -213,22 +204,19 @@ int cairn__dnnl_grow(size_t scratch) {
   return cairn__dnnl_thread(scratch, &stream, &buf);
 }
 
-int cairn__dnnl_run(dnnl_primitive_t prim, dnnl_memory_t m[CAIRN__DNNL_MEMS], size_t scratch, const void *A,
-                    const void *B, const float *bias, void *C) {
+int cairn__dnnl_run(dnnl_primitive_t prim, dnnl_memory_t m[4], size_t scratch, const void *A, const void *B,
+                    void *C) {
   dnnl_stream_t stream;
   void *buf;
   if (cairn__dnnl_thread(scratch, &stream, &buf) != 0) return -1;
   int ok = dnnl_memory_set_data_handle(m[0], (void *)A) == dnnl_success &&
            dnnl_memory_set_data_handle(m[1], (void *)B) == dnnl_success &&
            dnnl_memory_set_data_handle(m[2], C) == dnnl_success &&
-           (!m[3] || dnnl_memory_set_data_handle(m[3], buf) == dnnl_success) &&
-           (!m[4] || dnnl_memory_set_data_handle(m[4], (void *)bias) == dnnl_success);
+           (!m[3] || dnnl_memory_set_data_handle(m[3], buf) == dnnl_success);
   if (ok) {
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_DST, m[2]}};
-    int n = 3;
-    if (m[3]) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, m[3]};
-    if (m[4]) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, m[4]};
-    ok = cairn__dnnl_execute(prim, stream, n, args) == 0;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_DST, m[2]},
+                               {DNNL_ARG_SCRATCHPAD, m[3]}};
+    ok = cairn__dnnl_execute(prim, stream, m[3] ? 4 : 3, args) == 0;
   }
   return ok ? 0 : -1;
 }

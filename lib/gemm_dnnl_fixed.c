@@ -81,13 +81,12 @@ int cairn__dnnl_bf16_available(void) {
 }
 
 typedef struct {
-  dnnl_memory_t m[CAIRN__DNNL_MEMS]; /* A, B, C, scratchpad, bias */
+  dnnl_memory_t m[4]; /* A, B, C, scratchpad */
 } slot;
 
 typedef struct {
   dnnl_data_type_t dt; /* of A and B: dnnl_bf16 or dnnl_f32 (C is f32) */
   int ta, tb, M, N, K, lda, ldb, ldc, acc;
-  int bias; /* 1: C = A·B + bias (never with acc) */
   int id;
   int ok;               /* 0: oneDNN refused the key (kept so it is asked once) */
   dnnl_primitive_t prim;
@@ -119,14 +118,12 @@ static void key_init(void) { (void)pthread_key_create(&key, slots_free); }
  * the CPU has it; oneDNN's reference loop is refused, the caller's other
  * engine being faster). */
 static void make(entry *e) {
-  dnnl_memory_desc_t a, b, c, bias;
+  dnnl_memory_desc_t a, b, c;
   char impl[64];
   int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, e->dt) == dnnl_success &&
            cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, e->dt) == dnnl_success &&
            cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
-           cairn__dnnl_bias_md(&bias, e->N) == dnnl_success &&
-           cairn__dnnl_matmul_make(&a, &b, e->bias ? &bias : NULL, &c, e->acc, 1, &e->prim, &e->scratch, impl,
-                                   sizeof impl) == 0;
+           cairn__dnnl_matmul_make(&a, &b, &c, e->acc, 1, &e->prim, &e->scratch, impl, sizeof impl) == 0;
   if (ok && e->dt == dnnl_bf16 && !impl_name[0]) snprintf(impl_name, sizeof impl_name, "%s", impl);
   e->ok = ok;
   if (ok) n_made[e->dt == dnnl_bf16]++;
@@ -135,7 +132,7 @@ static void make(entry *e) {
 static int same_key(const void *item, const void *wanted) {
   const entry *e = item, *k = wanted;
   return e->dt == k->dt && e->ta == k->ta && e->tb == k->tb && e->M == k->M && e->N == k->N && e->K == k->K && e->lda == k->lda &&
-         e->ldb == k->ldb && e->ldc == k->ldc && e->acc == k->acc && e->bias == k->bias;
+         e->ldb == k->ldb && e->ldc == k->ldc && e->acc == k->acc;
 }
 
 /* A new entry for the key, made or refused (kept either way, so that
@@ -151,20 +148,17 @@ static void *make_entry(const void *wanted, int id) {
 
 /* The entry for the key, made (or refused) on first use; NULL only when
  * out of memory. */
-static entry *lookup(dnnl_data_type_t dt, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int acc,
-                     int bias) {
-  entry k = {.dt = dt, .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc,
-             .bias = bias};
+static entry *lookup(dnnl_data_type_t dt, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int acc) {
+  entry k = {.dt = dt, .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .acc = acc};
   return cairn__dnnl_cache_get(&cache, &k, same_key, make_entry);
 }
 
 static int slot_make(slot *s, const entry *e) {
-  dnnl_memory_desc_t a, b, c, bias;
+  dnnl_memory_desc_t a, b, c;
   int ok = cairn__dnnl_md(&a, e->M, e->K, e->ta, e->lda, e->dt) == dnnl_success &&
            cairn__dnnl_md(&b, e->K, e->N, e->tb, e->ldb, e->dt) == dnnl_success &&
            cairn__dnnl_md(&c, e->M, e->N, 0, e->ldc, dnnl_f32) == dnnl_success &&
-           cairn__dnnl_bias_md(&bias, e->N) == dnnl_success &&
-           cairn__dnnl_memories(s->m, &a, &b, e->bias ? &bias : NULL, &c, e->scratch) == 0;
+           cairn__dnnl_memories(s->m, &a, &b, &c, e->scratch) == 0;
   if (!ok) {
     cairn__dnnl_memories_free(s->m);
     return -1;
@@ -197,35 +191,35 @@ static slot *slot_for(entry *e) {
 
 int cairn__dnnl_bf16_ready(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc, int accumulate) {
   if (!cairn__dnnl_bf16_available()) return 0;
-  entry *e = lookup(dnnl_bf16, !!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate, 0);
+  entry *e = lookup(dnnl_bf16, !!trans_a, !!trans_b, M, N, K, lda, ldb, ldc, !!accumulate);
   return e && e->ok;
 }
 
-/* One run of e's primitive on A, B, bias, C on the calling thread. 0 or -1. */
-static int run(entry *e, const void *A, const void *B, const float *bias, float *C) {
+/* One run of e's primitive on A, B, C on the calling thread. 0 or -1. */
+static int run(entry *e, const void *A, const void *B, float *C) {
   if (cairn__dnnl_grow(e->scratch) != 0) return -1;
   slot *sl = slot_for(e);
-  return sl ? cairn__dnnl_run(e->prim, sl->m, e->scratch, A, B, bias, C) : -1;
+  return sl ? cairn__dnnl_run(e->prim, sl->m, e->scratch, A, B, C) : -1;
 }
 
 /* One block on the primitive of its key (A and B of type dt), made on
  * first use; 0, or -1 when oneDNN cannot run it. */
 static int fixed_gemm(dnnl_data_type_t dt, int ta, int tb, int M, int N, int K, const void *A, int lda,
-                      const void *B, int ldb, int acc, const float *bias, float *C, int ldc) {
+                      const void *B, int ldb, int acc, float *C, int ldc) {
   if (M <= 0 || N <= 0) return 0;
   if (dt == dnnl_bf16 ? !cairn__dnnl_bf16_available() : !cairn__dnnl_engine()) return -1;
-  entry *e = lookup(dt, !!ta, !!tb, M, N, K, lda, ldb, ldc, bias ? 0 : !!acc, bias != NULL);
-  return e && e->ok ? run(e, A, B, bias, C) : -1;
+  entry *e = lookup(dt, !!ta, !!tb, M, N, K, lda, ldb, ldc, !!acc);
+  return e && e->ok ? run(e, A, B, C) : -1;
 }
 
 int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                           int ldb, int accumulate, float *C, int ldc) {
-  return fixed_gemm(dnnl_bf16, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, NULL, C, ldc);
+  return fixed_gemm(dnnl_bf16, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
 int cairn__dnnl_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
-                            int ldb, int accumulate, const float *bias, float *C, int ldc) {
-  return fixed_gemm(dnnl_f32, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, bias, C, ldc);
+                            int ldb, int accumulate, float *C, int ldc) {
+  return fixed_gemm(dnnl_f32, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
 int cairn__dnnl_fixed_primitive_count(int bf16) {
@@ -259,9 +253,9 @@ int cairn__dnnl_bf16_gemm(int trans_a, int trans_b, int M, int N, int K, const u
   return -1;
 }
 int cairn__dnnl_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
-                            int ldb, int accumulate, const float *bias, float *C, int ldc) {
+                            int ldb, int accumulate, float *C, int ldc) {
   (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)accumulate,
-      (void)bias, (void)C, (void)ldc;
+      (void)C, (void)ldc;
   return -1;
 }
 int cairn__dnnl_fixed_primitive_count(int bf16) {

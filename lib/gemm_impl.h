@@ -24,12 +24,6 @@ int cairn__dnnl_available(void);
  * call from several threads at once. */
 int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
                       int ldb, int accumulate, float *C, int ldc);
-/* The same with C = op(A)·op(B) + bias: bias is a row of N added to every
- * row of C by the primitive itself (a key of its own), so C is only
- * written, never read, and no pass copies the bias into C first. 0, or -1
- * as cairn__dnnl_sgemm (the caller then runs the block on the BLAS). */
-int cairn__dnnl_sgemm_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
-                           int ldb, const float *bias, float *C, int ldc);
 
 /* Primitives made so far (for tests and cairn_runtime_info). */
 int cairn__dnnl_primitive_count(void);
@@ -37,11 +31,10 @@ int cairn__dnnl_primitive_count(void);
 /* 1 when cutting C's M rows (cols 0) or N columns (cols 1) into the
  * blocks every thread count t from 2 to max_nb makes (ceil(M/t) rows or
  * ceil(N/t) columns, rounded up to width) gives the bits of one oneDNN
- * call over all of C, for this shape (C = op(A)·op(B); += with accumulate
- * 1; + a bias row with accumulate 2); found once per shape by computing
- * made-up values both ways (gemm_dnnl.c says why), then remembered. 1
- * when max_nb < 2; 0 without oneDNN or when the probe could not run.
- * Thread-safe. */
+ * call over all of C, for this shape (C = op(A)·op(B), or += with
+ * accumulate); found once per shape by computing made-up values both ways
+ * (gemm_dnnl.c says why), then remembered. 1 when max_nb < 2; 0 without
+ * oneDNN or when the probe could not run. Thread-safe. */
 int cairn__dnnl_cuts_keep_bits(int cols, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
                                int accumulate, int max_nb, int width);
 
@@ -72,11 +65,11 @@ int cairn__gemm_engine(void);
  * ONEDNN is refused (returns -1, nothing changed) when oneDNN is not
  * available. Not thread-safe against GEMMs running at the same time. */
 int cairn__gemm_engine_force(int engine);
-/* How cairn__sgemm cuts C (M, N) = op(A)·op(B) (+ C with accumulate 1; +
- * a bias row added by oneDNN with accumulate 2; accumulate -1: a product
- * oneDNN does not run, alpha not 1 or beta not 0 or 1) on engine:
- * n_blocks blocks of block_len columns (split_n 1) or rows (0), the last
- * one shorter; each block is one single-threaded call of the engine. The
+/* How cairn__sgemm cuts C (M, N) = op(A)·op(B) (+ C with accumulate 1;
+ * accumulate -1: a product oneDNN does not run, alpha not 1 or beta not 0
+ * or 1) on engine: n_blocks blocks of block_len columns (split_n 1) or
+ * rows (0), the last one shorter; each block is one single-threaded call
+ * of the engine. The
  * rows follow the thread count (one block per thread, one call at 1
  * thread) where the cuts keep the bits of one call: on the BLAS at
  * multiples of cairn__gemm_row_cut's width, on oneDNN where
@@ -160,10 +153,9 @@ const char *cairn__dnnl_bf16_impl(void);
  * picks its brgemm for it, faster there than its JIT gemm:
  * gemm_dnnl_fixed.c). 0, or -1 when oneDNN cannot run it (refused, only a
  * reference implementation, out of memory): the caller then runs it on the
- * run-time-dimension primitive. bias as cairn__dnnl_sgemm_bias's (NULL:
- * none). */
+ * run-time-dimension primitive. */
 int cairn__dnnl_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
-                            int ldb, int accumulate, const float *bias, float *C, int ldc);
+                            int ldb, int accumulate, float *C, int ldc);
 
 #if defined(CAIRN_HAVE_DNNL) && defined(CAIRN_HAVE_OPENMP)
 #include <dnnl.h>
@@ -181,21 +173,16 @@ int cairn__dnnl_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int nargs, 
  * 1 KB more in use in glibc's per-thread caches, which
  * model::bf16_no_allocation_after_first_step catches (seen on a Zen 5). */
 int cairn__dnnl_grow(size_t scratch);
-/* A run's memory objects: A, B, C, scratchpad, bias (the last two NULL
- * when the primitive has none). */
-enum { CAIRN__DNNL_MEMS = 5 };
-/* One run of prim with its memory objects m (cairn__dnnl_memories)
- * pointed at A, B, bias, C and the calling thread's scratchpad grown to
- * `scratch` bytes: cairn__dnnl_execute on the thread's stream. 0, or -1
- * (out of memory, or oneDNN failed). */
-int cairn__dnnl_run(dnnl_primitive_t prim, dnnl_memory_t m[CAIRN__DNNL_MEMS], size_t scratch, const void *A,
-                    const void *B, const float *bias, void *C);
+/* One run of prim with its memory objects m (A, B, C, scratchpad or NULL,
+ * cairn__dnnl_memories) pointed at A, B, C and the calling thread's
+ * scratchpad grown to `scratch` bytes: cairn__dnnl_execute on the thread's
+ * stream. 0, or -1 (out of memory, or oneDNN failed). */
+int cairn__dnnl_run(dnnl_primitive_t prim, dnnl_memory_t m[4], size_t scratch, const void *A, const void *B,
+                    void *C);
 /* A (rows, cols) matrix of type dt, row-major or the transpose of one with
  * leading dimension ld. */
 dnnl_status_t cairn__dnnl_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int trans, int ld,
                              dnnl_data_type_t dt);
-/* A bias: one fp32 row of `cols`, added to every row of C. */
-dnnl_status_t cairn__dnnl_bias_md(dnnl_memory_desc_t *md, int64_t cols);
 /* C = A·B (C += A·B with acc) as a matmul primitive made at one thread with
  * a user scratchpad; gemm_dnnl.c says the rest. 0, or -1. */
 /* The primitives of gemm_dnnl.c or gemm_dnnl_fixed.c, one item per key, made
@@ -214,15 +201,15 @@ typedef struct cairn__dnnl_cache {
 void *cairn__dnnl_cache_get(cairn__dnnl_cache *c, const void *key, int (*same)(const void *item, const void *key),
                             void *(*make)(const void *key, int id));
 int cairn__dnnl_cache_count(cairn__dnnl_cache *c);
-/* A run's memory objects (A, B, C, scratchpad, bias: bias NULL for
- * none) without buffers; 0 or -1 (with whatever was made destroyed); and
- * their destruction (each NULL after). */
-void cairn__dnnl_memories_free(dnnl_memory_t m[CAIRN__DNNL_MEMS]);
-int cairn__dnnl_memories(dnnl_memory_t m[CAIRN__DNNL_MEMS], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
-                         const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *c, size_t scratch);
-int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *bias,
-                            const dnnl_memory_desc_t *c, int acc, int refuse_ref, dnnl_primitive_t *prim,
-                            size_t *scratch, char *impl, size_t impl_len);
+/* A run's memory objects (A, B, C, scratchpad) without buffers; 0 or -1
+ * (with whatever was made destroyed); and their destruction (each NULL
+ * after). */
+void cairn__dnnl_memories_free(dnnl_memory_t m[4]);
+int cairn__dnnl_memories(dnnl_memory_t m[4], const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b,
+                         const dnnl_memory_desc_t *c, size_t scratch);
+int cairn__dnnl_matmul_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, const dnnl_memory_desc_t *c,
+                            int acc, int refuse_ref, dnnl_primitive_t *prim, size_t *scratch, char *impl,
+                            size_t impl_len);
 #endif
 
 #endif

@@ -20,9 +20,8 @@ int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
 
 /* C = alpha·op(A)·op(B) + beta·C, row-major, through cblas_sgemm or
  * oneDNN in blocks: same bits for any thread count (gemm.c). With bias (N
- * floats) non-NULL, beta must be 0 and C = alpha·op(A)·op(B) + bias: on
- * the BLAS every row of C starts as bias, on oneDNN the primitive adds it
- * to the finished product (other bits). */
+ * floats) non-NULL, beta must be 0 and every row of C starts as bias
+ * instead, on either engine: C = alpha·op(A)·op(B) + bias. */
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
 /* cairn__sgemm that then calls ep->fn(ep->ctx, r0, r1, c0, c1) on each
