@@ -252,6 +252,22 @@ int cairn__gemm_on_dnnl(int trans_a, int trans_b, int N, int K) {
   return cairn__gemm_engine() == CAIRN__GEMM_ONEDNN;
 }
 
+/* oneDNN: whether the forward's columns, rather than its rows, follow the
+ * threads. A product X·W (NN) of a batch of M rows no larger than its N
+ * columns: at 2 threads, two blocks of N/2 columns each pack half of W
+ * where two blocks of M/2 rows would each pack all of it. Measured on a
+ * Zen 5 (oneDNN 2.6.3, gemm:jit, CPU time of both threads, shared machine):
+ * 256x1024, K 784 and 1024: columns 0.970-0.980x the CPU time of rows
+ * (bench/RESULTS.md, "The GEMMs' last percent"); Aᵀ·B (dW) level either
+ * way, A·Bᵀ (brgemm) keeps its bits cut by rows only. Taken only where the
+ * probe says the column blocks keep the bits of one call. */
+static int dnnl_cols_follow(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc, int accumulate,
+                            double flops, int *nb) {
+  if (trans_a || trans_b || N <= M || accumulate < 0) return 0;
+  *nb = block_count(N, M, flops);
+  return *nb > 1 && cairn__dnnl_cuts_keep_bits(1, trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, *nb, 16);
+}
+
 void cairn__gemm_plan(int engine, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
                       int accumulate, int *split_n, int *n_blocks, int *block_len) {
   const double flops = 2.0 * M * N * (double)K;
@@ -260,28 +276,32 @@ void cairn__gemm_plan(int engine, int trans_a, int trans_b, int M, int N, int K,
    * cutting the longer side (columns for every MLP shape but dW of the
    * 1024x1024 layer) at 1 thread, CPU time of the blocks: forward 0.95-0.97x,
    * dW 0.95x, dX 0.98-0.99x. */
-  const int split = !(M >= 2 * 128 || M >= N);
-  const int d = split ? N : M;
-  int nb = block_count(d, split ? M : N, flops);
-  /* block length: a multiple of 16 so that blocks start on kernel edges */
-  int len = (((d + nb - 1) / nb) + 15) & ~15;
+  int split = !(M >= 2 * 128 || M >= N);
+  int nb = block_count(split ? N : M, split ? M : N, flops);
   /* oneDNN: its JIT sgemm gives other bits when C's rows are cut for some
    * shapes and not for others (on AVX2, at every width tried for some
    * transpose pairs; bench/RESULTS.md, "GEMM engines" and "oneDNN on
-   * AVX-512"), so the rows follow the threads only where a probe of the
-   * shape says that every thread count's blocks keep the bits of one call
-   * (gemm_dnnl.c); they are cut on multiples of 16, a 512-bit vector of
-   * floats. Elsewhere, and for column cuts, fixed blocks. */
-  int cut = 0;
-  if (!split && engine == CAIRN__GEMM_ONEDNN)
+   * AVX-512"), so the rows (or the forward's columns, dnnl_cols_follow)
+   * follow the threads only where a probe of the shape says that every
+   * thread count's blocks keep the bits of one call (gemm_dnnl.c); they
+   * are cut on multiples of 16, a 512-bit vector of floats. Elsewhere
+   * fixed blocks. */
+  int cut = 0, nbc = 1;
+  if (engine == CAIRN__GEMM_ONEDNN && !split &&
+      dnnl_cols_follow(trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, flops, &nbc))
+    split = 1, nb = nbc, cut = 16;
+  else if (!split && engine == CAIRN__GEMM_ONEDNN)
     cut = accumulate >= 0 && nb > 1 &&
-                  cairn__dnnl_rows_keep_bits(trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, nb, 16)
+                  cairn__dnnl_cuts_keep_bits(0, trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, nb, 16)
               ? 16
               : 0;
   else if (!split)
     cut = cairn__gemm_row_cut();
+  const int d = split ? N : M;
+  /* block length: a multiple of 16 so that blocks start on kernel edges */
+  int len = (((d + nb - 1) / nb) + 15) & ~15;
   if (cut) {
-    /* rows cut where the bits do not change: one block per thread */
+    /* cut where the bits do not change: one block per thread */
     int nt = 1;
 #ifdef CAIRN_HAVE_OPENMP
     nt = omp_in_parallel() ? 1 : omp_get_max_threads();

@@ -27,7 +27,7 @@
  * So every primitive is made and run with the calling thread's OpenMP
  * thread count held at 1; cairn's own row and column blocks are the only
  * parallelism, as with the BLAS. Where those blocks may follow the thread
- * count is decided per shape (cairn__dnnl_rows_keep_bits, below).
+ * count is decided per shape (cairn__dnnl_cuts_keep_bits, below).
  *
  * Memory. Primitives are made with a user scratchpad
  * (dnnl_scratchpad_mode_user): each thread that runs blocks owns one
@@ -201,25 +201,28 @@ static slot *slot_for(thread_slots *t, entry *e, int M, int N, int K, int lda, i
   return s;
 }
 
-/* Rows that follow the thread count. oneDNN's bits change where C's rows
- * are cut for some shapes and not for others: its JIT sgemm chooses
- * between a packing and a no-packing driver, and between kernels, from M,
- * N, K and the leading dimensions (on AVX-512, e.g., NN 256x1024x784 keeps
- * its bits when cut at 128 rows but not below, NT 256x784x1024 at any
- * multiple of 16, TN 784x1024x256 anywhere; measured on an Emerald
- * Rapids). No API says which, so cairn asks the library: once per shape
- * (transposes, M, N, K, leading dimensions, accumulate) it computes a
- * product of made-up values in one call and in the row blocks that every
- * thread count from 2 to max_nb would cut (blocks of ceil(M/t) rows
+/* Rows (or columns) that follow the thread count. oneDNN's bits change
+ * where C's rows are cut for some shapes and not for others: its JIT sgemm
+ * chooses between a packing and a no-packing driver, and between kernels,
+ * from M, N, K and the leading dimensions (on AVX-512, e.g., NN
+ * 256x1024x784 keeps its bits when cut at 128 rows but not below, NT
+ * 256x784x1024 at any multiple of 16, TN 784x1024x256 anywhere; measured
+ * on an Emerald Rapids). Columns likewise: on a Zen 5, gemm:jit's NN and
+ * TN products of the MLP keep their bits cut at any multiple of 16
+ * columns, brgemm's A·Bᵀ 256x1024x1024 at none. No API says which, so
+ * cairn asks the library: once per shape (transposes, M, N, K, leading
+ * dimensions, accumulate, rows or columns) it computes a product
+ * of made-up values in one call and in the blocks that every thread count
+ * from 2 to max_nb would cut (ceil(M/t) rows, or ceil(N/t) columns,
  * rounded up to `width`, as cairn__gemm_plan cuts them) and compares the
- * bits. Where all agree, cairn__gemm_plan lets the rows follow the thread
+ * bits. Where all agree, cairn__gemm_plan lets the cut follow the thread
  * count (one call at 1 thread: one packing of the shared operand instead
  * of two); elsewhere it keeps the fixed blocks. The answer depends on the
  * shape and the library alone, so two runs agree. The first use of a
  * shape pays the probe: max_nb products of its size, and its buffers
  * (shapes whose copies would pass 256 MB keep the fixed blocks). */
 typedef struct {
-  int ta, tb, M, N, K, lda, ldb, ldc, acc, max_nb, width, ok;
+  int cols, ta, tb, M, N, K, lda, ldb, ldc, acc, max_nb, width, ok;
 } probe_rec;
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static probe_rec *probes;
@@ -231,9 +234,23 @@ static float made_up(size_t i) {
   return (float)(u % 2003u) / 997.0f - 1.0f;
 }
 
+/* The block [lo, hi) of r's cut dimension (rows, or columns with cols) as
+ * one call. */
+static int probe_block(const probe_rec *r, const float *A, const float *B, float *C, int lo, int hi) {
+  const int ta = r->ta, tb = r->tb;
+  if (r->cols) {
+    const float *Bb = tb ? B + (size_t)lo * r->ldb : B + lo;
+    return cairn__dnnl_sgemm(ta, tb, r->M, hi - lo, r->K, A, r->lda, Bb, r->ldb, r->acc, C + lo, r->ldc);
+  }
+  const float *Ab = ta ? A + lo : A + (size_t)lo * r->lda;
+  return cairn__dnnl_sgemm(ta, tb, hi - lo, r->N, r->K, Ab, r->lda, B, r->ldb, r->acc, C + (size_t)lo * r->ldc,
+                           r->ldc);
+}
+
 static int probe(const probe_rec *r) {
-  const int M = r->M, N = r->N, K = r->K;
-  const size_t na = (size_t)(r->ta ? K : M) * r->lda, nb = (size_t)(r->tb ? N : K) * r->ldb, nc = (size_t)M * r->ldc;
+  const int M = r->M, N = r->N, d = r->cols ? N : M;
+  const size_t na = (size_t)(r->ta ? r->K : M) * r->lda, nb = (size_t)(r->tb ? N : r->K) * r->ldb,
+               nc = (size_t)M * r->ldc;
   /* a product whose copies would take more than 256 MB keeps the fixed
    * blocks rather than double its memory once (a rule of the shape too) */
   if ((na + nb + 3 * nc) * sizeof(float) > ((size_t)256 << 20)) return 0;
@@ -245,16 +262,12 @@ static int probe(const probe_rec *r) {
     for (size_t i = 0; i < nb; i++) B[i] = made_up(i + na);
     for (size_t i = 0; i < nc; i++) C0[i] = made_up(i + 7 * nc); /* what C += A·B adds to */
     memcpy(C1, C0, nc * sizeof *C1);
-    ok = cairn__dnnl_sgemm(r->ta, r->tb, M, N, K, A, r->lda, B, r->ldb, r->acc, C1, r->ldc) == 0;
+    ok = probe_block(r, A, B, C1, 0, d) == 0;
   }
   for (int t = 2; ok && t <= r->max_nb; t++) {
-    const int len = ((M + t - 1) / t + r->width - 1) / r->width * r->width;
+    const int len = ((d + t - 1) / t + r->width - 1) / r->width * r->width;
     memcpy(C2, C0, nc * sizeof *C2);
-    for (int lo = 0; ok && lo < M; lo += len) {
-      const int hi = lo + len < M ? lo + len : M;
-      ok = cairn__dnnl_sgemm(r->ta, r->tb, hi - lo, N, K, r->ta ? A + lo : A + (size_t)lo * r->lda, r->lda, B,
-                             r->ldb, r->acc, C2 + (size_t)lo * r->ldc, r->ldc) == 0;
-    }
+    for (int lo = 0; ok && lo < d; lo += len) ok = probe_block(r, A, B, C2, lo, lo + len < d ? lo + len : d) == 0;
     for (int i = 0; ok && i < M; i++)
       ok = !memcmp(C1 + (size_t)i * r->ldc, C2 + (size_t)i * r->ldc, (size_t)N * sizeof *C1);
   }
@@ -262,21 +275,24 @@ static int probe(const probe_rec *r) {
   return ok;
 }
 
-int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
+static int same_probe(const probe_rec *p, const probe_rec *k) {
+  return p->cols == k->cols && p->ta == k->ta && p->tb == k->tb && p->M == k->M && p->N == k->N && p->K == k->K &&
+         p->lda == k->lda && p->ldb == k->ldb && p->ldc == k->ldc && p->acc == k->acc && p->max_nb == k->max_nb &&
+         p->width == k->width;
+}
+
+int cairn__dnnl_cuts_keep_bits(int cols, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
                                int accumulate, int max_nb, int width) {
   if (max_nb < 2 || M <= 0 || N <= 0 || !cairn__dnnl_available()) return max_nb < 2;
-  const probe_rec key = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
-                         .ldc = ldc, .acc = !!accumulate, .max_nb = max_nb, .width = width};
+  const probe_rec key = {.cols = !!cols, .ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .lda = lda,
+                         .ldb = ldb, .ldc = ldc, .acc = !!accumulate, .max_nb = max_nb, .width = width};
   pthread_mutex_lock(&probe_lock);
-  for (int i = 0; i < n_probes; i++) {
-    const probe_rec *p = &probes[i];
-    if (p->ta == key.ta && p->tb == key.tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
-        p->ldb == ldb && p->ldc == ldc && p->acc == key.acc && p->max_nb == max_nb && p->width == width) {
-      const int ok = p->ok;
+  for (int i = 0; i < n_probes; i++)
+    if (same_probe(&probes[i], &key)) {
+      const int ok = probes[i].ok;
       pthread_mutex_unlock(&probe_lock);
       return ok;
     }
-  }
   probe_rec r = key;
   r.ok = probe(&r);
   /* remember it; out of memory, the answer is found again next time (the
@@ -360,10 +376,10 @@ int cairn__dnnl_primitive_count(void) { return 0; }
 
 const char *cairn__dnnl_impl(void) { return "none"; }
 
-int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
+int cairn__dnnl_cuts_keep_bits(int cols, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
                                int accumulate, int max_nb, int width) {
-  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)lda, (void)ldb, (void)ldc, (void)accumulate,
-      (void)width;
+  (void)cols, (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)lda, (void)ldb, (void)ldc,
+      (void)accumulate, (void)width;
   return max_nb < 2;
 }
 

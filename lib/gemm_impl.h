@@ -28,13 +28,14 @@ int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float
 /* Primitives made so far (for tests and cairn_runtime_info). */
 int cairn__dnnl_primitive_count(void);
 
-/* 1 when cutting C's M rows into the blocks every thread count t from 2
- * to max_nb makes (ceil(M/t) rows rounded up to width) gives the bits of
- * one oneDNN call over all M rows, for this shape (C = op(A)·op(B), or +=
- * with accumulate); found once per shape by computing made-up values both
- * ways (gemm_dnnl.c says why), then remembered. 1 when max_nb < 2; 0
- * without oneDNN or when the probe could not run. Thread-safe. */
-int cairn__dnnl_rows_keep_bits(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
+/* 1 when cutting C's M rows (cols 0) or N columns (cols 1) into the
+ * blocks every thread count t from 2 to max_nb makes (ceil(M/t) rows or
+ * ceil(N/t) columns, rounded up to width) gives the bits of one oneDNN
+ * call over all of C, for this shape (C = op(A)·op(B), or += with
+ * accumulate); found once per shape by computing made-up values both ways
+ * (gemm_dnnl.c says why), then remembered. 1 when max_nb < 2; 0 without
+ * oneDNN or when the probe could not run. Thread-safe. */
+int cairn__dnnl_cuts_keep_bits(int cols, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
                                int accumulate, int max_nb, int width);
 
 /* oneDNN's implementation of cairn's matmuls and its ISA, e.g. "gemm:jit,
@@ -68,11 +69,14 @@ int cairn__gemm_engine_force(int engine);
  * accumulate -1: a product oneDNN does not run, alpha not 1 or beta not 0
  * or 1) on engine: n_blocks blocks of block_len columns (split_n 1) or
  * rows (0), the last one shorter; each block is one single-threaded call
- * of the engine. The rows follow the thread count (one block per thread,
- * one call at 1 thread) where the cuts keep the bits of one call: on the
- * BLAS at multiples of cairn__gemm_row_cut's width, on oneDNN where
- * cairn__dnnl_rows_keep_bits says so for the shape. Otherwise the blocks
- * depend on the shape (and CAIRN_GEMM_BLOCKS) alone. */
+ * of the engine. The
+ * rows follow the thread count (one block per thread, one call at 1
+ * thread) where the cuts keep the bits of one call: on the BLAS at
+ * multiples of cairn__gemm_row_cut's width, on oneDNN where
+ * cairn__dnnl_cuts_keep_bits says so for the shape; on oneDNN a forward
+ * X·W with no more rows than columns has its columns follow the threads
+ * instead, where they keep the bits (gemm.c says why). Otherwise the
+ * blocks depend on the shape (and CAIRN_GEMM_BLOCKS) alone. */
 void cairn__gemm_plan(int engine, int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int ldc,
                       int accumulate, int *split_n, int *n_blocks, int *block_len);
 /* Block i of such a plan: [lo, hi) of the cut dimension (N with split_n,

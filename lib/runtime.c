@@ -170,8 +170,8 @@ char *cairn_runtime_info(char *buf, size_t len) {
   const int cut = on_dnnl ? 0 : cairn__gemm_row_cut(); /* oneDNN: probed per shape */
   if (used + 1 < len) {
     if (on_dnnl)
-      snprintf(buf + used, len - used, "; gemm rows follow the threads where oneDNN keeps its bits (probed per shape), "
-                                       "fixed blocks elsewhere");
+      snprintf(buf + used, len - used, "; gemm rows (X*W: columns) follow the threads where oneDNN keeps its bits "
+                                       "(probed per shape), fixed blocks elsewhere");
     else if (cut)
       snprintf(buf + used, len - used, "; gemm rows cut on multiples of %d (the bits of one call)", cut);
     else

@@ -18,10 +18,10 @@ cairn_status cairn__check_rank(const char *fn, const char *what, const cairn_ten
  * i out of range (tensor.c). */
 int cairn__tensor_get_f64(const cairn_tensor *t, int64_t i, double *out);
 
-/* C = alpha·op(A)·op(B) + beta·C, row-major, through cblas_sgemm in
- * blocks: same bits for any thread count (gemm.c). With
- * bias (N floats) non-NULL, beta must be 0 and every row of C starts as
- * bias instead: C = alpha·op(A)·op(B) + bias. */
+/* C = alpha·op(A)·op(B) + beta·C, row-major, through cblas_sgemm or
+ * oneDNN in blocks: same bits for any thread count (gemm.c). With bias (N
+ * floats) non-NULL, beta must be 0 and every row of C starts as bias
+ * instead, on either engine: C = alpha·op(A)·op(B) + bias. */
 void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc, const float *bias);
 /* cairn__sgemm that then calls ep->fn(ep->ctx, r0, r1, c0, c1) on each
@@ -48,6 +48,17 @@ int cairn__act_fusable(cairn_act act);
 struct cairn__kernel_table;
 void cairn__act_fwd_span(const struct cairn__kernel_table *k, cairn_act act, float alpha, const float *x, float *y,
                          size_t n);
+
+/* dX = act'·dY (as cairn_act_backward: z is the forward's input X, y its
+ * output Y, rows x cols each; dx may be dy) and db = Σ_rows dX (cols,
+ * overwritten, the rows added in order as cairn__dense_backward sums
+ * them), in one sweep: no second pass reads dX for the bias gradient.
+ * Only for an act cairn__act_bwd_colsum_fusable says (arithmetic
+ * derivatives, whose bits do not depend on where a span starts), so the
+ * bits are those of the two passes, at any thread count. No checks. */
+int cairn__act_bwd_colsum_fusable(cairn_act act);
+void cairn__act_backward_colsum(cairn_act act, float alpha, const float *z, const float *y, const float *dy,
+                                float *dx, float *db, size_t rows, size_t cols);
 
 /* cairn_dense_backward with a choice: accumulate 0 overwrites dW and db
  * instead of adding to them (the model's step, which saves a zeroing pass). */

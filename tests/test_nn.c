@@ -577,7 +577,7 @@ Test(nn, gemm_onednn_same_bits_for_1_and_2_threads) {
   const int shapes[][5] = {{0, 0, 64, 64, 65536}, {1, 0, 64, 64, 65536}, {0, 1, 64, 64, 65536}, {0, 0, 256, 1024, 784},
                            {0, 1, 256, 784, 1024}, {1, 0, 784, 1024, 256}, {0, 0, 256, 10, 1024},
                            {0, 1, 256, 1024, 10},  {1, 0, 1024, 10, 256},  {0, 0, 100, 700, 300},
-                           {1, 1, 513, 64, 300},   {0, 1, 300, 97, 130}};
+                           {1, 1, 513, 64, 300},   {0, 1, 300, 97, 130},   {0, 0, 64, 256, 65536}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
     const int lda = ta ? M : K, ldb = tb ? K : N;
@@ -637,7 +637,8 @@ Test(nn, gemm_onednn_a_bt_on_fixed_dimension_primitives) {
  * over all rows. Where it does not, the plan's blocks are the same at 1
  * and 2 threads. On a CPU with AVX-512 the MLP's batch-256 products all
  * keep their bits (measured on an Emerald Rapids), so some shape must
- * follow the threads there. */
+ * follow the threads there. The forward X·W with no more rows than
+ * columns has its columns follow the threads instead (gemm.c). */
 Test(nn, gemm_onednn_rows_follow_the_threads_where_the_bits_stay) {
 #ifdef CAIRN_HAVE_OPENMP
   const int prev = force_onednn();
@@ -646,7 +647,7 @@ Test(nn, gemm_onednn_rows_follow_the_threads_where_the_bits_stay) {
   const int shapes[][5] = {{0, 0, 256, 1024, 784}, {0, 1, 256, 784, 1024}, {1, 0, 784, 1024, 256},
                            {0, 0, 256, 10, 1024},  {0, 1, 256, 1024, 10},  {1, 0, 1024, 10, 256},
                            {0, 0, 300, 700, 130},  {1, 1, 513, 64, 300},   {0, 1, 453, 37, 1000}};
-  int followed = 0;
+  int followed = 0, cols_followed = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int acc = 0; acc <= 1; acc++) {
       const int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
@@ -663,8 +664,12 @@ Test(nn, gemm_onednn_rows_follow_the_threads_where_the_bits_stay) {
       const int follows = nb[0] != nb[1] || len[0] != len[1];
       if (follows) {
         followed++;
-        cr_assert(!split_n && nb[0] == 1, "%c%c %dx%dx%d: rows that follow the threads are one call at 1 thread",
-                  ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K);
+        cols_followed += split_n;
+        cr_assert(nb[0] == 1, "%c%c %dx%dx%d: %s that follow the threads are one call at 1 thread", ta ? 'T' : 'N',
+                  tb ? 'T' : 'N', M, N, K, split_n ? "columns" : "rows");
+        /* columns follow only for X·W with no more rows than columns (gemm.c) */
+        cr_assert(!split_n || (!ta && !tb && N > M), "%c%c %dx%dx%d: columns follow the threads", ta ? 'T' : 'N',
+                  tb ? 'T' : 'N', M, N, K);
         memcpy(r, C0->data, cairn_tensor_nbytes(C0));
         cr_assert_eq(cairn__dnnl_sgemm(ta, tb, M, N, K, a, lda, b, ldb, acc, r, N), 0);
         for (int t = 1; t <= 2; t++) {
@@ -672,15 +677,18 @@ Test(nn, gemm_onednn_rows_follow_the_threads_where_the_bits_stay) {
           memcpy(c, C0->data, cairn_tensor_nbytes(C0));
           cairn__sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, N, NULL);
           cr_assert(memcmp(c, r, cairn_tensor_nbytes(C)) == 0,
-                    "%c%c %dx%dx%d (accumulate %d) at %d thread(s): rows follow the threads but give other bits than "
-                    "one oneDNN call", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, acc, t);
+                    "%c%c %dx%dx%d (accumulate %d) at %d thread(s): %s follow the threads but give other bits than "
+                    "one oneDNN call", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, acc, t, split_n ? "columns" : "rows");
         }
       }
       cairn_tensor *ts[] = {A, B, ref, C, C0};
       for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
     }
-  if (cairn__cpu_has_avx512())
+  if (cairn__cpu_has_avx512()) {
     cr_assert_gt(followed, 0, "no MLP shape's rows follow the threads on this AVX-512 CPU");
+    /* NN 256x1024x784 keeps its bits cut by columns on the Zen 5 */
+    cr_assert_gt(cols_followed, 0, "no forward's columns follow the threads on this AVX-512 CPU");
+  }
   cairn__gemm_engine_force(prev);
 #else
   cr_skip_test("serial build (--disable-openmp): no oneDNN engine");
@@ -757,4 +765,52 @@ Test(nn, dense_every_block_rule_same_bits_for_1_and_2_threads) {
 #else
   cr_skip_test("serial build (--disable-openmp)");
 #endif
+}
+
+/* The model's backward sweep that also sums the bias gradient
+ * (cairn__act_backward_colsum) gives the bits of cairn_act_backward
+ * followed by the column sums cairn__dense_backward makes (rows added in
+ * order), for every activation it takes, in place (dX over dY) and not,
+ * at 1 and 2 threads, on shapes below and above the parallel threshold
+ * and with columns that are no multiple of 16. */
+int cairn__act_bwd_colsum_fusable(cairn_act act); /* lib/tensor_impl.h */
+void cairn__act_backward_colsum(cairn_act act, float alpha, const float *z, const float *y, const float *dy,
+                                float *dx, float *db, size_t rows, size_t cols);
+Test(nn, act_backward_colsum_same_bits_as_two_passes) {
+  const cairn_act acts[] = {CAIRN_ACT_RELU, CAIRN_ACT_LEAKY_RELU, CAIRN_ACT_SIGMOID, CAIRN_ACT_TANH};
+  const int64_t shapes[][2] = {{256, 1024}, {300, 1000}, {64, 17}, {1000, 37}, {3, 5}, {0, 5}};
+  cr_assert(!cairn__act_bwd_colsum_fusable(CAIRN_ACT_GELU) && !cairn__act_bwd_colsum_fusable(CAIRN_ACT_SOFTMAX));
+  for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      const int64_t rows = shapes[s][0], cols = shapes[s][1];
+      cr_assert(cairn__act_bwd_colsum_fusable(acts[a]));
+      cairn_tensor *z = mk(2, rows, cols), *y = mk(2, rows, cols), *dy = mk(2, rows, cols), *dx = mk(2, rows, cols);
+      cairn_tensor *db = mk(1, cols, 0), *dx2 = mk(2, rows, cols), *db2 = mk(1, cols, 0);
+      fill(z, -3, 3, 71 + s), fill(dy, -1, 1, 72 + s);
+      /* a few exact zeros and ties where the derivatives branch */
+      if (rows * cols > 0) cairn_tensor_f32(z)[0] = 0.0f, cairn_tensor_f32(z)[rows * cols - 1] = -0.0f;
+      cr_assert_eq(cairn_act_forward(acts[a], 0.1f, z, y), CAIRN_OK);
+      cr_assert_eq(cairn_act_backward(acts[a], 0.1f, z, y, dy, dx), CAIRN_OK);
+      float *want = cairn_tensor_f32(db);
+      memset(want, 0, (size_t)cols * sizeof(float));
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) want[c] += cairn_tensor_f32(dx)[r * cols + c];
+      for (int t = 1; t <= 2; t++)
+        for (int in_place = 0; in_place <= 1; in_place++) {
+          cr_assert_eq(cairn_set_num_threads(t), CAIRN_OK);
+          memcpy(dx2->data, dy->data, cairn_tensor_nbytes(dy));
+          float *out = cairn_tensor_f32(dx2);
+          memset(db2->data, 0xff, cairn_tensor_nbytes(db2)); /* overwritten, not added to */
+          cairn__act_backward_colsum(acts[a], 0.1f, cairn_tensor_f32(z), cairn_tensor_f32(y),
+                                     in_place ? out : cairn_tensor_f32(dy), out, cairn_tensor_f32(db2), (size_t)rows,
+                                     (size_t)cols);
+          cr_assert(memcmp(out, dx->data, cairn_tensor_nbytes(dx)) == 0, "%s %lldx%lld, %d thread(s), in place %d: dX",
+                    cairn_act_name(acts[a]), (long long)rows, (long long)cols, t, in_place);
+          cr_assert(memcmp(db2->data, want, (size_t)cols * sizeof(float)) == 0,
+                    "%s %lldx%lld, %d thread(s), in place %d: db is not the column sums of dX in row order",
+                    cairn_act_name(acts[a]), (long long)rows, (long long)cols, t, in_place);
+        }
+      cairn_tensor *ts[] = {z, y, dy, dx, db, dx2, db2};
+      for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
+    }
 }
