@@ -349,6 +349,12 @@ static void colsum_range(void *p, size_t lo, size_t hi) {
   memset(c->db + lo, 0, (hi - lo) * sizeof(float));
   for (size_t r = 0; r < c->rows; r++) k->add(c->dz + r * c->out + lo, c->db + lo, hi - lo);
 }
+/* block j of 256 columns */
+static void colsum_block(void *p, size_t j, size_t end) {
+  const struct colsum_ctx *c = p;
+  (void)end;
+  colsum_range(p, j * 256, j * 256 + 256 < c->out ? j * 256 + 256 : c->out);
+}
 
 /* dW_i = in_bᵀ·dZ_b, db_i = Σ_B dZ (fp32), and dA_{i-1} = dZ_b·W_bᵀ when
  * i > 0 (into da, (B, sizes[i])). */
@@ -361,10 +367,7 @@ static cairn_status backward_bf16_layer(cairn_mlp *m, int i, int64_t B, const fl
   if (cairn__gemm_bf16(1, 0, in, out, (int)B, x, in, m->dzb[i], out, 0, m->grad[2 * i]->data, out, NULL, NULL, &m->ws))
     return bf16_failed("Xᵀ·dZ", i);
   struct colsum_ctx c = {dz, m->grad[2 * i + 1]->data, (size_t)B, (size_t)out};
-  const size_t blk = 256, nblk = ((size_t)out + blk - 1) / blk;
-#pragma omp parallel for schedule(static) if ((size_t)B * (size_t)out >= CAIRN__PAR_MIN && nblk > 1)
-  for (size_t j = 0; j < nblk; j++)
-    colsum_range(&c, j * blk, j * blk + blk < (size_t)out ? j * blk + blk : (size_t)out);
+  cairn__par_each(((size_t)out + 255) / 256, (size_t)B * (size_t)out >= CAIRN__PAR_MIN, colsum_block, &c);
   return CAIRN_OK;
 }
 
