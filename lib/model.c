@@ -215,6 +215,16 @@ static cairn_status forward(cairn_mlp *m, const cairn_tensor *X, int keep) {
   return s;
 }
 
+/* forward() with the oneDNN runs' signal masking done once for the pass
+ * (cairn__dnnl_hold_signals: two system calls a pass instead of two a
+ * product) */
+static cairn_status forward_held(cairn_mlp *m, const cairn_tensor *X, int keep) {
+  cairn__dnnl_hold_signals();
+  cairn_status s = forward(m, X, keep);
+  cairn__dnnl_release_signals();
+  return s;
+}
+
 /* ---- bf16 mode ---- */
 
 cairn_status cairn_mlp_set_precision(cairn_mlp *m, cairn_precision p) {
@@ -385,7 +395,7 @@ static cairn_status loss_of(const cairn_mlp *m, const cairn_tensor *logits, cons
 cairn_status cairn_mlp_forward(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor **logits) {
   if (!m || !logits) return cairn__fail(CAIRN_E_NULL, "mlp_forward: %s is NULL", m ? "logits" : "model");
   cairn_status s = check_ready(m, "mlp_forward", X);
-  if (!s) s = forward(m, X, 0);
+  if (!s) s = forward_held(m, X, 0);
   if (s) return s;
   /* The returned view lives in the model so the pointer stays valid. */
   m->logits = view2(m->Z[m->n - 1], X->shape[0], m->sizes[m->n]);
@@ -393,11 +403,10 @@ cairn_status cairn_mlp_forward(cairn_mlp *m, const cairn_tensor *X, const cairn_
   return CAIRN_OK;
 }
 
-cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *loss) {
-  if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_train_step: model is NULL");
-  cairn_status s = check_ready(m, "mlp_train_step", X);
-  if (!s) s = forward(m, X, 1);
-  if (s) return s;
+/* After forward(m, X, 1): the loss into *lp and backward through every
+ * layer into m->grad. */
+static cairn_status backward(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *lp) {
+  cairn_status s;
   const int64_t B = X->shape[0];
   const int n = m->n;
   /* dZ of the last layer = dLoss/dlogits, in pp[0]. */
@@ -424,7 +433,27 @@ cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cai
     dz = da;
     cur ^= 1;
   }
-  if (m->grads_fn && (s = m->grads_fn(m->grads_user, m->grad, (size_t)(2 * n)))) return s;
+  *lp = l;
+  return CAIRN_OK;
+}
+
+/* The loss l and the gradients of the batch into m->grad; its products
+ * with the signals held once (forward_held). */
+static cairn_status forward_backward(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *lp) {
+  cairn__dnnl_hold_signals();
+  cairn_status s = forward(m, X, 1);
+  if (!s) s = backward(m, X, labels, lp);
+  cairn__dnnl_release_signals();
+  return s;
+}
+
+cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *loss) {
+  if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_train_step: model is NULL");
+  cairn_status s = check_ready(m, "mlp_train_step", X);
+  float l;
+  if (!s) s = forward_backward(m, X, labels, &l);
+  if (s) return s;
+  if (m->grads_fn && (s = m->grads_fn(m->grads_user, m->grad, (size_t)(2 * m->n)))) return s;
   if ((s = cairn_optim_apply(m->opt, m->grad, m->step))) return s;
   if (loss) *loss = l;
   return CAIRN_OK;
@@ -434,7 +463,7 @@ cairn_status cairn_mlp_evaluate(cairn_mlp *m, const cairn_tensor *X, const cairn
                                 float *accuracy) {
   if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_evaluate: model is NULL");
   cairn_status s = check_ready(m, "mlp_evaluate", X);
-  if (!s) s = forward(m, X, 0);
+  if (!s) s = forward_held(m, X, 0);
   if (s) return s;
   cairn_tensor logits = view2(m->Z[m->n - 1], X->shape[0], m->sizes[m->n]);
   float l = 0.0f, acc = 0.0f;
