@@ -317,6 +317,35 @@ void cairn__sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, co
   cairn__sgemm_ep(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, NULL);
 }
 
+/* One product of cairn__sgemm_ep as its plan cut it: block i is one call. */
+struct sgemm_run {
+  int lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, split_n, len;
+  float alpha, beta;
+  const float *A, *B, *bias;
+  float *C;
+  const cairn__gemm_epilogue *ep;
+};
+static void sgemm_block(void *p, size_t i, size_t end) {
+  const struct sgemm_run *r = p;
+  (void)end;
+  cairn__gemm_block b;
+  if (!cairn__gemm_block_at((int)i, r->split_n, r->len, r->M, r->N, r->C, r->ldc, r->bias, &b)) return;
+  const int lo = b.lo, hi = b.hi;
+  if (r->split_n) {
+    /* columns [lo, hi) of C and of op(B) */
+    const float *Bb = r->trans_b ? r->B + (size_t)lo * r->ldb : r->B + lo;
+    block_sgemm(r->lib, r->trans_a, r->trans_b, r->M, hi - lo, r->K, r->alpha, r->A, r->lda, Bb, r->ldb, r->beta,
+                r->C + lo, r->ldc);
+  } else {
+    /* rows [lo, hi) of C and of op(A) */
+    const float *Ab = r->trans_a ? r->A + lo : r->A + (size_t)lo * r->lda;
+    block_sgemm(r->lib, r->trans_a, r->trans_b, hi - lo, r->N, r->K, r->alpha, Ab, r->lda, r->B, r->ldb, r->beta,
+                r->C + (size_t)lo * r->ldc, r->ldc);
+  }
+  /* and the epilogue (the activation) while the block is in cache */
+  if (r->ep) r->ep->fn(r->ep->ctx, b.r0, b.r1, b.c0, b.c1);
+}
+
 void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc, const float *bias,
                      const cairn__gemm_epilogue *ep) {
@@ -330,21 +359,6 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
   /* -1: oneDNN does not run it (block_sgemm), no probe */
   const int acc = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) ? beta == 1.0f : -1;
   cairn__gemm_plan(lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, acc, &split_n, &nb, &len);
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < nb; i++) {
-    cairn__gemm_block b;
-    if (!cairn__gemm_block_at(i, split_n, len, M, N, C, ldc, bias, &b)) continue;
-    const int lo = b.lo, hi = b.hi;
-    if (split_n) {
-      /* columns [lo, hi) of C and of op(B) */
-      const float *Bb = trans_b ? B + (size_t)lo * ldb : B + lo;
-      block_sgemm(lib, trans_a, trans_b, M, hi - lo, K, alpha, A, lda, Bb, ldb, beta, C + lo, ldc);
-    } else {
-      /* rows [lo, hi) of C and of op(A) */
-      const float *Ab = trans_a ? A + lo : A + (size_t)lo * lda;
-      block_sgemm(lib, trans_a, trans_b, hi - lo, N, K, alpha, Ab, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);
-    }
-    /* and the epilogue (the activation) while the block is in cache */
-    if (ep) ep->fn(ep->ctx, b.r0, b.r1, b.c0, b.c1);
-  }
+  struct sgemm_run r = {lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, split_n, len, alpha, beta, A, B, bias, C, ep};
+  cairn__par_each((size_t)nb, 1, sgemm_block, &r);
 }

@@ -109,6 +109,34 @@ static int reference(int ta, int tb, int M, int N, int K, const uint16_t *A, int
   return 0;
 }
 
+/* One product on oneDNN as cairn__gemm_plan cut it: block i is one call. */
+struct bf16_run {
+  int ta, tb, M, N, K, lda, ldb, ldc, acc, split_n, len;
+  const uint16_t *A, *B;
+  const float *bias;
+  float *C;
+  const cairn__gemm_epilogue *ep;
+  int failed; /* set by any block that could not run */
+};
+static void bf16_block(void *p, size_t i, size_t end) {
+  struct bf16_run *r = p;
+  (void)end;
+  cairn__gemm_block b;
+  if (!cairn__gemm_block_at((int)i, r->split_n, r->len, r->M, r->N, r->C, r->ldc, r->bias, &b)) return;
+  const int lo = b.lo, hi = b.hi;
+  int rc;
+  if (r->split_n) {
+    const uint16_t *Bb = r->tb ? r->B + (size_t)lo * r->ldb : r->B + lo;
+    rc = cairn__dnnl_bf16_gemm(r->ta, r->tb, r->M, hi - lo, r->K, r->A, r->lda, Bb, r->ldb, r->acc, r->C + lo, r->ldc);
+  } else {
+    const uint16_t *Ab = r->ta ? r->A + lo : r->A + (size_t)lo * r->lda;
+    rc = cairn__dnnl_bf16_gemm(r->ta, r->tb, hi - lo, r->N, r->K, Ab, r->lda, r->B, r->ldb, r->acc,
+                               r->C + (size_t)lo * r->ldc, r->ldc);
+  }
+  if (rc) __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
+  else if (r->ep) r->ep->fn(r->ep->ctx, b.r0, b.r1, b.c0, b.c1);
+}
+
 int cairn__gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                      int acc, float *C, int ldc, const float *bias, const cairn__gemm_epilogue *ep,
                      cairn__bf16_ws *ws) {
@@ -130,22 +158,7 @@ int cairn__gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int
     if (!cairn__dnnl_bf16_ready(ta, tb, split_n ? M : l, split_n ? l : N, K, lda, ldb, ldc, acc))
       return reference(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc, bias, ep, ws);
   }
-  int failed = 0;
-#pragma omp parallel for schedule(static) reduction(| : failed)
-  for (int i = 0; i < nb; i++) {
-    cairn__gemm_block b;
-    if (!cairn__gemm_block_at(i, split_n, len, M, N, C, ldc, bias, &b)) continue;
-    const int lo = b.lo, hi = b.hi;
-    int rc;
-    if (split_n) {
-      const uint16_t *Bb = tb ? B + (size_t)lo * ldb : B + lo;
-      rc = cairn__dnnl_bf16_gemm(ta, tb, M, hi - lo, K, A, lda, Bb, ldb, acc, C + lo, ldc);
-    } else {
-      const uint16_t *Ab = ta ? A + lo : A + (size_t)lo * lda;
-      rc = cairn__dnnl_bf16_gemm(ta, tb, hi - lo, N, K, Ab, lda, B, ldb, acc, C + (size_t)lo * ldc, ldc);
-    }
-    if (rc) failed = 1;
-    else if (ep) ep->fn(ep->ctx, b.r0, b.r1, b.c0, b.c1);
-  }
-  return failed ? -1 : 0;
+  struct bf16_run r = {ta, tb, M, N, K, lda, ldb, ldc, acc, split_n, len, A, B, bias, C, ep, 0};
+  cairn__par_each((size_t)nb, 1, bf16_block, &r);
+  return r.failed ? -1 : 0;
 }

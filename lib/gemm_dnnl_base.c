@@ -180,21 +180,45 @@ int cairn__dnnl_cache_count(cairn__dnnl_cache *c) {
  * tests/preempt.sh's trainer (glibc's "corrupted size vs. prev_size", or a
  * segfault in malloc later), and never with OpenBLAS or with the signals
  * blocked here. Two sigprocmask calls cost well under a microsecond per
- * block, against 50 us or more of product. One thread: outside an active
+ * block on bare metal, against 50 us or more of product, but 2.4-2.6 us on
+ * the Zen 5 guest of bench/RESULTS.md (a system call traps to the
+ * hypervisor there), where the Fashion-MNIST demo's model makes 10-12
+ * runs per step of 0.4-0.6 ms: a caller that runs many small products in a
+ * row holds the signals once around them (cairn__dnnl_hold_signals). One thread: outside an active
  * parallel region (a team of one, or a caller's own thread) oneDNN would
  * split the product over omp_get_max_threads() threads. */
-int cairn__dnnl_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int nargs, const dnnl_exec_arg_t *args) {
-  sigset_t block, old;
+static void block_signals(sigset_t *old) {
+  sigset_t block;
   sigfillset(&block);
   /* the synchronous ones cannot be held back, and must not be */
   sigdelset(&block, SIGSEGV), sigdelset(&block, SIGBUS), sigdelset(&block, SIGFPE), sigdelset(&block, SIGILL),
       sigdelset(&block, SIGTRAP);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
+  pthread_sigmask(SIG_BLOCK, &block, old);
+}
+
+/* cairn__dnnl_hold_signals on this thread: its depth, and whether a run
+ * inside has blocked the signals (the mask to restore in held_old). */
+static _Thread_local int hold_depth, held;
+static _Thread_local sigset_t held_old;
+
+void cairn__dnnl_hold_signals(void) { hold_depth++; }
+
+void cairn__dnnl_release_signals(void) {
+  if (hold_depth > 0 && --hold_depth == 0 && held) {
+    held = 0;
+    pthread_sigmask(SIG_SETMASK, &held_old, NULL);
+  }
+}
+
+int cairn__dnnl_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int nargs, const dnnl_exec_arg_t *args) {
+  sigset_t old;
+  if (!hold_depth) block_signals(&old);
+  else if (!held) block_signals(&held_old), held = 1; /* until the release */
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads > 1) omp_set_num_threads(1);
   int ok = dnnl_primitive_execute(prim, stream, nargs, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
   if (threads > 1) omp_set_num_threads(threads);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!hold_depth) pthread_sigmask(SIG_SETMASK, &old, NULL);
   return ok ? 0 : -1;
 }
 
@@ -224,4 +248,6 @@ int cairn__dnnl_run(dnnl_primitive_t prim, dnnl_memory_t m[4], size_t scratch, c
 #else /* no oneDNN in this build (or no OpenMP to keep it single-threaded) */
 
 int cairn__dnnl_available(void) { return 0; }
+void cairn__dnnl_hold_signals(void) {}
+void cairn__dnnl_release_signals(void) {}
 #endif

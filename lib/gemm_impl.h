@@ -25,6 +25,18 @@ int cairn__dnnl_available(void);
 int cairn__dnnl_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
                       int ldb, int accumulate, float *C, int ldc);
 
+/* Between a hold and its release (they nest), the oneDNN runs of the
+ * calling thread leave the asynchronous signals blocked from the first run
+ * to the release instead of blocking and unblocking them around each run
+ * (two system calls a run: gemm_dnnl_base.c says why they are blocked).
+ * No system call when no run comes in between. A signal that arrives
+ * meanwhile is delivered at the release (or to another thread): hold
+ * around a few products, never around a caller's code. Per thread; the
+ * workers of a parallel region block around each of their runs as
+ * before. No-ops without oneDNN. */
+void cairn__dnnl_hold_signals(void);
+void cairn__dnnl_release_signals(void);
+
 /* Primitives made so far (for tests and cairn_runtime_info). */
 int cairn__dnnl_primitive_count(void);
 

@@ -172,6 +172,21 @@ typedef void (*cairn__range_fn)(void *ctx, size_t lo, size_t hi);
 typedef double (*cairn__range_sum_fn)(void *ctx, size_t lo, size_t hi);
 
 void cairn__par_for(size_t n, cairn__range_fn fn, void *ctx);
+/* fn(ctx, i, i + 1) for each i in [0, n): item i on the thread OpenMP's
+ * static schedule gives it when `threads` (nonzero) and a parallel region
+ * would have more than one thread; else every item in order on the calling
+ * thread, without entering a region (cairn__par_alone). For loops over
+ * fixed blocks (a GEMM's, a column sum's) whose bits do not depend on the
+ * thread that runs them. */
+void cairn__par_each(size_t n, int threads, cairn__range_fn fn, void *ctx);
+/* 1 when a parallel region entered here would have one thread: OpenMP off,
+ * one thread asked for (cairn_set_num_threads(1), OMP_NUM_THREADS=1), or
+ * already inside a region. The loops of this file then run on the calling
+ * thread without entering one: libgomp ends every region, a team of one
+ * included, with a futex wake, a system call (2.5-5 us each on the Zen 5
+ * guest of bench/RESULTS.md, about 15 per step of the Fashion-MNIST demo's
+ * model). */
+int cairn__par_alone(void);
 /* Σ over chunks of fn(chunk), added in chunk order. */
 double cairn__par_sum(size_t n, cairn__range_sum_fn fn, void *ctx);
 /* Like cairn__par_for over `rows` rows of `cols` elements: chunks are whole

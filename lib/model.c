@@ -219,6 +219,16 @@ static cairn_status forward(cairn_mlp *m, const cairn_tensor *X, int keep) {
   return s;
 }
 
+/* forward() with the oneDNN runs' signal masking done once for the pass
+ * (cairn__dnnl_hold_signals: two system calls a pass instead of two a
+ * product) */
+static cairn_status forward_held(cairn_mlp *m, const cairn_tensor *X, int keep) {
+  cairn__dnnl_hold_signals();
+  cairn_status s = forward(m, X, keep);
+  cairn__dnnl_release_signals();
+  return s;
+}
+
 /* ---- bf16 mode ---- */
 
 cairn_status cairn_mlp_set_precision(cairn_mlp *m, cairn_precision p) {
@@ -353,6 +363,12 @@ static void colsum_range(void *p, size_t lo, size_t hi) {
   memset(c->db + lo, 0, (hi - lo) * sizeof(float));
   for (size_t r = 0; r < c->rows; r++) k->add(c->dz + r * c->out + lo, c->db + lo, hi - lo);
 }
+/* block j of 256 columns */
+static void colsum_block(void *p, size_t j, size_t end) {
+  const struct colsum_ctx *c = p;
+  (void)end;
+  colsum_range(p, j * 256, j * 256 + 256 < c->out ? j * 256 + 256 : c->out);
+}
 
 /* dW_i = in_bᵀ·dZ_b, db_i = Σ_B dZ (fp32; unless db_done), and dA_{i-1} =
  * dZ_b·W_bᵀ when i > 0 (into da, (B, sizes[i])). */
@@ -366,10 +382,7 @@ static cairn_status backward_bf16_layer(cairn_mlp *m, int i, int64_t B, const fl
     return bf16_failed("Xᵀ·dZ", i);
   if (db_done) return CAIRN_OK;
   struct colsum_ctx c = {dz, m->grad[2 * i + 1]->data, (size_t)B, (size_t)out};
-  const size_t blk = 256, nblk = ((size_t)out + blk - 1) / blk;
-#pragma omp parallel for schedule(static) if ((size_t)B * (size_t)out >= CAIRN__PAR_MIN && nblk > 1)
-  for (size_t j = 0; j < nblk; j++)
-    colsum_range(&c, j * blk, j * blk + blk < (size_t)out ? j * blk + blk : (size_t)out);
+  cairn__par_each(((size_t)out + 255) / 256, (size_t)B * (size_t)out >= CAIRN__PAR_MIN, colsum_block, &c);
   return CAIRN_OK;
 }
 
@@ -387,7 +400,7 @@ static cairn_status loss_of(const cairn_mlp *m, const cairn_tensor *logits, cons
 cairn_status cairn_mlp_forward(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor **logits) {
   if (!m || !logits) return cairn__fail(CAIRN_E_NULL, "mlp_forward: %s is NULL", m ? "logits" : "model");
   cairn_status s = check_ready(m, "mlp_forward", X);
-  if (!s) s = forward(m, X, 0);
+  if (!s) s = forward_held(m, X, 0);
   if (s) return s;
   /* The returned view lives in the model so the pointer stays valid. */
   m->logits = view2(m->Z[m->n - 1], X->shape[0], m->sizes[m->n]);
@@ -395,11 +408,10 @@ cairn_status cairn_mlp_forward(cairn_mlp *m, const cairn_tensor *X, const cairn_
   return CAIRN_OK;
 }
 
-cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *loss) {
-  if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_train_step: model is NULL");
-  cairn_status s = check_ready(m, "mlp_train_step", X);
-  if (!s) s = forward(m, X, 1);
-  if (s) return s;
+/* After forward(m, X, 1): the loss into *lp and backward through every
+ * layer into m->grad. */
+static cairn_status backward(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *lp) {
+  cairn_status s;
   const int64_t B = X->shape[0];
   const int n = m->n;
   /* dZ of the last layer = dLoss/dlogits, in pp[0]. */
@@ -436,7 +448,27 @@ cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cai
     dz = da;
     cur ^= 1;
   }
-  if (m->grads_fn && (s = m->grads_fn(m->grads_user, m->grad, (size_t)(2 * n)))) return s;
+  *lp = l;
+  return CAIRN_OK;
+}
+
+/* The loss l and the gradients of the batch into m->grad; its products
+ * with the signals held once (forward_held). */
+static cairn_status forward_backward(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *lp) {
+  cairn__dnnl_hold_signals();
+  cairn_status s = forward(m, X, 1);
+  if (!s) s = backward(m, X, labels, lp);
+  cairn__dnnl_release_signals();
+  return s;
+}
+
+cairn_status cairn_mlp_train_step(cairn_mlp *m, const cairn_tensor *X, const cairn_tensor *labels, float *loss) {
+  if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_train_step: model is NULL");
+  cairn_status s = check_ready(m, "mlp_train_step", X);
+  float l;
+  if (!s) s = forward_backward(m, X, labels, &l);
+  if (s) return s;
+  if (m->grads_fn && (s = m->grads_fn(m->grads_user, m->grad, (size_t)(2 * m->n)))) return s;
   if ((s = cairn_optim_apply(m->opt, m->grad, m->step))) return s;
   if (loss) *loss = l;
   return CAIRN_OK;
@@ -446,7 +478,7 @@ cairn_status cairn_mlp_evaluate(cairn_mlp *m, const cairn_tensor *X, const cairn
                                 float *accuracy) {
   if (!m) return cairn__fail(CAIRN_E_NULL, "mlp_evaluate: model is NULL");
   cairn_status s = check_ready(m, "mlp_evaluate", X);
-  if (!s) s = forward(m, X, 0);
+  if (!s) s = forward_held(m, X, 0);
   if (s) return s;
   cairn_tensor logits = view2(m->Z[m->n - 1], X->shape[0], m->sizes[m->n]);
   float l = 0.0f, acc = 0.0f;

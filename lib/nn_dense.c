@@ -113,6 +113,12 @@ static void colsum(void *p, size_t lo, size_t hi) {
   const cairn__kernel_table *k = cairn__kernels();
   for (size_t r = 0; r < c->rows; r++) k->add(c->dy + r * c->out + lo, c->db + lo, hi - lo);
 }
+/* block j of 256 columns */
+static void colsum_block(void *p, size_t j, size_t end) {
+  const struct colsum_ctx *c = p;
+  (void)end;
+  colsum(p, j * 256, j * 256 + 256 < c->out ? j * 256 + 256 : c->out);
+}
 
 cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,
                                    cairn_tensor *dX, cairn_tensor *dW, cairn_tensor *db, int accumulate) {
@@ -149,9 +155,7 @@ cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W,
     struct colsum_ctx c = {dY->data, db->data, (size_t)B, (size_t)out};
     /* Threads own blocks of columns; each column is summed over rows in
      * order, so the bits do not depend on how the columns are split. */
-    const size_t blk = 256, nblk = ((size_t)out + blk - 1) / blk;
-#pragma omp parallel for schedule(static) if ((size_t)B * (size_t)out >= CAIRN__PAR_MIN && nblk > 1)
-    for (size_t i = 0; i < nblk; i++) colsum(&c, i * blk, i * blk + blk < (size_t)out ? i * blk + blk : (size_t)out);
+    cairn__par_each(((size_t)out + 255) / 256, (size_t)B * (size_t)out >= CAIRN__PAR_MIN, colsum_block, &c);
   }
   return CAIRN_OK;
 }

@@ -14,9 +14,30 @@ static size_t chunk_len(size_t n) {
   return c;
 }
 
+int cairn__par_alone(void) {
+#ifdef CAIRN_HAVE_OPENMP
+  return omp_in_parallel() || omp_get_max_threads() < 2;
+#else
+  return 1;
+#endif
+}
+
+void cairn__par_each(size_t n, int threads, cairn__range_fn fn, void *ctx) {
+  if (n <= 1 || !threads || cairn__par_alone()) {
+    for (size_t i = 0; i < n; i++) fn(ctx, i, i + 1);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; i++) fn(ctx, i, i + 1);
+}
+
 /* fn over chunks of c of n items, on the threads. */
 static void chunked_for(size_t n, size_t c, cairn__range_fn fn, void *ctx) {
   size_t k = (n + c - 1) / c;
+  if (cairn__par_alone()) {
+    for (size_t i = 0; i < k; i++) fn(ctx, i * c, i * c + c < n ? i * c + c : n);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < k; i++) {
     size_t lo = i * c, hi = lo + c < n ? lo + c : n;
@@ -37,10 +58,14 @@ void cairn__par_for(size_t n, cairn__range_fn fn, void *ctx) {
 static double chunked_sum(size_t n, size_t c, int threads, cairn__range_sum_fn fn, void *ctx) {
   size_t k = (n + c - 1) / c;
   double part[CAIRN__PAR_MAX_CHUNKS];
-#pragma omp parallel for schedule(static) if (threads)
-  for (size_t i = 0; i < k; i++) {
-    size_t lo = i * c, hi = lo + c < n ? lo + c : n;
-    part[i] = fn(ctx, lo, hi);
+  if (!threads || cairn__par_alone()) {
+    for (size_t i = 0; i < k; i++) part[i] = fn(ctx, i * c, i * c + c < n ? i * c + c : n);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < k; i++) {
+      size_t lo = i * c, hi = lo + c < n ? lo + c : n;
+      part[i] = fn(ctx, lo, hi);
+    }
   }
   double s = 0.0;
   for (size_t i = 0; i < k; i++) s += part[i];

@@ -1222,6 +1222,40 @@ Test(kernels, bf16_rule_ref) { bf16_check_table(cairn__kernels_ref()); }
 Test(kernels, bf16_rule_avx2) { bf16_check_table(avx2_or_skip()); }
 Test(kernels, bf16_rule_avx512) { bf16_check_table(avx512_or_skip()); }
 
+/* The AVX-512 f32 -> bf16 both ways, vcvtne2ps2bf16 (where the CPU has
+ * AVX512_BF16) and the integer arithmetic: the rule's special values in
+ * every lane of a 32-float step, without a subnormal in the step (which
+ * sends the step the integer way: the table above covers those), then the
+ * table with its subnormals. */
+Test(kernels, bf16_rule_avx512_with_and_without_the_instruction) {
+  const cairn__kernel_table *k = avx512_or_skip();
+  enum { NS = sizeof bf16_special_bits / sizeof bf16_special_bits[0] };
+  const int had = cairn__bf16_native_force(1), native = cairn__bf16_native_force(1);
+  for (int on = 0; on < 2; on++) {
+    cairn__bf16_native_force(on);
+    for (size_t shift = 0; shift < 32; shift++) {
+      float xs[64];
+      uint16_t ys[64];
+      for (size_t i = 0, j = 0; i < 64; i++) {
+        uint32_t u = 0x3F800000u;
+        if (i >= shift) {
+          do u = bf16_special_bits[j++ % NS];
+          while ((u & 0x7F800000u) == 0 && (u & 0x007FFFFFu) != 0); /* no subnormal */
+        }
+        xs[i] = u2f(u);
+      }
+      k->f32_to_bf16(xs, ys, 64);
+      for (size_t i = 0; i < 64; i++)
+        cr_assert_eq(ys[i], bf16_oracle(f2u(xs[i])), "avx512 (instruction %s): f32 0x%08x at %zu -> 0x%04x, the rule "
+                     "says 0x%04x", on && native ? "on" : "off", f2u(xs[i]), i, ys[i], bf16_oracle(f2u(xs[i])));
+    }
+    bf16_check_table(k);
+  }
+  cairn__bf16_native_force(-1);
+  cr_assert_eq(cairn__bf16_native_force(-1), had, "back to the default");
+  if (!native) cr_skip_test("this CPU has no AVX512_BF16 (or the compiler no vcvtne2ps2bf16): the integer way only");
+}
+
 /* Random bits (every exponent, NaNs included) and values near ties, every
  * length, unaligned; ref against the oracle and each vector tier against
  * ref bit for bit, with guards after the end untouched; widening is exact
@@ -1249,16 +1283,19 @@ Test(kernels, bf16_lengths_offsets) {
       R->bf16_to_f32(yr + off, wr + off, n);
       for (size_t i = 0; i < n; i++) cr_assert_eq(f2u(wr[off + i]), (uint32_t)yr[off + i] << 16);
       cr_assert_eq(yr[off + n], 0xA5A5u, "ref wrote past the end");
-      const cairn__kernel_table *tiers[2] = {A, V};
-      for (int t = 0; t < 2; t++) {
+      /* the AVX-512 tier twice: with vcvtne2ps2bf16 where the CPU has it, and without */
+      const cairn__kernel_table *tiers[3] = {A, V, V};
+      for (int t = 0; t < 3; t++) {
         const cairn__kernel_table *T = tiers[t];
         if (!T) continue;
+        if (t > 0) cairn__bf16_native_force(t == 1);
         for (size_t i = 0; i < MAXN + 32 + GUARD; i++) ya[i] = 0xA5A5u, wa[i] = 1234.5f;
         T->f32_to_bf16(x + off, ya + off, n);
         cr_assert(memcmp(ya, yr, sizeof ya) == 0, "%s f32_to_bf16 differs from ref at n=%zu off=%zu", T->isa, n, off);
         T->bf16_to_f32(yr + off, wa + off, n);
         cr_assert(memcmp(wa, wr, sizeof wa) == 0, "%s bf16_to_f32 differs from ref at n=%zu off=%zu", T->isa, n, off);
       }
+      cairn__bf16_native_force(-1);
     }
   if (!A) cr_skip_test("AVX2+FMA kernels not compiled in or not supported by this CPU");
 }

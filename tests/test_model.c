@@ -7,6 +7,8 @@
 
 #include <criterion/criterion.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
@@ -1055,4 +1057,52 @@ Test(model, bf16_no_allocation_after_first_step) {
     set_bf16_build(0);
     cairn__bf16_engine_force(prev);
   }
+}
+
+static int term_blocked(void) {
+  sigset_t cur;
+  pthread_sigmask(SIG_BLOCK, NULL, &cur);
+  return sigismember(&cur, SIGTERM);
+}
+static cairn_status grads_see_mask(void *user, cairn_tensor *const *g, size_t n) {
+  (void)g, (void)n;
+  *(int *)user = term_blocked();
+  return CAIRN_OK;
+}
+
+/* A step holds the signals once around its products (forward and backward:
+ * cairn__dnnl_hold_signals) and gives the caller's mask back before the
+ * grads hook, after the step, after a step that failed in the loss, and
+ * after an evaluation, on the oneDNN engines in both precisions. */
+Test(model, signals_held_only_around_the_products) {
+  const int prev = cairn__gemm_engine_force(CAIRN__GEMM_ONEDNN);
+  if (prev < 0) cr_skip_test("no oneDNN in this build (--without-dnnl, --disable-openmp or libdnnl-dev missing)");
+  for (int bf = 0; bf < 2; bf++) {
+    cairn_registry *r;
+    cr_assert_eq(cairn_registry_new(5, &r), CAIRN_OK);
+    int64_t sizes[4] = {40, 64, 32, 4};
+    set_bf16_build(bf);
+    cairn_mlp *m = build(r, sizes, 3, CAIRN_OPTIM_ADAM, NULL);
+    set_bf16_build(0);
+    cr_assert_eq(cairn_registry_initialize_collection(r, CAIRN_COLL_GLOBAL), CAIRN_OK);
+    cairn_tensor *X = mk(CAIRN_DTYPE_F32, 2, 48, 40), *y = mk(CAIRN_DTYPE_I32, 1, 48, 0);
+    blobs(X, y, 9);
+    int in_hook = -1;
+    cairn_mlp_set_grads_hook(m, grads_see_mask, &in_hook);
+    cr_assert(!term_blocked());
+    cr_assert_eq(cairn_mlp_train_step(m, X, y, NULL), CAIRN_OK, "%s", cairn_errmsg());
+    cr_assert_eq(in_hook, 0, "%s: the grads hook ran with SIGTERM blocked", bf ? "bf16" : "f32");
+    cr_assert(!term_blocked(), "%s: a step left SIGTERM blocked", bf ? "bf16" : "f32");
+    cairn_tensor_i32(y)[3] = 9; /* the loss fails after the forward's products */
+    cr_assert_eq(cairn_mlp_train_step(m, X, y, NULL), CAIRN_E_INVALID);
+    cr_assert(!term_blocked(), "%s: a failed step left SIGTERM blocked", bf ? "bf16" : "f32");
+    cairn_tensor_i32(y)[3] = 3;
+    float loss, acc;
+    cr_assert_eq(cairn_mlp_evaluate(m, X, y, &loss, &acc), CAIRN_OK);
+    cr_assert(!term_blocked(), "%s: an evaluation left SIGTERM blocked", bf ? "bf16" : "f32");
+    cairn_tensor_free(X), cairn_tensor_free(y);
+    cairn_mlp_free(m);
+    cairn_registry_free(r);
+  }
+  cairn__gemm_engine_force(prev);
 }

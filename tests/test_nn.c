@@ -8,6 +8,8 @@
 #undef I /* cblas.h brings complex.h's I; a test below names a tensor I */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -600,6 +602,50 @@ Test(nn, gemm_onednn_same_bits_for_1_and_2_threads) {
     cairn_tensor *ts[] = {A, B, bias, one, two};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) cairn_tensor_free(ts[i]);
   }
+  cairn__gemm_engine_force(prev);
+#else
+  cr_skip_test("serial build (--disable-openmp): no oneDNN engine");
+#endif
+}
+
+#ifdef CAIRN_HAVE_OPENMP
+static int term_blocked(void) {
+  sigset_t cur;
+  pthread_sigmask(SIG_BLOCK, NULL, &cur);
+  return sigismember(&cur, SIGTERM);
+}
+#endif
+
+/* A oneDNN run blocks the asynchronous signals only while it runs
+ * (lib/gemm_dnnl_base.c); between cairn__dnnl_hold_signals and its release
+ * they stay blocked from the first run to the release (once for several
+ * products), nested holds release at the outermost, and the mask is then
+ * the caller's again. */
+Test(nn, gemm_onednn_signals_held_from_the_first_run_to_the_release) {
+#ifdef CAIRN_HAVE_OPENMP
+  const int prev = force_onednn();
+  const int M = 64, N = 48, K = 40;
+  cairn_tensor *A = mk(2, M, K), *B = mk(2, K, N), *C = mk(2, M, N), *D = mk(2, M, K);
+  fill(A, -1, 1, 71); fill(B, -1, 1, 72);
+  float *a = cairn_tensor_f32(A), *b = cairn_tensor_f32(B), *c = cairn_tensor_f32(C), *d = cairn_tensor_f32(D);
+  cr_assert(!term_blocked(), "the test starts with SIGTERM deliverable");
+  cairn__sgemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N, NULL);
+  cr_assert(!term_blocked(), "a run without a hold left SIGTERM blocked");
+  cairn__dnnl_hold_signals();
+  cr_assert(!term_blocked(), "a hold alone blocks nothing (no run yet)");
+  cairn__dnnl_hold_signals();
+  cairn__sgemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N, NULL);
+  cr_assert(term_blocked(), "inside a hold, the signals stay blocked after a run");
+  cairn__dnnl_release_signals();
+  cr_assert(term_blocked(), "an inner release keeps them blocked");
+  cairn__sgemm(0, 1, M, K, N, 1.0f, c, N, b, N, 0.0f, d, K, NULL);
+  check_product(0, 0, M, N, K, a, b, NULL, c, "C = A*B, signals held");
+  check_product(0, 1, M, K, N, c, b, NULL, d, "D = C*B^T, signals held");
+  cairn__dnnl_release_signals();
+  cr_assert(!term_blocked(), "the outer release gave the caller's mask back");
+  cairn__dnnl_release_signals(); /* unbalanced: ignored */
+  cr_assert(!term_blocked());
+  cairn_tensor_free(A), cairn_tensor_free(B), cairn_tensor_free(C), cairn_tensor_free(D);
   cairn__gemm_engine_force(prev);
 #else
   cr_skip_test("serial build (--disable-openmp): no oneDNN engine");

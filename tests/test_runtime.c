@@ -126,6 +126,48 @@ Test(runtime, thread_budget) {
   cr_assert(strstr(buf, "threads 2"), "%s", buf);
 }
 
+#ifdef CAIRN_HAVE_OPENMP
+#include <omp.h>
+/* fn of the loops below: the deepest OpenMP nesting level an item ran at
+ * (1 inside a region, even one of one thread) and the items' count */
+struct level_ctx {
+  int level, items;
+};
+static void record_level(void *p, size_t lo, size_t hi) {
+  struct level_ctx *c = p;
+#pragma omp critical
+  {
+    if (omp_get_level() > c->level) c->level = omp_get_level();
+    c->items += (int)(hi - lo);
+  }
+}
+#endif
+
+/* At one thread the parallel loops run on the calling thread without
+ * entering a region (libgomp ends each one, a team of one included, with a
+ * system call: lib/internal.h); at two they still use the threads, and
+ * every item runs once either way. */
+Test(runtime, one_thread_loops_enter_no_parallel_region) {
+#ifdef CAIRN_HAVE_OPENMP
+  for (int t = 1; t <= 2; t++) {
+    cr_assert_eq(cairn_set_num_threads(t), CAIRN_OK);
+    struct level_ctx each = {0, 0}, chunks = {0, 0}, small = {0, 0};
+    cairn__par_each(5, 1, record_level, &each);
+    cairn__par_for(4 * CAIRN__PAR_MIN, record_level, &chunks);
+    cairn__par_each(5, 0, record_level, &small); /* threads 0: never a region */
+    cr_assert_eq(each.items, 5);
+    cr_assert_eq(chunks.items, 4 * CAIRN__PAR_MIN);
+    cr_assert_eq(small.items, 5);
+    cr_assert_eq(small.level, 0, "par_each(threads 0) entered a region");
+    cr_assert_eq(each.level, t - 1, "par_each at %d threads ran at nesting level %d", t, each.level);
+    cr_assert_eq(chunks.level, t - 1, "par_for at %d threads ran at nesting level %d", t, chunks.level);
+    cr_assert_eq(cairn__par_alone(), t == 1);
+  }
+#else
+  cr_skip_test("serial build (--disable-openmp): no parallel regions");
+#endif
+}
+
 /* The advice names a core only when OpenBLAS fell back to kernels without
  * AVX2 on a CPU that has them, and never overrides the user's choice. */
 Test(runtime, blas_coretype_advice) {

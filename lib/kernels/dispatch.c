@@ -33,6 +33,13 @@ static const cairn__kernel_table table_avx512 = {.isa = "avx512", CAIRN__KERNELS
 
 const cairn__kernel_table *cairn__kernels_ref(void) { return &table_ref; }
 
+#ifndef CAIRN_HAVE_AVX512
+int cairn__bf16_native_force(int on) { /* no AVX-512 kernels: nothing to force */
+  (void)on;
+  return 0;
+}
+#endif
+
 const cairn__kernel_table *cairn__kernels_avx2(void) {
 #ifdef CAIRN_HAVE_AVX2
   return cairn__cpu_has_avx2_fma() ? &table_avx2 : NULL;

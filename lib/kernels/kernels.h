@@ -89,6 +89,13 @@
   /* exact: the 16 bits shifted up */                                                              \
   X(void, bf16_to_f32, (const uint16_t *x, float *y, size_t n))
 
+/* Tests only: on 1, the AVX-512 f32_to_bf16 uses vcvtne2ps2bf16 where the
+ * CPU has AVX512_BF16 (its default), on 0 the integer arithmetic alone,
+ * -1 back to the default; returns whether it used the instruction before
+ * (lib/kernels/avx512/bf16_avx512.c). 0 and no effect without the AVX-512
+ * kernels. */
+int cairn__bf16_native_force(int on);
+
 #define CAIRN__KERNEL_MEMBER(ret, name, params) ret(*name) params;
 
 typedef struct cairn__kernel_table {
