@@ -8,14 +8,16 @@ stderr.
   fmnist_seeds.py OUT THRESHOLD EVERY "SEEDS" "PRECISIONS" FMNIST REPEATS [BENCH_MLP_STEP]
 
 The step time of the demo is measured on the demo itself: per round and
-precision, `cairn-fmnist train` for one epoch and for four (938 and 3752
+precision, `cairn-fmnist train` for one epoch and for six (938 and 5628
 steps, an evaluation every epoch and the default checkpoints, as
 bench/compare-fmnist.sh runs it), in the process's CPU time (user + sys);
-the difference over the 2814 steps between them is the cost of a step with
+the difference over the 4690 steps between them is the cost of a step with
 its share of the evaluations and checkpoints, without the data loading. The
 time to the threshold is then steps x that cost: the steps do not depend on
 the machine's load, and CPU time at one thread depends on it less than the
-wall clock does."""
+wall clock does, but not nothing (a program on the other hyperthread of the
+core slows it): the ratio is taken per round, of the two precisions run
+one after the other, and its quartiles reported."""
 import json, os, re, statistics as st, subprocess, sys, tempfile
 
 out, thr, every = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
@@ -50,12 +52,12 @@ def step_times():
         for r in range(repeats):
             for p in precs:
                 cost = []
-                for steps in (EPOCH, 4 * EPOCH):
+                for steps in (EPOCH, 6 * EPOCH):
                     ck = "%s/%s-%d-%d" % (d, p, r, steps)
                     cost.append(cpu_run([fm, "train", "--checkpoint-dir", ck, "--threads", "1", "--batch-size", "64",
                                          "--max-steps", str(steps), "--eval-every", str(EPOCH), "--seed", "1",
                                          "--precision", p]))
-                t[p].append((cost[1] - cost[0]) / (3 * EPOCH))
+                t[p].append((cost[1] - cost[0]) / (5 * EPOCH))
     return t
 
 
@@ -106,7 +108,7 @@ def summarize(runs, times):
                "last5_epochs_mean": round(st.mean(r["last5_epochs_mean"] for r in rs), 4),
                "never": sum(1 for r in rs if r["first_epoch_step"] is None)}
         if times:
-            rec["step_cpu_ms_quartiles"] = [round(1e3 * x, 4) for x in quart(times[p])]
+            rec["step_cpu_ms_quartiles"] = quart([1e3 * x for x in times[p]])
             med_step[p] = st.median(times[p])
         print(json.dumps(rec))
         log("%-6s %24s %24s %12s %9.4f %6d" % (p, " ".join("%d" % x for x in rec["first_step_quartiles"]),
