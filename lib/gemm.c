@@ -360,5 +360,13 @@ void cairn__sgemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha,
   const int acc = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) ? beta == 1.0f : -1;
   cairn__gemm_plan(lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, acc, &split_n, &nb, &len);
   struct sgemm_run r = {lib, trans_a, trans_b, M, N, K, lda, ldb, ldc, split_n, len, alpha, beta, A, B, bias, C, ep};
-  cairn__par_each((size_t)nb, 1, sgemm_block, &r);
+  if (lib == CAIRN__GEMM_ONEDNN) {
+    cairn__par_each((size_t)nb, 1, sgemm_block, &r);
+    return;
+  }
+  /* The BLAS keeps to one thread per block only inside a region (a team of
+   * one included): called outside one it may thread the call itself, with
+   * other bits than the blocks' (the 1-vs-2-thread test, --without-dnnl). */
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < nb; i++) sgemm_block(&r, (size_t)i, (size_t)i + 1);
 }
