@@ -22,15 +22,8 @@ while getopts B:e: o; do
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
-data=/usr/share/datasets/fashion-mnist
-fm=$build/tools/cairn-fmnist/cairn-fmnist
-[ -x "$fm" ] || { echo "compare-fmnist: $fm not built" >&2; exit 2; }
-if ! [ -r $data/train-images-idx3-ubyte.gz ]; then
-  echo "compare-fmnist: skipped: no $data (Debian: apt-get install dataset-fashion-mnist)" >&2
-  exit 0
-fi
-. "$here/blas-coretype.sh"
-blas_coretype_export "$build/tools/cairn-info/cairn-info" compare-fmnist
+. "$here/fmnist-demo.sh"
+fmnist_demo_need compare-fmnist "$build"
 out=$(mktemp -d "${TMPDIR:-/tmp}/cmp-fmnist.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 steps=$((epochs * 938)) # 60000 / 64 rounded up

@@ -47,16 +47,9 @@ while getopts B:s:p:e:E:t:j:r:k: o; do
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
-data=/usr/share/datasets/fashion-mnist
-fm=$build/tools/cairn-fmnist/cairn-fmnist
+. "$here/fmnist-demo.sh"
+fmnist_demo_need fmnist-seeds "$build"
 bm=$build/bench/bench_mlp_step
-[ -x "$fm" ] || { echo "fmnist-seeds: $fm not built" >&2; exit 2; }
-if ! [ -r $data/train-images-idx3-ubyte.gz ]; then
-  echo "fmnist-seeds: skipped: no $data (Debian: apt-get install dataset-fashion-mnist)" >&2
-  exit 0
-fi
-. "$here/blas-coretype.sh"
-blas_coretype_export "$build/tools/cairn-info/cairn-info" fmnist-seeds
 if [ -n "$keep" ]; then
   out=$keep && mkdir -p "$out" || exit 1
 else

@@ -350,26 +350,6 @@ static cairn_status forward_bf16(cairn_mlp *m, const cairn_tensor *X, int keep) 
   return CAIRN_OK;
 }
 
-struct colsum_ctx {
-  const float *dz; /* (B, out) */
-  float *db;       /* (out) */
-  size_t rows, out;
-};
-/* db[lo:hi] = Σ_r dZ[r, lo:hi], rows in order: the bits do not depend on
- * how the columns are split (as cairn__dense_backward's) */
-static void colsum_range(void *p, size_t lo, size_t hi) {
-  const struct colsum_ctx *c = p;
-  const cairn__kernel_table *k = cairn__kernels();
-  memset(c->db + lo, 0, (hi - lo) * sizeof(float));
-  for (size_t r = 0; r < c->rows; r++) k->add(c->dz + r * c->out + lo, c->db + lo, hi - lo);
-}
-/* block j of 256 columns */
-static void colsum_block(void *p, size_t j, size_t end) {
-  const struct colsum_ctx *c = p;
-  (void)end;
-  colsum_range(p, j * 256, j * 256 + 256 < c->out ? j * 256 + 256 : c->out);
-}
-
 /* dW_i = in_bᵀ·dZ_b, db_i = Σ_B dZ (fp32; unless db_done), and dA_{i-1} =
  * dZ_b·W_bᵀ when i > 0 (into da, (B, sizes[i])). */
 static cairn_status backward_bf16_layer(cairn_mlp *m, int i, int64_t B, const float *dz, float *da, int db_done) {
@@ -381,8 +361,8 @@ static cairn_status backward_bf16_layer(cairn_mlp *m, int i, int64_t B, const fl
   if (cairn__gemm_bf16(1, 0, in, out, (int)B, x, in, m->dzb[i], out, 0, m->grad[2 * i]->data, out, NULL, NULL, &m->ws))
     return bf16_failed("Xᵀ·dZ", i);
   if (db_done) return CAIRN_OK;
-  struct colsum_ctx c = {dz, m->grad[2 * i + 1]->data, (size_t)B, (size_t)out};
-  cairn__par_each(((size_t)out + 255) / 256, (size_t)B * (size_t)out >= CAIRN__PAR_MIN, colsum_block, &c);
+  memset(m->grad[2 * i + 1]->data, 0, (size_t)out * sizeof(float));
+  cairn__dense_bias_grad(dz, m->grad[2 * i + 1]->data, (size_t)B, (size_t)out);
   return CAIRN_OK;
 }
 

@@ -120,6 +120,13 @@ static void colsum_block(void *p, size_t j, size_t end) {
   colsum(p, j * 256, j * 256 + 256 < c->out ? j * 256 + 256 : c->out);
 }
 
+void cairn__dense_bias_grad(const float *dy, float *db, size_t rows, size_t out) {
+  struct colsum_ctx c = {dy, db, rows, out};
+  /* Threads own blocks of columns; each column is summed over rows in
+   * order, so the bits do not depend on how the columns are split. */
+  cairn__par_each((out + 255) / 256, rows * out >= CAIRN__PAR_MIN, colsum_block, &c);
+}
+
 cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,
                                    cairn_tensor *dX, cairn_tensor *dW, cairn_tensor *db, int accumulate) {
   const char *fn = "dense_backward";
@@ -151,12 +158,7 @@ cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W,
   if (in > 0)
     cairn__sgemm(1, 0, in, out, B, 1.0f, X->data, in, dY->data, out, beta, dW->data, out, NULL);
   /* db (+)= Σ_B dY */
-  if (db) {
-    struct colsum_ctx c = {dY->data, db->data, (size_t)B, (size_t)out};
-    /* Threads own blocks of columns; each column is summed over rows in
-     * order, so the bits do not depend on how the columns are split. */
-    cairn__par_each(((size_t)out + 255) / 256, (size_t)B * (size_t)out >= CAIRN__PAR_MIN, colsum_block, &c);
-  }
+  if (db) cairn__dense_bias_grad(dY->data, db->data, (size_t)B, (size_t)out);
   return CAIRN_OK;
 }
 

@@ -64,5 +64,8 @@ void cairn__act_backward_colsum(cairn_act act, float alpha, const float *z, cons
  * instead of adding to them (the model's step, which saves a zeroing pass). */
 cairn_status cairn__dense_backward(const cairn_tensor *X, const cairn_tensor *W, const cairn_tensor *dY,
                                    cairn_tensor *dX, cairn_tensor *dW, cairn_tensor *db, int accumulate);
+/* db += Σ_rows dY (dY is (rows, out), db (out)), the rows added in order,
+ * columns split among the threads: the same bits at any thread count. */
+void cairn__dense_bias_grad(const float *dy, float *db, size_t rows, size_t out);
 
 #endif
