@@ -1,5 +1,5 @@
 #!/bin/sh
-# compare-kernels: the AVX2 kernels of several builds (e.g. the commit
+# compare-kernels: the vector kernels of several builds (e.g. the commit
 # before a change and after it) next to PyTorch's same ops, in one run,
 # interleaved (the order of the builds and PyTorch rotates every pass):
 # bench_kernels --no-ref of each build and bench/torch_kernels.py, same
@@ -11,12 +11,16 @@
 # python3-torch). BENCH_CLOCK=cpu is passed on (use it at 1 thread only).
 #
 # -k "a,b": only these kernels (bench_kernels' and torch_kernels.py's --only).
+# -i avx2|avx512: cairn's tier to compare (default: the one cairn picks on
+#    this CPU, as a user's program runs); the table says which, and which
+#    kernels PyTorch ran ("CPU capability" in torch.__config__.show()).
 #
-#   sh bench/compare-kernels.sh -B "before after" [-p passes] [-r repeats] [-t "1 2"] [-n floats] [-k kernels] [-o outdir]
+#   sh bench/compare-kernels.sh -B "before after" [-p passes] [-r repeats] [-t "1 2"] [-n floats] [-k kernels]
+#        [-i isa] [-o outdir]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=. passes=3 repeats=3 threads="1 2" n=16000000 keep= only=
-while getopts B:p:r:t:n:k:o: opt; do
+build=. passes=3 repeats=3 threads="1 2" n=16000000 keep= only= isa=
+while getopts B:p:r:t:n:k:i:o: opt; do
   case $opt in
   B) build=$OPTARG ;;
   p) passes=$OPTARG ;;
@@ -24,8 +28,9 @@ while getopts B:p:r:t:n:k:o: opt; do
   t) threads=$OPTARG ;;
   n) n=$OPTARG ;;
   k) only=$OPTARG ;;
+  i) isa=$OPTARG ;;
   o) keep=$OPTARG ;;
-  *) echo "usage: sh $0 [-B builds] [-p passes] [-r repeats] [-t threads] [-n floats] [-k kernels] [-o outdir]" >&2; exit 2 ;;
+  *) echo "usage: sh $0 [-B builds] [-p passes] [-r repeats] [-t threads] [-n floats] [-k kernels] [-i isa] [-o outdir]" >&2; exit 2 ;;
   esac
 done
 py=/usr/bin/python3
@@ -57,7 +62,7 @@ for t in $threads; do
       else
         kk=$((m + 1))
         b=$(cat "$out/label.$kk")
-        "$b/bench/bench_kernels" --threads "$t" --repeats "$repeats" --no-machine --no-ref --n "$n" ${only:+--only "$only"} \
+        "$b/bench/bench_kernels" --threads "$t" --repeats "$repeats" --no-machine --no-ref --n "$n" ${only:+--only "$only"} ${isa:+--isa "$isa"} \
           >"$out/c.$kk.$t.$i.json" 2>/dev/null || { echo "compare-kernels: $b/bench/bench_kernels failed" >&2; exit 1; }
       fi
       j=$((j + 1))
@@ -65,9 +70,19 @@ for t in $threads; do
     i=$((i + 1))
   done
 done
-$py - "$out" "$nb" "$threads" "$passes" <<'EOF'
+$py - "$out" "$nb" "$threads" "$passes" "$isa" <<'EOF'
 import glob, json, statistics, sys
-out, nb, threads, passes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4])
+out, nb, threads, passes, isa = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4]), sys.argv[5]
+if not isa:  # the tier cairn picks here: the context record of any run
+    for f in glob.glob(f"{out}/c.*.json"):
+        ctx = json.loads(open(f).readline()).get("context", {})
+        isa = ctx.get("isa", "")
+        if isa:
+            break
+cap = ""
+for f in glob.glob(f"{out}/t.*.json"):
+    cap = json.loads(open(f).readline()).get("capability", "")
+    break
 lab = [open(f"{out}/label.{k}").read().strip() for k in range(1, nb + 1)]
 def load(pattern):
     d = {}
@@ -79,10 +94,11 @@ def load(pattern):
             name = j["name"].split("/")[0]
             if j.get("bench") == "torch_kernels":
                 d.setdefault(name, []).append((j["gbs"], j["ratio_inplace"]))
-            elif j["name"].endswith("/avx2"):
+            elif j["name"].endswith("/" + isa):
                 d.setdefault(name, []).append((j["median"], j["ratio"]))
     return d
 med = lambda v, i: statistics.median(x[i] for x in v) if v else float("nan")
+print(f"cairn's {isa} tier" + (f"; PyTorch's CPU capability: {cap}" if cap else "") + "\n")
 print("| kernel | threads | " + " | ".join(f"{l} GB/s (× in-place)" for l in lab) +
       " | PyTorch GB/s (× in-place) | last/first | last/PyTorch |")
 print("|---|---|" + "---|" * (nb + 3))

@@ -29,6 +29,8 @@ torch.set_num_threads(a.threads)
 A = torch.ops.aten
 ROW = a.row
 N = (a.n + ROW - 1) // ROW * ROW
+# which of its vector kernels PyTorch runs here (its own build summary)
+CAP = next((l.split(":", 1)[1].strip() for l in torch.__config__.show().splitlines() if "CPU capability" in l), "")
 R = N // ROW
 g = torch.Generator().manual_seed(1)
 X = 4.0 * (torch.rand(N, generator=g) - 0.5)
@@ -129,7 +131,7 @@ with torch.no_grad():
             ts.append(t)
             ratios.append((nbytes / t) / (12 / ti))
         med = statistics.median(ts)
-        print(json.dumps({"bench": "torch_kernels", "name": name, "torch": torch.__version__,
+        print(json.dumps({"bench": "torch_kernels", "name": name, "torch": torch.__version__, "capability": CAP,
                           "threads": torch.get_num_threads(), "n": N, "row": ROW, "bytes_per_elem": nbytes,
                           "median_s": med, "min_s": min(ts), "gbs": nbytes * N / med * 1e-9,
                           "ratio_inplace": statistics.median(ratios)}), flush=True)
