@@ -116,7 +116,7 @@ static void b_put(buf *b, const void *d, size_t n) {
     b->oom = 1;
     return;
   }
-  memcpy(b->p + b->len, d, n);
+  if (n) memcpy(b->p + b->len, d, n); /* an empty sub-message has no buffer: memcpy's NULL is undefined */
   b->len += n;
 }
 

@@ -1215,6 +1215,7 @@ Test(ckpt_out, writes_each_format_through_one_entry_point) {
   cr_assert_eq(cairn_ckpt_out_open(P("x"), &bad, &w), CAIRN_E_INVALID);
   cr_assert_null(w);
   cairn_ckpt_out_abort(NULL);
+  cairn_tensor_free(t);
 }
 
 /* ---- NumPy .npz writer ------------------------------------------------------------ */
